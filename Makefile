@@ -1,0 +1,40 @@
+# plucky — make (compile), make check (all tests), make run (the demo site),
+# make bench (plucky vs Guile's built-in server vs nginx).
+
+GUILE ?= guile
+GUILD ?= guild
+HOST  ?= 127.0.0.1
+PORT  ?= 8080
+
+SOURCES := $(shell find plucky web -name '*.scm' | sort)
+OBJECTS := $(SOURCES:%.scm=build/%.go)
+
+.PHONY: all deps check run bench clean
+
+all: deps $(OBJECTS)
+
+deps:
+	@scripts/install-deps check
+
+# Every object depends on every source: inlined procedures and macros cross
+# module boundaries, and a full rebuild takes seconds.
+build/%.go: %.scm $(SOURCES)
+	@mkdir -p $(dir $@)
+	@GUILE_AUTO_COMPILE=0 $(GUILD) compile -W3 -L . -o $@ $< > $@.log 2>&1 \
+	  || { cat $@.log; rm -f $@ $@.log; exit 1; }
+	@grep -v '^wrote' $@.log || true
+	@rm -f $@.log
+
+check: all
+	tests/run
+
+run: all
+	scripts/install-deps run
+	bin/plucky serve apps/demo.scm --host $(HOST) --port $(PORT)
+
+bench: all
+	scripts/install-deps bench
+	bench/hello
+
+clean:
+	rm -rf build
