@@ -6,6 +6,10 @@ GUILD ?= guild
 HOST  ?= 127.0.0.1
 PORT  ?= 8080
 
+# Guile's -W2 and -W3 include unused-toplevel, which flags every field
+# accessor SRFI-9 generates; these are the warnings that find bugs.
+WARNINGS := -Wunbound-variable -Warity-mismatch -Wformat -Wunused-variable -Wshadowed-toplevel -Wmacro-use-before-definition -Wduplicate-case-datum -Wbad-case-datum
+
 SOURCES := $(shell find plucky web -name '*.scm' | sort)
 OBJECTS := $(SOURCES:%.scm=build/%.go)
 
@@ -20,7 +24,7 @@ deps:
 # module boundaries, and a full rebuild takes seconds.
 build/%.go: %.scm $(SOURCES)
 	@mkdir -p $(dir $@)
-	@GUILE_AUTO_COMPILE=0 $(GUILD) compile -W3 -L . -o $@ $< > $@.log 2>&1 \
+	@GUILE_AUTO_COMPILE=0 $(GUILD) compile $(WARNINGS) -L . -o $@ $< > $@.log 2>&1 \
 	  || { cat $@.log; rm -f $@ $@.log; exit 1; }
 	@grep -v '^wrote' $@.log || true
 	@rm -f $@.log

@@ -1,0 +1,153 @@
+;;; (plucky command) --- the `plucky' command line
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; bin/plucky starts Guile with this module's `main'.  Each subcommand
+;;; is a procedure of its arguments; options are parsed by hand (not
+;;; getopt-long) because every module loaded here is start-up time, and
+;;; start-up time is one of plucky's targets.
+;;;
+;;; An app file is loaded with `load', so Guile compiles it once into
+;;; its cache and later starts load the compiled code; its last
+;;; expression must evaluate to the handler.
+;;;
+;;; Code:
+
+(define-module (plucky command)
+  #:use-module (ice-9 match)
+  #:use-module (plucky server)
+  ;; `load' of an app file needs a module that is not declarative.
+  #:declarative? #f
+  #:export (main))
+
+(define usage "\
+Usage: plucky COMMAND [ARGUMENT…]
+
+Commands:
+  serve FILE [OPTION…]   serve the handler FILE evaluates to
+  help                   show this text
+  version                show plucky's version
+
+Options of serve:
+  --host HOST            address to listen on: a name, an IPv4 or IPv6
+                         address; \"::\" for all of both (default 127.0.0.1)
+  --port PORT            TCP port; 0 picks a free one (default 8080)
+  --workers N            worker processes (default 1); with more than
+                         one, a master process restarts any that dies
+  --max-body BYTES       largest request body accepted, else 413
+                         (default 67108864)
+  --max-connections N    open connections per worker (default 10000)
+  --keep-alive-timeout S seconds an idle connection is kept (default 60)
+  --header-timeout S     seconds a client has to send a request head,
+                         else 408 (default 10)
+  --body-timeout S       seconds a request body may stall (default 30)
+  --write-timeout S      seconds a response may stall (default 30)
+  --max-request-line B   longest request line, else 414 (default 8192)
+  --max-header-bytes B   largest header block, else 431 (default 32768)
+  --max-header-count N   most header fields, else 431 (default 100)
+
+FILE is Scheme whose last expression is a procedure
+  (lambda (request body) ... (values response body))
+with the contract of Guile's (web server) run-server.
+")
+
+(define version "0.1.0")
+
+(define (fail fmt . args)
+  (apply format (current-error-port) (string-append "plucky: " fmt "~%") args)
+  (exit 2))
+
+(define (number-option name value)
+  (let ((n (and value (string->number value))))
+    (unless (and n (exact-integer? n) (>= n 0))
+      (fail "~a expects a non-negative whole number, not ~s" name value))
+    n))
+
+(define option-names
+  '("--host" "--port" "--workers" "--max-body" "--max-connections"
+    "--keep-alive-timeout" "--header-timeout" "--body-timeout"
+    "--write-timeout" "--max-request-line" "--max-header-bytes"
+    "--max-header-count"))
+
+(define (parse-options args)
+  ;; -> (values file alist-of-options)
+  (let lp ((args args) (file #f) (options '()))
+    (match args
+      (() (values file options))
+      ((option . _)
+       (=> next)
+       (if (member option '("-h" "--help"))
+           (begin (display usage) (exit 0))
+           (next)))
+      ((option value . rest)
+       (=> next)
+       (if (member option option-names)
+           (lp rest file (acons option value options))
+           (next)))
+      ((option)
+       (=> next)
+       (if (member option option-names)
+           (fail "~a needs a value" option)
+           (next)))
+      ((arg . rest)
+       (cond
+        ((string-prefix? "-" arg) (fail "unknown option ~a (see plucky --help)" arg))
+        (file (fail "one FILE only; also got ~a" arg))
+        (else (lp rest arg options)))))))
+
+(define (load-handler file)
+  (unless (file-exists? file)
+    (fail "no such file: ~a" file))
+  (let ((handler (save-module-excursion
+                  (lambda ()
+                    ;; An app file may itself `load' the files of other
+                    ;; apps (apps/demo.scm does), which Guile allows only
+                    ;; in a module that is not declarative.
+                    (let ((module (make-fresh-user-module)))
+                      (set-module-declarative?! module #f)
+                      (set-current-module module))
+                    (load (canonicalize-path file))))))
+    (unless (procedure? handler)
+      (fail "~a must end with an expression whose value is the handler procedure; got ~s"
+            file handler))
+    handler))
+
+(define (serve args)
+  (call-with-values (lambda () (parse-options args))
+    (lambda (file options)
+      (unless file (fail "serve needs a FILE (see plucky --help)"))
+      (let* ((option (lambda (name default)
+                       (let ((value (assoc-ref options name)))
+                         (if value (number-option name value) default))))
+             (handler (load-handler file))
+             (settings (make-loop-settings
+                        #:parse-limits (make-parse-limits
+                                        #:max-request-line (option "--max-request-line" 8192)
+                                        #:max-header-bytes (option "--max-header-bytes" 32768)
+                                        #:max-header-count (option "--max-header-count" 100))
+                        #:max-body (option "--max-body" (* 64 1024 1024))
+                        #:max-connections (option "--max-connections" 10000)
+                        #:keep-alive-timeout (option "--keep-alive-timeout" 60)
+                        #:header-timeout (option "--header-timeout" 10)
+                        #:body-timeout (option "--body-timeout" 30)
+                        #:write-timeout (option "--write-timeout" 30))))
+        (run-server handler
+                    #:host (or (assoc-ref options "--host") "127.0.0.1")
+                    #:port (option "--port" 8080)
+                    #:workers (max 1 (option "--workers" 1))
+                    #:settings settings)))))
+
+(define (main args)
+  "Run the plucky command with ARGS, the command line."
+  (let ((args (cdr args)))
+    (cond
+     ((null? args) (display usage))
+     ((string=? (car args) "serve") (serve (cdr args)))
+     ((member (car args) '("help" "--help" "-h")) (display usage))
+     ((member (car args) '("version" "--version")) (format #t "plucky ~a~%" version))
+     (else (fail "unknown command ~s (see plucky --help)" (car args))))))
+
+;;; (plucky command) ends here

@@ -1,0 +1,303 @@
+;;; (plucky http response) --- a handler's answer, made into bytes
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; A handler returns (values response body) exactly as under Guile's
+;;; (web server): RESPONSE is a (web response) record or the shorthand, an
+;;; alist of headers; BODY is #f, a string, a bytevector, or a procedure
+;;; that writes to a port.  `write-response!' gives that pair the meaning
+;;; Guile's `sanitize-response' gives it — strings encoded in the declared
+;;; charset (utf-8 added to Content-Type when none is declared), procedure
+;;; bodies collected, Content-Length added or checked, no body for HEAD —
+;;; but never builds a response record: it writes the status line, the
+;;; headers and the body straight into an <output> buffer that the server
+;;; reuses for every response on every connection.
+;;;
+;;; Where the time goes, and what is done about it (bench/hello):
+;;;  - status lines are precomputed bytes (plucky http status);
+;;;  - the Date line is remade once a second (plucky http date);
+;;;  - a header is rendered with Guile's own header writer once per value
+;;;    object and the bytes are cached, keyed by `eq?' on the value: a
+;;;    handler's '((content-type . (text/plain))) is the same literal on
+;;;    every call, so the second response copies 40 cached bytes instead
+;;;    of opening a string port.  The cache is bounded and cleared when
+;;;    full, so freshly consed values cost a miss, never memory.  (A
+;;;    handler that mutates a header value in place after returning it
+;;;    would see the old rendering; Guile's literals are immutable anyway.)
+;;;  - bodies up to `copy-limit' bytes are copied after the head so that
+;;;    head and body leave in one write(2); a larger body is returned to
+;;;    the caller, which sends head and body together with writev(2).
+;;;
+;;; Code:
+
+(define-module (plucky http response)
+  #:use-module (rnrs bytevectors)
+  #:use-module (srfi srfi-9)
+  #:use-module (ice-9 iconv)
+  #:use-module (web http)
+  #:use-module (web request)
+  #:use-module (web response)
+  #:use-module (system foreign)
+  #:use-module (plucky http status)
+  #:use-module (plucky http date)
+  #:export (make-output
+            output?
+            output-bytes
+            output-address
+            output-fill
+            set-output-fill!
+            output-reset!
+            output-put-bytes!
+            write-response!
+            write-error-response!
+            copy-limit))
+
+;;;
+;;; Output buffers
+;;;
+
+(define-record-type <output>
+  (%make-output bytes address fill)
+  output?
+  (bytes output-bytes set-output-bytes!)       ; bytevector, grown by doubling
+  (address output-address set-output-address!) ; integer address of BYTES, for write(2)
+  (fill output-fill set-output-fill!))         ; bytes used so far
+
+(define* (make-output #:optional (size 65536))
+  "Return an empty output buffer of SIZE bytes that grows as needed."
+  (let ((bv (make-bytevector size)))
+    (%make-output bv (pointer-address (bytevector->pointer bv)) 0)))
+
+(define (output-reset! out)
+  "Empty OUT, keeping its storage."
+  (set-output-fill! out 0))
+
+(define (output-reserve! out n)
+  ;; -> the fill index at which N more bytes may be written
+  (let ((fill (output-fill out))
+        (bv (output-bytes out)))
+    (when (> (+ fill n) (bytevector-length bv))
+      (let ((new (make-bytevector (max (* 2 (bytevector-length bv)) (+ fill n)))))
+        (bytevector-copy! bv 0 new 0 fill)
+        (set-output-bytes! out new)
+        (set-output-address! out (pointer-address (bytevector->pointer new)))))
+    fill))
+
+(define (output-put-bytes! out bv)
+  "Append the bytevector BV to OUT."
+  (let* ((n (bytevector-length bv))
+         (fill (output-reserve! out n)))
+    (bytevector-copy! bv 0 (output-bytes out) fill n)
+    (set-output-fill! out (+ fill n))))
+
+(define (output-put-decimal! out n)
+  ;; Digits of the non-negative integer N, without making a string.
+  (let* ((digits (let lp ((k n) (d 1)) (if (< k 10) d (lp (quotient k 10) (+ d 1)))))
+         (fill (output-reserve! out digits))
+         (bv (output-bytes out)))
+    (let lp ((k n) (i (+ fill digits -1)))
+      (bytevector-u8-set! bv i (+ 48 (remainder k 10)))
+      (when (>= k 10) (lp (quotient k 10) (- i 1))))
+    (set-output-fill! out (+ fill digits))))
+
+;;;
+;;; Headers
+;;;
+
+(define crlf #vu8(13 10))
+(define content-length-prefix (string->utf8 "Content-Length: "))
+(define connection-close-line (string->utf8 "Connection: close\r\n"))
+(define connection-keep-alive-line (string->utf8 "Connection: keep-alive\r\n"))
+
+(define (string->latin-1 str)
+  (string->bytevector str "ISO-8859-1" 'substitute))
+
+(define (render-header name value)
+  ;; -> bytevector "Name: value\r\n", or raise if the value would smuggle
+  ;; a line break into the head (header injection).
+  (let ((text (call-with-output-string
+                (lambda (port)
+                  ((header-writer name) value port)))))
+    (when (or (string-index text #\return) (string-index text #\newline))
+      (error "response header value contains CR or LF" name value))
+    (string->latin-1 (string-append (header->string name) ": " text "\r\n"))))
+
+(define cache-limit 512)
+
+(define-record-type <header-cache>
+  (make-header-cache table count)
+  header-cache?
+  (table header-cache-table)                    ; hashq: value -> (name . bytes)
+  (count header-cache-count set-header-cache-count!))
+
+(define (new-header-cache) (make-header-cache (make-hash-table 64) 0))
+
+(define plain-cache (new-header-cache))
+;; Content-Type values for textual bodies, with the charset plucky adds.
+(define charset-cache (new-header-cache))
+
+(define (cached-header-bytes cache name value render)
+  (let ((hit (hashq-ref (header-cache-table cache) value)))
+    (if (and hit (eq? (car hit) name))
+        (cdr hit)
+        (let ((bytes (render name value)))
+          (when (>= (header-cache-count cache) cache-limit)
+            (hash-clear! (header-cache-table cache))
+            (set-header-cache-count! cache 0))
+          (hashq-set! (header-cache-table cache) value (cons name bytes))
+          (set-header-cache-count! cache (+ 1 (header-cache-count cache)))
+          bytes))))
+
+(define (put-header! out name value)
+  (output-put-bytes! out (cached-header-bytes plain-cache name value render-header)))
+
+(define (with-charset type charset)
+  ;; (text/plain) -> (text/plain (charset . "utf-8"))
+  (if (assq 'charset (cdr type))
+      type
+      (cons (car type) (append (cdr type) (list (cons 'charset charset))))))
+
+(define (put-textual-content-type! out type)
+  (output-put-bytes!
+   out
+   (cached-header-bytes charset-cache 'content-type type
+                        (lambda (name type)
+                          (render-header name (with-charset type "utf-8"))))))
+
+;;;
+;;; Bodies
+;;;
+
+(define copy-limit
+  ;; Bodies up to this size are copied behind the head (one write);
+  ;; larger ones go out by writev without a copy.  A copy of 64 KiB costs
+  ;; less than the second iovec's bookkeeping for small pages.
+  65536)
+
+(define default-text-type '(text/plain))
+
+(define (declared-charset type)
+  (let ((charset (assq-ref (cdr type) 'charset)))
+    (and charset (if (symbol? charset) (symbol->string charset) charset))))
+
+(define (utf-8-name? charset)
+  (or (string-ci=? charset "utf-8") (string-ci=? charset "utf8")))
+
+(define (encode-text text charset)
+  (if (or (not charset) (utf-8-name? charset))
+      (string->utf8 text)
+      (string->bytevector text charset)))
+
+(define (body->bytevector body charset)
+  ;; -> bytevector; strings and procedures encoded as Guile's
+  ;; sanitize-response does.
+  (cond
+   ((bytevector? body) body)
+   ((not body) #f)
+   ((string? body) (encode-text body charset))
+   ((procedure? body)
+    (call-with-encoded-output-string (or charset "utf-8") body))
+   (else (error "unexpected body type" body))))
+
+(define (must-not-include-body? code)
+  (or (<= 100 code 199) (= code 204) (= code 304)))
+
+;;;
+;;; The writer
+;;;
+
+(define (write-response! out request response body close?)
+  "Append to OUT the bytes of the answer (RESPONSE, BODY) to REQUEST, as
+a handler returned them.  CLOSE? is true when the connection will be
+closed after this response whatever it says.  Return two values: whether
+the connection must close after it, and #f or a bytevector too large to
+copy that must be sent right after OUT's contents.  Raise an error for a
+response Guile's `sanitize-response' would refuse (a Content-Length that
+does not match the body, a body on a 204 or 304, a bad body type)."
+  (let* ((record? (response? response))
+         (headers (if record? (response-headers response) response))
+         (code (if record? (response-code response) 200))
+         (reason (and record? ((@@ (web response) %response-reason-phrase) response)))
+         (version (request-version request))
+         (head? (eq? (request-method request) 'HEAD))
+         (textual? (or (string? body) (procedure? body)))
+         (type (and textual?
+                    (let ((type (assq-ref headers 'content-type)))
+                      (or type default-text-type))))
+         (payload (body->bytevector body (and type (declared-charset type))))
+         (length (if payload (bytevector-length payload) 0))
+         (bodiless? (must-not-include-body? code)))
+    (when (and bodiless? (> length 0))
+      (error "response with this status code must not include body" code))
+    (output-put-bytes! out (status-line version code reason))
+    (let lp ((headers headers) (length-seen? #f) (date-seen? #f)
+             (type-seen? #f) (close? close?))
+      (if (pair? headers)
+          (let* ((header (car headers))
+                 (name (car header))
+                 (value (cdr header)))
+            (case name
+              ((content-length)
+               (unless (eqv? value length)
+                 (error "bad content-length" value length))
+               (put-header! out name value)
+               (lp (cdr headers) #t date-seen? type-seen? close?))
+              ((content-type)
+               (if textual?
+                   (put-textual-content-type! out value)
+                   (put-header! out name value))
+               (lp (cdr headers) length-seen? date-seen? #t close?))
+              ((date)
+               (put-header! out name value)
+               (lp (cdr headers) length-seen? #t type-seen? close?))
+              ((connection)
+               (put-header! out name value)
+               (lp (cdr headers) length-seen? date-seen? type-seen?
+                   (or close? (and (pair? value) (memq 'close value) #t))))
+              (else
+               (put-header! out name value)
+               (lp (cdr headers) length-seen? date-seen? type-seen? close?))))
+          (begin
+            (when (and textual? (not type-seen?))
+              (put-textual-content-type! out default-text-type))
+            (unless (or length-seen? bodiless?)
+              (output-put-bytes! out content-length-prefix)
+              (output-put-decimal! out length)
+              (output-put-bytes! out crlf))
+            (unless date-seen?
+              (output-put-bytes! out (date-line)))
+            (let ((connection (assq-ref headers 'connection)))
+              (cond
+               ((and close? (not (and (pair? connection) (memq 'close connection))))
+                (output-put-bytes! out connection-close-line))
+               ((and (not close?) (eqv? (cdr version) 0) (not connection))
+                (output-put-bytes! out connection-keep-alive-line))))
+            (output-put-bytes! out crlf)
+            (cond
+             ((or head? (not payload) (zero? length))
+              (values close? #f))
+             ((<= length copy-limit)
+              (output-put-bytes! out payload)
+              (values close? #f))
+             (else
+              (values close? payload))))))))
+
+(define plain-text '((content-type . (text/plain))))
+
+(define* (write-error-response! out version code #:optional (message #f))
+  "Append to OUT a complete plain-text response with status CODE for
+HTTP VERSION, whose body is MESSAGE (default: the reason phrase), that
+closes the connection.  Used for requests that never reach a handler."
+  (let ((request ((@@ (web request) make-request)
+                  'GET #f (if (equal? version '(1 . 0)) '(1 . 0) '(1 . 1))
+                  '() '() #f)))
+    (write-response! out request
+                     (build-response #:code code #:headers plain-text
+                                     #:version version)
+                     (string-append (or message (status-reason code)) "\n")
+                     #t)))
+
+;;; (plucky http response) ends here

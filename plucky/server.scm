@@ -1,0 +1,136 @@
+;;; (plucky server) --- run a handler: listening sockets, workers, the loop
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; The entry point of plucky's own API:
+;;;
+;;;   (run-server handler #:host "127.0.0.1" #:port 8080 #:workers 2)
+;;;
+;;; HANDLER has the contract of Guile's (web server): it is called as
+;;; (HANDLER request body . state) and returns (values response body
+;;; . state).  `run-server' opens the listening socket(s), then either
+;;; runs the event loop (plucky server loop) itself, with one worker, or
+;;; forks WORKERS processes that each run one loop on the shared sockets
+;;; while this process watches them and starts a new one when one dies.
+;;;
+;;; Code:
+
+(define-module (plucky server)
+  #:use-module (srfi srfi-1)
+  #:use-module (ice-9 match)
+  #:use-module (plucky sys libc)
+  #:use-module (plucky http parse)
+  #:use-module (plucky server loop)
+  #:re-export (make-loop-settings
+               make-parse-limits
+               stop-loop!)
+  #:export (open-listener
+            listener-port
+            run-server))
+
+(define* (open-listener host port #:key (backlog 1024))
+  "Return a listening, non-blocking TCP socket (a Guile port, which the
+caller must keep and close) bound to HOST (a name or an IPv4 or IPv6
+address; \"::\" for every address of both families) and PORT (0: any
+free port; see `listener-port')."
+  (let* ((info (car (getaddrinfo host (number->string port)
+                                 (logior AI_NUMERICSERV AI_PASSIVE)
+                                 0 SOCK_STREAM)))
+         (sock (socket (addrinfo:fam info) SOCK_STREAM 0)))
+    (setsockopt sock SOL_SOCKET SO_REUSEADDR 1)
+    (bind sock (addrinfo:addr info))
+    (listen sock backlog)
+    (fcntl sock F_SETFL (logior O_NONBLOCK (fcntl sock F_GETFL)))
+    sock))
+
+(define (listener-port sock)
+  "Return the TCP port the listening socket SOCK is bound to."
+  (sockaddr:port (getsockname sock)))
+
+(define (listener-url sock)
+  (let* ((addr (getsockname sock))
+         (family (sockaddr:fam addr))
+         (host (inet-ntop family (sockaddr:addr addr))))
+    (format #f "http://~a:~a/"
+            (if (= family AF_INET6) (string-append "[" host "]") host)
+            (sockaddr:port addr))))
+
+(define (log-line fmt . args)
+  (let ((port (current-error-port)))
+    (apply format port (string-append "plucky: " fmt "~%") args)
+    (force-output port)))
+
+(define (serve-in-this-process sockets handler state settings exclusive?)
+  (let ((stop (lambda (signal) (stop-loop!))))
+    (sigaction SIGINT stop)
+    (sigaction SIGTERM stop))
+  (run-loop (map port->fdes sockets) handler
+            #:state state #:settings settings #:exclusive? exclusive?))
+
+(define (fork-worker sockets handler state settings)
+  (let ((pid (primitive-fork)))
+    (if (zero? pid)
+        (begin
+          (serve-in-this-process sockets handler state settings #t)
+          (primitive-exit 0))
+        pid)))
+
+(define (supervise sockets handler state settings workers)
+  ;; Start WORKERS processes and keep that many running until SIGINT or
+  ;; SIGTERM, which are passed on to the workers.
+  (let ((pids (map (lambda (i) (fork-worker sockets handler state settings))
+                   (iota workers)))
+        (stopping? #f))
+    (define (stop signal)
+      (set! stopping? #t)
+      (for-each (lambda (pid) (false-if-exception (kill pid SIGTERM))) pids))
+    (sigaction SIGINT stop)
+    (sigaction SIGTERM stop)
+    (let lp ()
+      (unless (null? pids)
+        (match (false-if-exception (waitpid WAIT_ANY))
+          ((pid . status)
+           (set! pids (delete pid pids))
+           (unless stopping?
+             (log-line "worker ~a exited (~a); starting another" pid
+                       (cond ((status:exit-val status) => (lambda (v) (format #f "status ~a" v)))
+                             ((status:term-sig status) => (lambda (s) (format #f "signal ~a" s)))
+                             (else "unknown")))
+             (set! pids (cons (fork-worker sockets handler state settings) pids))))
+          (#f #t))
+        (lp)))))
+
+(define* (run-server handler #:key
+                     (host "127.0.0.1")
+                     (port 8080)
+                     (workers 1)
+                     (state '())
+                     (settings (make-loop-settings))
+                     (sockets #f)
+                     (on-listen #f))
+  "Serve HTTP on HOST:PORT with HANDLER until SIGINT or SIGTERM.
+HANDLER is called as (HANDLER request body . STATE) and returns (values
+response body . STATE), as under Guile's `run-server'.  WORKERS is the
+number of processes serving the socket: 1 serves in this process and
+returns the final state; more fork that many workers and return when
+they have all exited.  SOCKETS, if given, is a list of listening sockets
+to use instead of opening one on HOST:PORT.  SETTINGS holds limits and
+timeouts (`make-loop-settings').  ON-LISTEN, if given, is called with
+the list of sockets once they listen."
+  (let ((sockets (or sockets (list (open-listener host port)))))
+    (sigaction SIGPIPE SIG_IGN)
+    (for-each (lambda (sock)
+                (log-line "listening on ~a (~a worker~a)" (listener-url sock)
+                          workers (if (= workers 1) "" "s")))
+              sockets)
+    (when on-listen (on-listen sockets))
+    (let ((result (if (<= workers 1)
+                      (serve-in-this-process sockets handler state settings #f)
+                      (supervise sockets handler state settings workers))))
+      (for-each close-port sockets)
+      result)))
+
+;;; (plucky server) ends here

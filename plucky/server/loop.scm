@@ -1,0 +1,709 @@
+;;; (plucky server loop) --- one worker's epoll event loop
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; One worker process runs one `run-loop': a single thread that asks
+;;; epoll which descriptors are ready and serves them.  How a request
+;;; flows through it:
+;;;
+;;;   epoll_wait -> accept-ready! (listener)   accept4, TCP_NODELAY, watch
+;;;              -> read-ready!  (connection)  read(2) into a buffer
+;;;   -> serve-input!   parse every complete request in the bytes
+;;;                     (plucky http parse), in order (pipelining)
+;;;   -> respond!       call the handler; (plucky http response) appends
+;;;                     the answer to the worker's one output buffer
+;;;   -> flush!         one write(2) (or writev(2) with a large body) for
+;;;                     all the answers that one read produced
+;;;
+;;; Memory, the seed profile's first complaint (13.5 KB and two 4 KB port
+;;; buffers per request): a connection owns no buffer while it is idle or
+;;; its last read ended on a request boundary, which is the usual case
+;;; for keep-alive clients.  Reads go into the worker's shared input
+;;; buffer and answers into its shared output buffer; only the bytes of
+;;; an incomplete request, a body that has not fully arrived, or an answer
+;;; the socket would not take are copied into storage of the
+;;; connection's own.  A slow or stalled client therefore costs its own
+;;; few bytes and never holds up the loop: nothing here blocks.
+;;;
+;;; Descriptors are closed by `close-connection!' and nowhere else; the
+;;; connection table (a vector indexed by descriptor) is the only owner.
+;;;
+;;; Timeouts are checked by a sweep once a second: idle keep-alive
+;;; connections, heads that take too long to arrive, bodies that stall,
+;;; answers the client does not read.
+;;;
+;;; Code:
+
+(define-module (plucky server loop)
+  #:use-module (rnrs bytevectors)
+  #:use-module (srfi srfi-9)
+  #:use-module (ice-9 match)
+  #:use-module (web request)
+  #:use-module (plucky sys libc)
+  #:use-module (plucky sys epoll)
+  #:use-module (plucky http error)
+  #:use-module (plucky http parse)
+  #:use-module (plucky http date)
+  #:use-module (plucky http response)
+  #:export (make-loop-settings
+            loop-settings?
+            %default-loop-settings
+            run-loop
+            stop-loop!
+            close-loop-connections!))
+
+;;;
+;;; Settings
+;;;
+
+(define-record-type <loop-settings>
+  (%make-loop-settings parse-limits max-body max-connections
+                       keep-alive-timeout header-timeout body-timeout
+                       write-timeout)
+  loop-settings?
+  (parse-limits settings-parse-limits)            ; <parse-limits>
+  (max-body settings-max-body)                    ; bytes; larger -> 413
+  (max-connections settings-max-connections)      ; per worker
+  (keep-alive-timeout settings-keep-alive-timeout) ; seconds idle between requests
+  (header-timeout settings-header-timeout)        ; seconds for a whole head
+  (body-timeout settings-body-timeout)            ; seconds without body progress
+  (write-timeout settings-write-timeout))         ; seconds without write progress
+
+(define* (make-loop-settings #:key
+                             (parse-limits %default-parse-limits)
+                             (max-body (* 64 1024 1024))
+                             (max-connections 10000)
+                             (keep-alive-timeout 60)
+                             (header-timeout 10)
+                             (body-timeout 30)
+                             (write-timeout 30))
+  "Return the settings of a worker loop.  Sizes are in bytes, timeouts in
+seconds."
+  (%make-loop-settings parse-limits max-body max-connections
+                       keep-alive-timeout header-timeout body-timeout
+                       write-timeout))
+
+(define %default-loop-settings (make-loop-settings))
+
+;;;
+;;; Connections
+;;;
+
+(define-record-type <connection>
+  (%make-connection fd state input input-address start end
+                    request body body-fill pending close-after? deadline)
+  connection?
+  (fd connection-fd)
+  ;; idle | head | body | writing | lingering
+  (state connection-state set-connection-state!)
+  ;; #f, or a bytevector of the connection's own holding bytes not yet
+  ;; served, in [start, end)
+  (input connection-input set-connection-input!)
+  (input-address connection-input-address set-connection-input-address!)
+  (start connection-start set-connection-start!)
+  (end connection-end set-connection-end!)
+  ;; in state body: the request whose body is arriving, the bytevector
+  ;; of its Content-Length being filled, and how much is filled
+  (request connection-request set-connection-request!)
+  (body connection-body set-connection-body!)
+  (body-fill connection-body-fill set-connection-body-fill!)
+  ;; in state writing: list of (bytevector start . end) still to send
+  (pending connection-pending set-connection-pending!)
+  ;; close once the pending output is sent
+  (close-after? connection-close-after? set-connection-close-after!)
+  ;; seconds (loop clock) after which the sweep closes the connection
+  (deadline connection-deadline set-connection-deadline!))
+
+(define (make-connection fd deadline)
+  (%make-connection fd 'idle #f 0 0 0 #f #f 0 '() #f deadline))
+
+;;;
+;;; The loop's state
+;;;
+
+(define-record-type <loop>
+  (%make-loop epfd listeners events events-address connections count
+              input input-address output iovecs iovecs-address
+              handler state settings now running? paused? exclusive?)
+  loop?
+  (epfd loop-epfd)
+  (listeners loop-listeners)                 ; list of listening descriptors
+  (events loop-events)                       ; epoll_event buffer
+  (events-address loop-events-address)
+  (connections loop-connections set-loop-connections!) ; vector: fd -> <connection> | #f
+  (count loop-count set-loop-count!)         ; open connections
+  (input loop-input)                         ; shared read buffer
+  (input-address loop-input-address)
+  (output loop-output)                       ; shared <output>
+  (iovecs loop-iovecs)                       ; two struct iovec, for head + large body
+  (iovecs-address loop-iovecs-address)
+  (handler loop-handler)
+  (state loop-state set-loop-state!)         ; the handler's threaded state, a list
+  (settings loop-settings)
+  (now loop-now set-loop-now!)               ; seconds, read once per round
+  (running? loop-running? set-loop-running!)
+  (paused? loop-paused? set-loop-paused!)    ; listeners unwatched: at capacity
+  (exclusive? loop-exclusive?))              ; listeners watched with EPOLLEXCLUSIVE
+
+(define input-size 65536)
+(define max-events 256)
+
+(define current-loop #f)
+
+(define (stop-loop!)
+  "Ask the loop running in this process to return after its current
+round.  Safe to call from a signal handler."
+  (when current-loop
+    (set-loop-running! current-loop #f)))
+
+;;;
+;;; Logging
+;;;
+
+(define (log-error fmt . args)
+  (let ((port (current-error-port)))
+    (apply format port (string-append "plucky: " fmt "~%") args)
+    (force-output port)))
+
+;;;
+;;; Opening and closing connections
+;;;
+
+(define (connection-ref loop fd)
+  (let ((table (loop-connections loop)))
+    (and (< fd (vector-length table)) (vector-ref table fd))))
+
+(define (register-connection! loop conn)
+  (let* ((fd (connection-fd conn))
+         (table (loop-connections loop)))
+    (when (>= fd (vector-length table))
+      (let ((bigger (make-vector (max (+ fd 1) (* 2 (vector-length table))) #f)))
+        (vector-move-left! table 0 (vector-length table) bigger 0)
+        (set-loop-connections! loop bigger)))
+    (vector-set! (loop-connections loop) fd conn)
+    (set-loop-count! loop (+ 1 (loop-count loop)))))
+
+(define (close-connection! loop conn)
+  ;; The one place a connection's descriptor is closed.  close(2) also
+  ;; removes it from the epoll set.
+  (let ((fd (connection-fd conn)))
+    (when (eq? (connection-ref loop fd) conn)
+      (vector-set! (loop-connections loop) fd #f)
+      (set-loop-count! loop (- (loop-count loop) 1))
+      (fd-close fd))))
+
+(define (linger! loop conn)
+  ;; After an error answer the client may still be sending; closing at
+  ;; once would make the kernel answer its bytes with a reset, which can
+  ;; destroy our answer before the client reads it.  Shut down our side,
+  ;; read and drop what comes for a short while, then close (as nginx's
+  ;; lingering_close).
+  (fd-shutdown-write (connection-fd conn))
+  (set-connection-state! conn 'lingering)
+  (set-connection-input! conn #f)
+  (set-connection-deadline! conn (+ (loop-now loop) 2))
+  (epoll-modify! (loop-epfd loop) (connection-fd conn) EPOLLIN))
+
+(define (accept-ready! loop listener)
+  (let ((settings (loop-settings loop)))
+    (let lp ((n 0))
+      (when (and (< n 64) (not (loop-paused? loop)))
+        (when (>= (loop-count loop) (settings-max-connections settings))
+          ;; At capacity: stop watching the listeners (a level-triggered
+          ;; listener would wake us in a busy loop) until some close.
+          (for-each (lambda (fd) (epoll-remove! (loop-epfd loop) fd))
+                    (loop-listeners loop))
+          (set-loop-paused! loop #t))
+        (let ((fd (if (loop-paused? loop) (- errno-EAGAIN) (fd-accept listener))))
+          (cond
+           ((>= fd 0)
+            (fd-set-tcp-nodelay! fd)
+            (let ((conn (make-connection
+                         fd (+ (loop-now loop)
+                               (settings-header-timeout settings)))))
+              (register-connection! loop conn)
+              (epoll-add! (loop-epfd loop) fd EPOLLIN))
+            (lp (+ n 1)))
+           ((= fd (- errno-EAGAIN)) #t)
+           ((or (= fd (- errno-EMFILE)) (= fd (- errno-ENFILE)))
+            ;; Out of descriptors: the pending connection stays queued in
+            ;; the kernel; the next round retries once some close.
+            (log-error "accept: ~a" (errno->string fd)))
+           (else
+            ;; ECONNABORTED and friends concern one client only.
+            (lp (+ n 1)))))))))
+
+;;;
+;;; Reading
+;;;
+
+(define (read-ready! loop conn)
+  (case (connection-state conn)
+    ((lingering)
+     (let ((n (fd-read (connection-fd conn) (loop-input-address loop) 0 input-size)))
+       (unless (or (> n 0) (= n (- errno-EAGAIN)))
+         (close-connection! loop conn))))
+    ((body) (read-body! loop conn))
+    ((writing) #t)                      ; not watched for input; ignore
+    (else (read-head! loop conn))))
+
+(define (read-head! loop conn)
+  (let ((own (connection-input conn)))
+    (if own
+        ;; Bytes of an unfinished head are waiting: read after them.
+        (let* ((own (if (< (connection-end conn) (bytevector-length own))
+                        own
+                        (grow-input! conn)))
+               (start (connection-start conn))
+               (end (connection-end conn))
+               (n (fd-read (connection-fd conn) (connection-input-address conn)
+                           end (- (bytevector-length own) end))))
+          (cond
+           ((> n 0)
+            (set-connection-end! conn (+ end n))
+            (serve-input! loop conn own start (+ end n)))
+           ((= n (- errno-EAGAIN)) #t)
+           (else (close-connection! loop conn))))
+        (let ((n (fd-read (connection-fd conn) (loop-input-address loop) 0
+                          input-size)))
+          (cond
+           ((> n 0) (serve-input! loop conn (loop-input loop) 0 n))
+           ((= n (- errno-EAGAIN)) #t)
+           (else (close-connection! loop conn)))))))
+
+(define (grow-input! conn)
+  ;; Move the unserved bytes to the front, or into a buffer twice as big.
+  ;; The parser's limits bound how big a head can make it grow.
+  (let* ((own (connection-input conn))
+         (start (connection-start conn))
+         (end (connection-end conn))
+         (used (- end start))
+         (new (if (< used (quotient (bytevector-length own) 2))
+                  own
+                  (make-bytevector (* 2 (bytevector-length own))))))
+    (bytevector-copy! own start new 0 used)
+    (set-connection-input! conn new)
+    (set-connection-input-address! conn (bytevector-address new))
+    (set-connection-start! conn 0)
+    (set-connection-end! conn used)
+    new))
+
+(define (keep-input! conn bv start end)
+  ;; Make sure [start, end) of BV survives until the next read: copy it
+  ;; into storage of the connection's own unless it is already there.
+  (cond
+   ((= start end)
+    (set-connection-input! conn #f))
+   ((eq? bv (connection-input conn))
+    (set-connection-start! conn start)
+    (set-connection-end! conn end))
+   (else
+    (let ((own (make-bytevector (max 4096 (* 2 (- end start))))))
+      (bytevector-copy! bv start own 0 (- end start))
+      (set-connection-input! conn own)
+      (set-connection-input-address! conn (bytevector-address own))
+      (set-connection-start! conn 0)
+      (set-connection-end! conn (- end start))))))
+
+(define (read-body! loop conn)
+  (let* ((body (connection-body conn))
+         (fill (connection-body-fill conn))
+         (want (- (bytevector-length body) fill))
+         ;; Read straight into the body when it is big, else through the
+         ;; shared buffer so that a pipelined request after it comes too.
+         (n (fd-read (connection-fd conn) (bytevector-address body) fill want)))
+    (cond
+     ((> n 0)
+      (let ((fill (+ fill n)))
+        (set-connection-body-fill! conn fill)
+        (set-connection-deadline!
+         conn (+ (loop-now loop) (settings-body-timeout (loop-settings loop))))
+        (when (= fill (bytevector-length body))
+          (let ((request (connection-request conn)))
+            (set-connection-request! conn #f)
+            (set-connection-body! conn #f)
+            (set-connection-state! conn 'idle)
+            (let ((close? (respond! loop conn request body)))
+              (if close?
+                  (finish! loop conn #t #f)
+                  (serve-input! loop conn (loop-input loop) 0 0)))))))
+     ((= n (- errno-EAGAIN)) #t)
+     (else (close-connection! loop conn)))))
+
+;;;
+;;; Serving the requests in a run of bytes
+;;;
+
+(define (request-body-length request)
+  ;; -> integer, or 'chunked
+  (let ((headers (request-headers request)))
+    (cond
+     ((assq 'transfer-encoding headers) 'chunked)
+     ((assq-ref headers 'content-length))
+     (else 0))))
+
+(define (serve-input! loop conn bv start end)
+  ;; Parse and answer every complete request in BV [start, end), then
+  ;; send the answers.  Whatever is left over waits in the connection.
+  (let ((settings (loop-settings loop)))
+    (let lp ((start start))
+      (call-with-values
+          (lambda ()
+            (if (= start end)
+                (values 'incomplete #f)
+                (parse-request-head bv start end (settings-parse-limits settings))))
+        (lambda (request index)
+          (cond
+           ((eq? request 'incomplete)
+            (keep-input! conn bv start end)
+            (cond
+             ((= start end)
+              (set-connection-state! conn 'idle)
+              (set-connection-deadline!
+               conn (+ (loop-now loop) (settings-keep-alive-timeout settings))))
+             ((not (eq? (connection-state conn) 'head))
+              (set-connection-state! conn 'head)
+              (set-connection-deadline!
+               conn (+ (loop-now loop) (settings-header-timeout settings)))))
+            (finish! loop conn #f #f))
+           ((http-error? request)
+            (set-connection-input! conn #f)
+            (write-error-response! (loop-output loop) '(1 . 1)
+                                   (http-error-status request)
+                                   (http-error-reason request))
+            (finish! loop conn #t #t))
+           (else
+            (let ((length (request-body-length request)))
+              (cond
+               ((eq? length 'chunked)
+                ;; Chunked request bodies are decoded by the streaming
+                ;; body reader (issue 4); until then, refuse them plainly.
+                (set-connection-input! conn #f)
+                (write-error-response! (loop-output loop) (request-version request)
+                                       411 "chunked request bodies are not supported yet")
+                (finish! loop conn #t #t))
+               ((> length (settings-max-body settings))
+                (set-connection-input! conn #f)
+                (write-error-response! (loop-output loop) (request-version request) 413)
+                (finish! loop conn #t #t))
+               ((<= (+ index length) end)
+                (let* ((body (and (> length 0)
+                                  (let ((body (make-bytevector length)))
+                                    (bytevector-copy! bv index body 0 length)
+                                    body)))
+                       (close? (respond! loop conn request body)))
+                  (if close?
+                      (begin
+                        (set-connection-input! conn #f)
+                        (finish! loop conn #t #f))
+                      (lp (+ index length)))))
+               (else
+                ;; The body has not all arrived: give it storage of its
+                ;; own and read the rest straight into it.
+                (let ((body (make-bytevector length))
+                      (have (- end index)))
+                  (bytevector-copy! bv index body 0 have)
+                  (set-connection-input! conn #f)
+                  (set-connection-request! conn request)
+                  (set-connection-body! conn body)
+                  (set-connection-body-fill! conn have)
+                  (set-connection-state! conn 'body)
+                  (set-connection-deadline!
+                   conn (+ (loop-now loop) (settings-body-timeout settings)))
+                  (finish! loop conn #f #f))))))))))))
+
+;;;
+;;; Calling the handler
+;;;
+
+(define handler-failed (make-prompt-tag "handler-failed"))
+
+(define (report-handler-error request exception stack)
+  (let ((port (current-error-port)))
+    (format port "plucky: handler failed on ~a ~a~%"
+            (request-method request)
+            (let ((uri (request-uri request)))
+              (if uri ((@ (web uri) uri->string) uri) "")))
+    (when stack
+      (display-backtrace stack port))
+    (print-exception port #f '%exception (list exception))
+    (force-output port)))
+
+(define (call-handler loop request body)
+  ;; -> (values response body), with the loop's state updated; on an
+  ;; exception, logs a backtrace and returns (values #f #f).
+  (call-with-prompt handler-failed
+    (lambda ()
+      (with-exception-handler
+          (lambda (exception)
+            ;; Runs where the exception was raised, so the stack is the
+            ;; handler's; then escape to the prompt.
+            (report-handler-error request exception (make-stack #t 3))
+            (abort-to-prompt handler-failed))
+        (lambda ()
+          (let ((state (loop-state loop)))
+            (if (null? state)
+                (call-with-values (lambda () ((loop-handler loop) request body))
+                  (case-lambda
+                    ((response body) (values response body))
+                    ((response body . state)
+                     (set-loop-state! loop state)
+                     (values response body))))
+                (call-with-values
+                    (lambda () (apply (loop-handler loop) request body state))
+                  (lambda (response body . state)
+                    (set-loop-state! loop state)
+                    (values response body))))))))
+    (lambda (k)
+      (values #f #f))))
+
+(define (respond! loop conn request body)
+  ;; Call the handler and append its answer to the output buffer.
+  ;; -> #t when the connection must close after the answer.
+  (let* ((out (loop-output loop))
+         (mark (output-fill out))
+         (close? (not (request-keep-alive? request))))
+    (call-with-values (lambda () (call-handler loop request body))
+      (lambda (response response-body)
+        (define (fail)
+          (set-output-fill! out mark)
+          (write-error-response! out (request-version request) 500)
+          #t)
+        (if (not response)
+            (fail)
+            (call-with-prompt handler-failed
+              (lambda ()
+                (with-exception-handler
+                    (lambda (exception)
+                      (report-handler-error request exception #f)
+                      (abort-to-prompt handler-failed))
+                  (lambda ()
+                    (call-with-values
+                        (lambda ()
+                          (write-response! out request response response-body close?))
+                      (lambda (close? large-body)
+                        (when large-body
+                          (flush-with-body! loop conn large-body))
+                        close?)))))
+              (lambda (k) (fail))))))))
+
+;;;
+;;; Writing
+;;;
+
+(define (flush-with-body! loop conn body)
+  ;; Send the output buffer and BODY with one writev(2).  Whatever the
+  ;; socket does not take is queued on the connection.
+  (let* ((out (loop-output loop))
+         (fill (output-fill out))
+         (iovecs (loop-iovecs loop)))
+    (if (pair? (connection-pending conn))
+        (begin
+          (queue-output! conn (output-bytes out) 0 fill)
+          (queue-output! conn body 0 (bytevector-length body))
+          (output-reset! out))
+        (begin
+          (iovec-set! iovecs 0 (output-address out) fill)
+          (iovec-set! iovecs 1 (bytevector-address body) (bytevector-length body))
+          (let* ((n (fd-writev (connection-fd conn) (loop-iovecs-address loop) 2))
+                 (n (if (< n 0) (if (= n (- errno-EAGAIN)) 0 #f) n)))
+            (cond
+             ((not n)
+              (output-reset! out)
+              (set-connection-close-after! conn #t)
+              (set-connection-pending! conn '()))
+             (else
+              (when (< n fill)
+                (queue-output! conn (output-bytes out) n fill))
+              (let ((sent (max 0 (- n fill))))
+                (when (< sent (bytevector-length body))
+                  (queue-output! conn body sent (bytevector-length body))))
+              (output-reset! out))))))))
+
+(define (queue-output! conn bv start end)
+  ;; Keep BV [start, end) for later; BV is copied when it is the shared
+  ;; output buffer, which the next response will overwrite.
+  (set-connection-pending!
+   conn (append (connection-pending conn) (list (cons* bv start end)))))
+
+(define (finish! loop conn close? linger?)
+  ;; Send what the served requests produced; then close, linger, wait
+  ;; for the socket to drain, or wait for the next request.
+  (let* ((out (loop-output loop))
+         (fill (output-fill out)))
+    (when (> fill 0)
+      (if (pair? (connection-pending conn))
+          (queue-output! conn (bytevector-copy-range (output-bytes out) 0 fill) 0 fill)
+          (let ((n (fd-write (connection-fd conn) (output-address out) 0 fill)))
+            (cond
+             ((= n fill) #t)
+             ((or (>= n 0) (= n (- errno-EAGAIN)))
+              (let ((n (max n 0)))
+                (queue-output! conn (bytevector-copy-range (output-bytes out) n fill)
+                               0 (- fill n))))
+             (else
+              ;; The client is gone (EPIPE, ECONNRESET): nothing to send to.
+              (set-connection-pending! conn '())
+              (set! close? #t)
+              (set! linger? #f)))))
+      (output-reset! out))
+    (cond
+     ((pair? (connection-pending conn))
+      ;; Wait until the socket takes the rest.
+      (set-connection-close-after! conn (or close? (connection-close-after? conn)))
+      (set-connection-state! conn 'writing)
+      (set-connection-deadline!
+       conn (+ (loop-now loop) (settings-write-timeout (loop-settings loop))))
+      (epoll-modify! (loop-epfd loop) (connection-fd conn) EPOLLOUT))
+     ((or close? (connection-close-after? conn))
+      (if linger?
+          (linger! loop conn)
+          (close-connection! loop conn))))))
+
+(define (bytevector-copy-range bv start end)
+  (let ((copy (make-bytevector (- end start))))
+    (bytevector-copy! bv start copy 0 (- end start))
+    copy))
+
+(define (write-ready! loop conn)
+  ;; The socket takes more: send the queued output in order.
+  (let lp ((pending (connection-pending conn)))
+    (match pending
+      (()
+       (set-connection-pending! conn '())
+       (if (connection-close-after? conn)
+           (close-connection! loop conn)
+           (begin
+             (set-connection-state! conn 'idle)
+             (set-connection-deadline!
+              conn (+ (loop-now loop)
+                      (settings-keep-alive-timeout (loop-settings loop))))
+             (epoll-modify! (loop-epfd loop) (connection-fd conn) EPOLLIN)
+             ;; Requests that arrived while we were writing.
+             (let ((own (connection-input conn)))
+               (when own
+                 (serve-input! loop conn own (connection-start conn)
+                               (connection-end conn)))))))
+      (((bv start . end) . rest)
+       (let ((n (fd-write (connection-fd conn) (bytevector-address bv) start
+                          (- end start))))
+         (cond
+          ((= n (- end start)) (lp rest))
+          ((or (>= n 0) (= n (- errno-EAGAIN)))
+           (set-connection-pending! conn (cons (cons* bv (+ start (max n 0)) end) rest))
+           (set-connection-deadline!
+            conn (+ (loop-now loop) (settings-write-timeout (loop-settings loop)))))
+          (else (close-connection! loop conn))))))))
+
+;;;
+;;; Timeouts
+;;;
+
+(define (sweep! loop)
+  ;; Close every connection whose deadline has passed.  Once a second,
+  ;; O(connections): cheaper than a timer per request.
+  (let ((table (loop-connections loop))
+        (now (loop-now loop)))
+    (let lp ((fd 0))
+      (when (< fd (vector-length table))
+        (let ((conn (vector-ref table fd)))
+          (when (and conn (< (connection-deadline conn) now))
+            (if (eq? (connection-state conn) 'head)
+                ;; A head that is too slow: say so if we still can.
+                (begin
+                  (set-connection-input! conn #f)
+                  (write-error-response! (loop-output loop) '(1 . 1) 408)
+                  (set-connection-state! conn 'idle)
+                  (finish! loop conn #t #t))
+                (close-connection! loop conn))))
+        (lp (+ fd 1))))))
+
+;;;
+;;; The loop
+;;;
+
+(define (watch-listeners! loop)
+  (for-each (lambda (fd)
+              (epoll-add! (loop-epfd loop) fd
+                          (if (loop-exclusive? loop)
+                              (logior EPOLLIN EPOLLEXCLUSIVE)
+                              EPOLLIN)))
+            (loop-listeners loop)))
+
+(define* (run-loop listeners handler #:key (state '())
+                   (settings %default-loop-settings)
+                   (exclusive? #f))
+  "Serve connections arriving on LISTENERS (a list of listening,
+non-blocking socket descriptors) with HANDLER until `stop-loop!' is
+called.  HANDLER is called as (HANDLER request body . STATE) and returns
+(values response body . STATE), as with Guile's `run-server'.  Return
+the final state.  EXCLUSIVE? asks epoll to wake only one of several
+processes waiting on the same listener."
+  (let* ((epfd (epoll-create))
+         (events (make-epoll-events max-events))
+         (input (make-bytevector input-size))
+         (iovecs (make-iovecs 2))
+         (loop (%make-loop epfd listeners events (bytevector-address events)
+                           (make-vector 1024 #f) 0
+                           input (bytevector-address input)
+                           (make-output) iovecs (bytevector-address iovecs)
+                           handler state settings (current-time) #t #f
+                           exclusive?)))
+    (watch-listeners! loop)
+    (set! current-loop loop)
+    (let round ((last-sweep (current-time)))
+      (when (loop-running? loop)
+        (let ((n (epoll-wait epfd events (loop-events-address loop) 1000))
+              (now (current-time)))
+          (set-loop-now! loop now)
+          (refresh-date-line! now)
+          (let lp ((i 0))
+            (when (< i n)
+              (let ((fd (epoll-event-fd events i))
+                    (flags (epoll-event-flags events i)))
+                (if (memv fd listeners)
+                    (accept-ready! loop fd)
+                    (let ((conn (connection-ref loop fd)))
+                      (when conn
+                        (cond
+                         ((eq? (connection-state conn) 'writing)
+                          (if (zero? (logand flags EPOLLOUT))
+                              ;; EPOLLERR or EPOLLHUP: the peer is gone.
+                              (close-connection! loop conn)
+                              (write-ready! loop conn)))
+                         (else
+                          (read-ready! loop conn)))))))
+              (lp (+ i 1))))
+          (when (and (loop-paused? loop)
+                     (< (loop-count loop)
+                        (settings-max-connections (loop-settings loop))))
+            (set-loop-paused! loop #f)
+            (watch-listeners! loop))
+          (if (> now last-sweep)
+              (begin (sweep! loop) (round now))
+              (round last-sweep)))))
+    (close-all! loop)
+    (loop-state loop)))
+
+(define (close-all! loop)
+  ;; Close every connection the loop holds, and its epoll descriptor.
+  (let ((table (loop-connections loop)))
+    (let lp ((fd 0))
+      (when (< fd (vector-length table))
+        (let ((conn (vector-ref table fd)))
+          (when conn (close-connection! loop conn)))
+        (lp (+ fd 1)))))
+  (fd-close (loop-epfd loop))
+  (set! current-loop #f))
+
+(define (close-loop-connections!)
+  "Close every connection and the epoll descriptor of the loop of this
+process, for a loop that was suspended rather than stopped (see (web
+server plucky))."
+  (when current-loop
+    (close-all! current-loop)))
+
+;;; (plucky server loop) ends here

@@ -1,0 +1,164 @@
+;;; (plucky sys libc) --- the few libc calls Guile lacks, on raw descriptors
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; Guile's socket procedures work on ports, and a port allocates a read
+;;; and a write buffer: the seed profile's 47K instructions per request in
+;;; "port buffer allocation".  plucky keeps each connection as a bare file
+;;; descriptor and calls read(2), write(2), writev(2), accept4(2) and
+;;; friends through the FFI instead.
+;;;
+;;; Conventions shared by every wrapper here:
+;;;  - EINTR is retried inside the wrapper; a caller never sees it.
+;;;  - Success returns a non-negative integer; failure returns the
+;;;    negated errno (so -EAGAIN means "would block"): no exception, no
+;;;    allocation, one comparison at the call site.
+;;;  - Buffers are passed as (bytevector, start, count) and reach C as an
+;;;    integer address.  Taking `bytevector->pointer' on every call would
+;;;    allocate a pointer object and register a weak reference (a global
+;;;    hash table insert); instead a buffer's base address is computed
+;;;    once with `bytevector-address' and kept beside it.  Guile's
+;;;    collector does not move objects, so the address stays valid while
+;;;    the bytevector is reachable — callers keep the bytevector itself
+;;;    alive in their connection record for as long as they use the address.
+;;;
+;;; Code:
+
+(define-module (plucky sys libc)
+  #:use-module (system foreign)
+  #:use-module (rnrs bytevectors)
+  #:export (bytevector-address
+            fd-read
+            fd-write
+            fd-writev
+            fd-close
+            fd-shutdown-write
+            fd-accept
+            fd-set-tcp-nodelay!
+            fd-set-nonblocking!
+            make-iovecs
+            iovec-set!
+            errno-EAGAIN
+            errno-EPIPE
+            errno-ECONNRESET
+            errno-EMFILE
+            errno-ENFILE
+            errno->string))
+
+(define errno-EAGAIN EAGAIN)
+(define errno-EPIPE EPIPE)
+(define errno-ECONNRESET ECONNRESET)
+(define errno-EMFILE EMFILE)
+(define errno-ENFILE ENFILE)
+(define errno-EINTR EINTR)
+
+(define (errno->string negated-errno)
+  "Return the system's message for NEGATED-ERRNO, as the wrappers return it."
+  (strerror (- negated-errno)))
+
+(define libc (dynamic-link))
+
+(define (libc-procedure return name args)
+  (pointer->procedure return (dynamic-func name libc) args
+                      #:return-errno? #t))
+
+(define (bytevector-address bv)
+  "Return the address of the first byte of BV as an integer.  The caller
+must keep BV reachable while it uses the address."
+  (pointer-address (bytevector->pointer bv)))
+
+;; Each %call returns two values: the C result and errno.  The macro
+;; retries EINTR and folds errno into a negative result.
+(define-syntax-rule (retrying-eintr call)
+  (let retry ()
+    (call-with-values (lambda () call)
+      (lambda (result errno)
+        (cond
+         ((>= result 0) result)
+         ((= errno errno-EINTR) (retry))
+         (else (- errno)))))))
+
+(define %read (libc-procedure ssize_t "read" (list int uintptr_t size_t)))
+(define %write (libc-procedure ssize_t "write" (list int uintptr_t size_t)))
+(define %writev (libc-procedure ssize_t "writev" (list int uintptr_t int)))
+(define %close (libc-procedure int "close" (list int)))
+(define %shutdown (libc-procedure int "shutdown" (list int int)))
+(define %accept4 (libc-procedure int "accept4" (list int uintptr_t uintptr_t int)))
+(define %setsockopt
+  (libc-procedure int "setsockopt" (list int int int uintptr_t unsigned-int)))
+(define %fcntl (libc-procedure int "fcntl" (list int int int)))
+
+(define (fd-read fd address start count)
+  "Read at most COUNT bytes from FD into the buffer at ADDRESS (from
+`bytevector-address') plus START.  Return the number of bytes read (0 at
+end of file) or a negated errno, -EAGAIN when nothing is ready."
+  (retrying-eintr (%read fd (+ address start) count)))
+
+(define (fd-write fd address start count)
+  "Write at most COUNT bytes to FD from ADDRESS plus START.  Return the
+number written or a negated errno."
+  (retrying-eintr (%write fd (+ address start) count)))
+
+;;; An iovec array is a bytevector of (base, length) pairs of machine
+;;; words: struct iovec { void *iov_base; size_t iov_len; }.
+(define word-size (sizeof uintptr_t))
+
+(define (make-iovecs n)
+  "Return a bytevector that holds N struct iovec entries."
+  (make-bytevector (* n 2 word-size) 0))
+
+(define (iovec-set! iovecs i address count)
+  "Set entry I of IOVECS to COUNT bytes at ADDRESS."
+  (bytevector-uint-set! iovecs (* i 2 word-size) address (native-endianness) word-size)
+  (bytevector-uint-set! iovecs (+ (* i 2 word-size) word-size) count
+                        (native-endianness) word-size))
+
+(define (fd-writev fd iovecs-address count)
+  "Write the COUNT iovec entries at IOVECS-ADDRESS to FD with one
+writev(2).  Return the number of bytes written or a negated errno."
+  (retrying-eintr (%writev fd iovecs-address count)))
+
+(define (fd-close fd)
+  "Close FD.  Return 0 or a negated errno.  EINTR is not retried: on
+Linux the descriptor is released even when close(2) is interrupted, and a
+retry could close a descriptor another part of the program just opened."
+  (call-with-values (lambda () (%close fd))
+    (lambda (result errno)
+      (if (>= result 0) result (- errno)))))
+
+(define SHUT_WR 1)
+
+(define (fd-shutdown-write fd)
+  "Shut down the sending side of the socket FD (the peer reads end of
+file).  Return 0 or a negated errno."
+  (retrying-eintr (%shutdown fd SHUT_WR)))
+
+(define (fd-accept fd)
+  "Accept one connection on the listening socket FD, non-blocking and
+close-on-exec.  Return the new descriptor or a negated errno (-EAGAIN
+when no connection is waiting)."
+  (retrying-eintr (%accept4 fd 0 0 (logior SOCK_NONBLOCK SOCK_CLOEXEC))))
+
+;; setsockopt takes a pointer to an int; one static 1, made once.
+(define int-one (let ((bv (make-bytevector (sizeof int) 0)))
+                  (bytevector-sint-set! bv 0 1 (native-endianness) (sizeof int))
+                  bv))
+(define int-one-address (bytevector-address int-one))
+
+(define (fd-set-tcp-nodelay! fd)
+  "Turn off Nagle's algorithm on the TCP socket FD, so that a response
+written in one piece leaves at once.  Return 0 or a negated errno."
+  (retrying-eintr
+   (%setsockopt fd IPPROTO_TCP TCP_NODELAY int-one-address (sizeof int))))
+
+(define (fd-set-nonblocking! fd)
+  "Put FD in non-blocking mode.  Return 0 or a negated errno."
+  (let ((flags (retrying-eintr (%fcntl fd F_GETFL 0))))
+    (if (< flags 0)
+        flags
+        (retrying-eintr (%fcntl fd F_SETFL (logior flags O_NONBLOCK))))))
+
+;;; (plucky sys libc) ends here
