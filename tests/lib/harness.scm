@@ -59,8 +59,6 @@
        (let ((pass (test-runner-pass-count runner))
              (fail (test-runner-fail-count runner))
              (skip (test-runner-skip-count runner)))
-         (format #t "~a: ~a passed, ~a failed, ~a skipped~%"
-                 (string-join (test-runner-group-path runner) "/") pass fail skip)
          (format #t "plucky-tests: ~a ~a ~a~%" pass fail skip)
          (force-output)
          (exit (if (zero? fail) 0 1)))))
