@@ -286,6 +286,12 @@ compare servers measured in the same run, one after the other.
   bytes allocated per request and collections per 1000 requests, read from
   the server's own `(gc-stats)` through a /gc route (bench/apps/).
 
+The machine may be shared (other people's builds, tests and loads), so
+each row also says what share of the CPUs' time went to processes other
+than the server and the load generator during that load ("others' CPU");
+the scripts wait up to 30 s for a quiet second before each load, and a row
+with more than a few percent there is disturbed: compare runs, not rows.
+
 Raw wrk/ab outputs and server logs of each run go to bench/out/ (not
 committed).
 EOF
