@@ -37,12 +37,11 @@
     (test-runner-on-test-end!
      runner
      (lambda (runner)
+       ;; SRFI-64 has already counted the result; only report failures.
        (let ((kind (test-result-kind runner)))
          (case kind
-           ((pass xfail) (test-runner-pass-count! runner (+ 1 (test-runner-pass-count runner))))
-           ((skip) (test-runner-skip-count! runner (+ 1 (test-runner-skip-count runner))))
+           ((pass xfail skip) #t)
            (else
-            (test-runner-fail-count! runner (+ 1 (test-runner-fail-count runner)))
             (let ((result (test-result-alist runner)))
               (format #t "FAIL ~a: ~a~%" (string-join (test-runner-group-path runner) "/")
                       (or (test-runner-test-name runner) ""))
@@ -56,8 +55,8 @@
     (test-runner-on-final!
      runner
      (lambda (runner)
-       (let ((pass (test-runner-pass-count runner))
-             (fail (test-runner-fail-count runner))
+       (let ((pass (+ (test-runner-pass-count runner) (test-runner-xfail-count runner)))
+             (fail (+ (test-runner-fail-count runner) (test-runner-xpass-count runner)))
              (skip (test-runner-skip-count runner)))
          (format #t "plucky-tests: ~a ~a ~a~%" pass fail skip)
          (force-output)
