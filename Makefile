@@ -24,7 +24,7 @@ deps:
 # module boundaries, and a full rebuild takes seconds.
 build/%.go: %.scm $(SOURCES)
 	@mkdir -p $(dir $@)
-	@GUILE_AUTO_COMPILE=0 $(GUILD) compile $(WARNINGS) -L . -o $@ $< > $@.log 2>&1 \
+	@GUILE_AUTO_COMPILE=0 GUILE_LOAD_COMPILED_PATH=build $(GUILD) compile $(WARNINGS) -L . -o $@ $< > $@.log 2>&1 \
 	  || { cat $@.log; rm -f $@ $@.log; exit 1; }
 	@grep -v '^wrote' $@.log || true
 	@rm -f $@.log

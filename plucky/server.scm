@@ -44,6 +44,10 @@ free port; see `listener-port')."
     (bind sock (addrinfo:addr info))
     (listen sock backlog)
     (fcntl sock F_SETFL (logior O_NONBLOCK (fcntl sock F_GETFL)))
+    ;; HTTP clients speak first: let accept(2) return a connection only
+    ;; once its request has arrived, so the loop reads it at once instead
+    ;; of waiting for another epoll round (bench/hello, Connection: close).
+    (fd-set-defer-accept! (port->fdes sock) 1)
     sock))
 
 (define (listener-port sock)

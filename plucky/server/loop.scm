@@ -228,7 +228,11 @@ round.  Safe to call from a signal handler."
                          fd (+ (loop-now loop)
                                (settings-header-timeout settings)))))
               (register-connection! loop conn)
-              (epoll-add! (loop-epfd loop) fd EPOLLIN))
+              (epoll-add! (loop-epfd loop) fd EPOLLIN)
+              ;; The request is usually there already (the listener
+              ;; defers accept until data arrives): serve it now rather
+              ;; than after another epoll_wait.
+              (read-ready! loop conn))
             (lp (+ n 1)))
            ((= fd (- errno-EAGAIN)) #t)
            ((or (= fd (- errno-EMFILE)) (= fd (- errno-ENFILE)))

@@ -38,6 +38,7 @@
             fd-shutdown-write
             fd-accept
             fd-set-tcp-nodelay!
+            fd-set-defer-accept!
             fd-set-nonblocking!
             make-iovecs
             iovec-set!
@@ -153,6 +154,18 @@ when no connection is waiting)."
 written in one piece leaves at once.  Return 0 or a negated errno."
   (retrying-eintr
    (%setsockopt fd IPPROTO_TCP TCP_NODELAY int-one-address (sizeof int))))
+
+(define TCP_DEFER_ACCEPT 9)
+
+(define (fd-set-defer-accept! fd seconds)
+  "Ask the kernel to hand connections on the listening socket FD to
+accept(2) only once the client has sent data, waiting up to SECONDS.
+Return 0 or a negated errno."
+  (let ((value (make-bytevector (sizeof int) 0)))
+    (bytevector-sint-set! value 0 seconds (native-endianness) (sizeof int))
+    (retrying-eintr
+     (%setsockopt fd IPPROTO_TCP TCP_DEFER_ACCEPT (bytevector-address value)
+                  (sizeof int)))))
 
 (define (fd-set-nonblocking! fd)
   "Put FD in non-blocking mode.  Return 0 or a negated errno."
