@@ -167,6 +167,10 @@
         (set-current-error-port log)
         ;; A safety net: a child the tests failed to stop dies anyway.
         (alarm 900)
+        ;; As under a service manager: no terminal, so no COLUMNS (Guile's
+        ;; backtrace printer reads it), whatever shell ran the tests.
+        (unsetenv "COLUMNS")
+        (unsetenv "LINES")
         (with-exception-handler
             (lambda (e)
               (format log "test child: uncaught exception: ~s~%" e)
