@@ -17,7 +17,6 @@
 ;;; Code:
 
 (define-module (plucky command)
-  #:use-module (ice-9 match)
   #:use-module (plucky server)
   ;; `load' of an app file needs a module that is not declarative.
   #:declarative? #f
@@ -75,28 +74,17 @@ with the contract of Guile's (web server) run-server.
 (define (parse-options args)
   ;; -> (values file alist-of-options)
   (let lp ((args args) (file #f) (options '()))
-    (match args
-      (() (values file options))
-      ((option . _)
-       (=> next)
-       (if (member option '("-h" "--help"))
-           (begin (display usage) (exit 0))
-           (next)))
-      ((option value . rest)
-       (=> next)
-       (if (member option option-names)
-           (lp rest file (acons option value options))
-           (next)))
-      ((option)
-       (=> next)
-       (if (member option option-names)
-           (fail "~a needs a value" option)
-           (next)))
-      ((arg . rest)
-       (cond
-        ((string-prefix? "-" arg) (fail "unknown option ~a (see plucky --help)" arg))
-        (file (fail "one FILE only; also got ~a" arg))
-        (else (lp rest arg options)))))))
+    (cond
+     ((null? args) (values file options))
+     ((member (car args) '("-h" "--help")) (display usage) (exit 0))
+     ((member (car args) option-names)
+      (when (null? (cdr args))
+        (fail "~a needs a value" (car args)))
+      (lp (cddr args) file (acons (car args) (cadr args) options)))
+     ((string-prefix? "-" (car args))
+      (fail "unknown option ~a (see plucky --help)" (car args)))
+     (file (fail "one FILE only; also got ~a" (car args)))
+     (else (lp (cdr args) (car args) options)))))
 
 (define (load-handler file)
   (unless (file-exists? file)

@@ -20,15 +20,17 @@
 
 (define-module (plucky server)
   #:use-module (srfi srfi-1)
-  #:use-module (ice-9 match)
   #:use-module (plucky sys libc)
+  #:use-module (plucky sys signal)
   #:use-module (plucky http parse)
   #:use-module (plucky server loop)
   #:re-export (make-loop-settings
                make-parse-limits
-               stop-loop!)
+               stop-loop!
+               drain-loop!)
   #:export (open-listener
             listener-port
+            supervise-workers
             run-server))
 
 (define* (open-listener host port #:key (backlog 1024))
@@ -67,45 +69,76 @@ free port; see `listener-port')."
     (apply format port (string-append "plucky: " fmt "~%") args)
     (force-output port)))
 
-(define (serve-in-this-process sockets handler state settings exclusive?)
-  (let ((stop (lambda (signal) (stop-loop!))))
-    (sigaction SIGINT stop)
-    (sigaction SIGTERM stop))
-  (run-loop (map port->fdes sockets) handler
-            #:state state #:settings settings #:exclusive? exclusive?))
+(define worker-signals (list SIGTERM SIGINT SIGHUP SIGUSR1))
 
-(define (fork-worker sockets handler state settings)
-  (let ((pid (primitive-fork)))
-    (if (zero? pid)
-        (begin
-          (serve-in-this-process sockets handler state settings #t)
-          (primitive-exit 0))
-        pid)))
+(define (serve-in-this-process sockets handler state settings exclusive? grace)
+  ;; SIGTERM drains; SIGINT drains the first time and stops the second.
+  (stop-finalizer-thread!)
+  (block-signals! worker-signals)
+  (let ((signal-fd (open-signalfd worker-signals))
+        (interrupted? #f))
+    (define (on-signal signal)
+      (cond
+       ((= signal SIGTERM) (drain-loop! grace))
+       ((= signal SIGINT)
+        (if interrupted?
+            (stop-loop!)
+            (begin (set! interrupted? #t) (drain-loop! grace))))))
+    (let ((state (run-loop (map port->fdes sockets) handler
+                           #:state state #:settings settings
+                           #:exclusive? exclusive?
+                           #:signal-fd signal-fd #:on-signal on-signal)))
+      (fd-close signal-fd)
+      (unblock-signals! worker-signals)
+      state)))
 
-(define (supervise sockets handler state settings workers)
-  ;; Start WORKERS processes and keep that many running until SIGINT or
-  ;; SIGTERM, which are passed on to the workers.
-  (let ((pids (map (lambda (i) (fork-worker sockets handler state settings))
-                   (iota workers)))
-        (stopping? #f))
-    (define (stop signal)
-      (set! stopping? #t)
-      (for-each (lambda (pid) (false-if-exception (kill pid SIGTERM))) pids))
-    (sigaction SIGINT stop)
-    (sigaction SIGTERM stop)
-    (let lp ()
+(define master-signals (list SIGTERM SIGINT SIGCHLD SIGHUP SIGUSR1))
+
+(define (describe-status status)
+  (cond ((status:exit-val status) => (lambda (v) (format #f "status ~a" v)))
+        ((status:term-sig status) => (lambda (s) (format #f "signal ~a" s)))
+        (else "unknown")))
+
+(define (supervise-workers workers child)
+  "Fork WORKERS processes that each run the thunk CHILD, and keep that
+many running — a worker that dies is replaced at once and the event
+logged — until SIGTERM or SIGINT, which are passed on to the workers.
+Return once they have all exited.  CHILD runs with the signals unblocked
+that this process reads from a signalfd (plucky sys signal); if it
+returns, the worker exits with status 0."
+  (stop-finalizer-thread!)
+  (block-signals! master-signals)
+  (let* ((signal-fd (open-signalfd master-signals))
+         (start (lambda ()
+                  (let ((pid (primitive-fork)))
+                    (when (zero? pid)
+                      (fd-close signal-fd)
+                      (unblock-signals! master-signals)
+                      (child)
+                      (primitive-exit 0))
+                    pid))))
+    (let lp ((pids (map (lambda (i) (start)) (iota workers)))
+             (stopping? #f))
       (unless (null? pids)
-        (match (false-if-exception (waitpid WAIT_ANY))
-          ((pid . status)
-           (set! pids (delete pid pids))
-           (unless stopping?
-             (log-line "worker ~a exited (~a); starting another" pid
-                       (cond ((status:exit-val status) => (lambda (v) (format #f "status ~a" v)))
-                             ((status:term-sig status) => (lambda (s) (format #f "signal ~a" s)))
-                             (else "unknown")))
-             (set! pids (cons (fork-worker sockets handler state settings) pids))))
-          (#f #t))
-        (lp)))))
+        (let ((signal (read-signal signal-fd)))
+          (cond
+           ((= signal SIGCHLD)
+            (let reap ((pids pids))
+              (let ((dead (false-if-exception (waitpid WAIT_ANY WNOHANG))))
+                (if (and dead (> (car dead) 0))
+                    (reap (if stopping?
+                              (delete (car dead) pids)
+                              (begin
+                                (log-line "worker ~a exited (~a); starting another"
+                                          (car dead) (describe-status (cdr dead)))
+                                (cons (start) (delete (car dead) pids)))))
+                    (lp pids stopping?)))))
+           ((or (= signal SIGTERM) (= signal SIGINT))
+            (for-each (lambda (pid) (false-if-exception (kill pid signal))) pids)
+            (lp pids #t))
+           (else (lp pids stopping?))))))
+    (fd-close signal-fd)
+    (unblock-signals! master-signals)))
 
 (define* (run-server handler #:key
                      (host "127.0.0.1")
@@ -114,6 +147,7 @@ free port; see `listener-port')."
                      (state '())
                      (settings (make-loop-settings))
                      (sockets #f)
+                     (grace 30)
                      (on-listen #f))
   "Serve HTTP on HOST:PORT with HANDLER until SIGINT or SIGTERM.
 HANDLER is called as (HANDLER request body . STATE) and returns (values
@@ -122,18 +156,24 @@ number of processes serving the socket: 1 serves in this process and
 returns the final state; more fork that many workers and return when
 they have all exited.  SOCKETS, if given, is a list of listening sockets
 to use instead of opening one on HOST:PORT.  SETTINGS holds limits and
-timeouts (`make-loop-settings').  ON-LISTEN, if given, is called with
-the list of sockets once they listen."
+timeouts (`make-loop-settings').  On SIGTERM or SIGINT the server
+drains: it stops accepting, finishes the requests in flight and exits
+within GRACE seconds; a second SIGINT stops it at once.  ON-LISTEN, if
+given, is called with the list of sockets once they listen."
   (let ((sockets (or sockets (list (open-listener host port)))))
-    (sigaction SIGPIPE SIG_IGN)
+    (ignore-signal! SIGPIPE)
     (for-each (lambda (sock)
                 (log-line "listening on ~a (~a worker~a)" (listener-url sock)
                           workers (if (= workers 1) "" "s")))
               sockets)
     (when on-listen (on-listen sockets))
     (let ((result (if (<= workers 1)
-                      (serve-in-this-process sockets handler state settings #f)
-                      (supervise sockets handler state settings workers))))
+                      (serve-in-this-process sockets handler state settings #f grace)
+                      (supervise-workers
+                       workers
+                       (lambda ()
+                         (serve-in-this-process sockets handler state settings
+                                                #t grace))))))
       (for-each close-port sockets)
       result)))
 

@@ -241,7 +241,9 @@ does not match the body, a body on a 204 or 304, a bad body type)."
                  (value (cdr header)))
             (case name
               ((content-length)
-               (unless (eqv? value length)
+               ;; A HEAD answer may declare the length of the body it
+               ;; does not send.
+               (unless (or (eqv? value length) (and head? (not payload)))
                  (error "bad content-length" value length))
                (put-header! out name value)
                (lp (cdr headers) #t date-seen? type-seen? close?))
@@ -254,7 +256,8 @@ does not match the body, a body on a 204 or 304, a bad body type)."
                (put-header! out name value)
                (lp (cdr headers) length-seen? #t type-seen? close?))
               ((connection)
-               (put-header! out name value)
+               ;; Written once, below, where the server's own decision
+               ;; is known.
                (lp (cdr headers) length-seen? date-seen? type-seen?
                    (or close? (and (pair? value) (memq 'close value) #t))))
               (else
@@ -271,9 +274,11 @@ does not match the body, a body on a 204 or 304, a bad body type)."
               (output-put-bytes! out (date-line)))
             (let ((connection (assq-ref headers 'connection)))
               (cond
-               ((and close? (not (and (pair? connection) (memq 'close connection))))
+               (close?
                 (output-put-bytes! out connection-close-line))
-               ((and (not close?) (eqv? (cdr version) 0) (not connection))
+               (connection
+                (put-header! out 'connection connection))
+               ((eqv? (cdr version) 0)
                 (output-put-bytes! out connection-keep-alive-line))))
             (output-put-bytes! out crlf)
             (cond

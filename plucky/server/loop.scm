@@ -41,9 +41,12 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 match)
+  #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
   #:use-module (web request)
+  #:use-module ((web response) #:select (response? response-code))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys epoll)
+  #:use-module ((plucky sys signal) #:select (read-signal run-finalizers!))
   #:use-module (plucky http error)
   #:use-module (plucky http parse)
   #:use-module (plucky http date)
@@ -53,6 +56,7 @@
             %default-loop-settings
             run-loop
             stop-loop!
+            drain-loop!
             close-loop-connections!))
 
 ;;;
@@ -93,10 +97,12 @@ seconds."
 ;;;
 
 (define-record-type <connection>
-  (%make-connection fd state input input-address start end
+  (%make-connection fd out-fd peer state input input-address start end
                     request body body-fill pending close-after? deadline)
   connection?
-  (fd connection-fd)
+  (fd connection-fd)                    ; read from it; a socket, or stdin
+  (out-fd connection-out-fd)            ; write to it; the socket, or stdout
+  (peer connection-peer)                ; "address" of the client, or #f
   ;; idle | head | body | writing | lingering
   (state connection-state set-connection-state!)
   ;; #f, or a bytevector of the connection's own holding bytes not yet
@@ -117,8 +123,8 @@ seconds."
   ;; seconds (loop clock) after which the sweep closes the connection
   (deadline connection-deadline set-connection-deadline!))
 
-(define (make-connection fd deadline)
-  (%make-connection fd 'idle #f 0 0 0 #f #f 0 '() #f deadline))
+(define* (make-connection fd deadline #:optional (out-fd fd) (peer #f))
+  (%make-connection fd out-fd peer 'idle #f 0 0 0 #f #f 0 '() #f deadline))
 
 ;;;
 ;;; The loop's state
@@ -128,7 +134,8 @@ seconds."
   (%make-loop epfd listeners events events-address connections count
               input input-address output iovecs iovecs-address
               handler state settings now running? paused? exclusive?
-              guarded)
+              guarded on-response exit-when-idle? wake-ports drain-request
+              drain-deadline peer-buffer signal-fd on-signal)
   loop?
   (epfd loop-epfd)
   (listeners loop-listeners)                 ; list of listening descriptors
@@ -149,18 +156,51 @@ seconds."
   (paused? loop-paused? set-loop-paused!)    ; listeners unwatched: at capacity
   (exclusive? loop-exclusive?)               ; listeners watched with EPOLLEXCLUSIVE
   ;; the request whose handler is running, while one is: see call-handler
-  (guarded loop-guarded set-loop-guarded!))
+  (guarded loop-guarded set-loop-guarded!)
+  (on-response loop-on-response)       ; #f or (peer request code bytes) -> _
+  (exit-when-idle? loop-exit-when-idle?) ; return once no connection is left
+  ;; a pipe whose read end is in the epoll set, so that a signal handler
+  ;; running on another thread can wake epoll_wait at once: (read . write)
+  (wake-ports loop-wake-ports)
+  ;; seconds of grace asked for by drain-loop!, not yet acted on, or #f
+  (drain-request loop-drain-request set-loop-drain-request!)
+  ;; #f, or the loop clock's second at which draining gives up waiting
+  (drain-deadline loop-drain-deadline set-loop-drain-deadline!)
+  (peer-buffer loop-peer-buffer)       ; sockaddr + socklen_t for accept4
+  (signal-fd loop-signal-fd)           ; #f or a signalfd, watched by epoll
+  (on-signal loop-on-signal))          ; signal number -> _, on the loop's thread
 
 (define input-size 65536)
 (define max-events 256)
 
 (define current-loop #f)
 
+(define (wake! loop)
+  ;; Make the loop's epoll_wait return now.  Called from signal handlers,
+  ;; which Guile may run on another thread.
+  (let ((port (cdr (loop-wake-ports loop))))
+    (fd-write (port->fdes port) wake-byte-address 0 1)))
+
+(define wake-byte (make-bytevector 1 0))
+(define wake-byte-address (bytevector-address wake-byte))
+
 (define (stop-loop!)
-  "Ask the loop running in this process to return after its current
-round.  Safe to call from a signal handler."
-  (when current-loop
-    (set-loop-running! current-loop #f)))
+  "Ask the loop running in this process to close its connections and
+return.  Safe to call from a signal handler."
+  (let ((loop current-loop))
+    (when loop
+      (set-loop-running! loop #f)
+      (wake! loop))))
+
+(define (drain-loop! grace)
+  "Ask the loop running in this process to drain: stop accepting, close
+idle connections, answer the requests in flight (with Connection: close),
+and return once no connection is left or GRACE seconds have passed.  Safe
+to call from a signal handler."
+  (let ((loop current-loop))
+    (when loop
+      (set-loop-drain-request! loop grace)
+      (wake! loop))))
 
 ;;;
 ;;; Logging
@@ -196,7 +236,9 @@ round.  Safe to call from a signal handler."
     (when (eq? (connection-ref loop fd) conn)
       (vector-set! (loop-connections loop) fd #f)
       (set-loop-count! loop (- (loop-count loop) 1))
-      (fd-close fd))))
+      (fd-close fd)
+      (unless (= fd (connection-out-fd conn))
+        (fd-close (connection-out-fd conn))))))
 
 (define (linger! loop conn)
   ;; After an error answer the client may still be sending; closing at
@@ -204,11 +246,14 @@ round.  Safe to call from a signal handler."
   ;; destroy our answer before the client reads it.  Shut down our side,
   ;; read and drop what comes for a short while, then close (as nginx's
   ;; lingering_close).
-  (fd-shutdown-write (connection-fd conn))
-  (set-connection-state! conn 'lingering)
-  (set-connection-input! conn #f)
-  (set-connection-deadline! conn (+ (loop-now loop) 2))
-  (epoll-modify! (loop-epfd loop) (connection-fd conn) EPOLLIN))
+  (if (< (fd-shutdown-write (connection-out-fd conn)) 0)
+      ;; Not a socket (inetd on a pipe): nothing to linger for.
+      (close-connection! loop conn)
+      (begin
+        (set-connection-state! conn 'lingering)
+        (set-connection-input! conn #f)
+        (set-connection-deadline! conn (+ (loop-now loop) 2))
+        (epoll-modify! (loop-epfd loop) (connection-fd conn) EPOLLIN))))
 
 (define (accept-ready! loop listener)
   (let ((settings (loop-settings loop)))
@@ -220,13 +265,24 @@ round.  Safe to call from a signal handler."
           (for-each (lambda (fd) (epoll-remove! (loop-epfd loop) fd))
                     (loop-listeners loop))
           (set-loop-paused! loop #t))
-        (let ((fd (if (loop-paused? loop) (- errno-EAGAIN) (fd-accept listener))))
+        (let ((fd (cond
+                   ((loop-paused? loop) (- errno-EAGAIN))
+                   ((loop-on-response loop)
+                    ;; Someone logs requests: learn who the client is.
+                    (let ((buffer (loop-peer-buffer loop)))
+                      (bytevector-u32-native-set! (car buffer) 128 128)
+                      (fd-accept/peer listener (car buffer) (cdr buffer)
+                                      (+ (cdr buffer) 128))))
+                   (else (fd-accept listener)))))
           (cond
            ((>= fd 0)
             (fd-set-tcp-nodelay! fd)
             (let ((conn (make-connection
                          fd (+ (loop-now loop)
-                               (settings-header-timeout settings)))))
+                               (settings-header-timeout settings))
+                         fd
+                         (and (loop-on-response loop)
+                              (sockaddr->string (car (loop-peer-buffer loop)))))))
               (register-connection! loop conn)
               (epoll-add! (loop-epfd loop) fd EPOLLIN)
               ;; The request is usually there already (the listener
@@ -377,25 +433,18 @@ round.  Safe to call from a signal handler."
                conn (+ (loop-now loop) (settings-header-timeout settings)))))
             (finish! loop conn #f #f))
            ((http-error? request)
-            (set-connection-input! conn #f)
-            (write-error-response! (loop-output loop) '(1 . 1)
-                                   (http-error-status request)
-                                   (http-error-reason request))
-            (finish! loop conn #t #t))
+            (refuse! loop conn '(1 . 1) (http-error-status request)
+                     (http-error-reason request)))
            (else
             (let ((length (request-body-length request)))
               (cond
                ((eq? length 'chunked)
                 ;; Chunked request bodies are decoded by the streaming
                 ;; body reader (issue 4); until then, refuse them plainly.
-                (set-connection-input! conn #f)
-                (write-error-response! (loop-output loop) (request-version request)
-                                       411 "chunked request bodies are not supported yet")
-                (finish! loop conn #t #t))
+                (refuse! loop conn (request-version request) 411
+                         "chunked request bodies are not supported yet"))
                ((> length (settings-max-body settings))
-                (set-connection-input! conn #f)
-                (write-error-response! (loop-output loop) (request-version request) 413)
-                (finish! loop conn #t #t))
+                (refuse! loop conn (request-version request) 413 #f))
                ((<= (+ index length) end)
                 (let* ((body (and (> length 0)
                                   (let ((body (make-bytevector length)))
@@ -429,14 +478,18 @@ round.  Safe to call from a signal handler."
 (define handler-failed (make-prompt-tag "handler-failed"))
 
 (define (report-handler-error request exception stack)
+  ;; Log what failed, where, and why.  Printing must not fail in turn:
+  ;; a broken printer would otherwise take the worker down.
   (let ((port (current-error-port)))
-    (format port "plucky: handler failed on ~a ~a~%"
-            (request-method request)
-            (let ((uri (request-uri request)))
-              (if uri ((@ (web uri) uri->string) uri) "")))
+    (false-if-exception
+     (format port "plucky: handler failed on ~a ~a~%"
+             (request-method request)
+             (let ((uri (request-uri request)))
+               (if uri ((@ (web uri) uri->string) uri) ""))))
     (when stack
-      (display-backtrace stack port))
-    (print-exception port #f '%exception (list exception))
+      (false-if-exception (display-backtrace stack port)))
+    (false-if-exception
+     (print-exception port #f (exception-kind exception) (exception-args exception)))
     (force-output port)))
 
 ;; Exceptions are caught by one handler installed around the whole loop
@@ -453,8 +506,10 @@ round.  Safe to call from a signal handler."
           (if request
               (begin
                 (set-loop-guarded! loop #f)
-                (report-handler-error request exception (make-stack #t 3))
-                (abort-to-prompt handler-failed))
+                ;; Take the stack here, where the exception was raised;
+                ;; print it after the escape, outside any handler.
+                (abort-to-prompt handler-failed request exception
+                                 (make-stack #t 3)))
               ;; Not the application's: a bug of the loop itself.
               (raise-exception exception))))
     thunk))
@@ -476,7 +531,8 @@ round.  Safe to call from a signal handler."
             (unless (null? state)
               (set-loop-state! loop state))
             (values response body)))))
-    (lambda (k)
+    (lambda (k request exception stack)
+      (report-handler-error request exception stack)
       (values #f #f))))
 
 (define (respond! loop conn request body)
@@ -484,12 +540,14 @@ round.  Safe to call from a signal handler."
   ;; -> #t when the connection must close after the answer.
   (let* ((out (loop-output loop))
          (mark (output-fill out))
-         (close? (not (request-keep-alive? request))))
+         (close? (or (not (request-keep-alive? request))
+                     (and (loop-drain-deadline loop) #t))))
     (call-with-values (lambda () (call-handler loop request body))
       (lambda (response response-body)
         (define (fail)
           (set-output-fill! out mark)
           (write-error-response! out (request-version request) 500)
+          (report-response! loop conn request 500 (- (output-fill out) mark))
           #t)
         (if (not response)
             (fail)
@@ -504,10 +562,37 @@ round.  Safe to call from a signal handler."
                       (write-response! out request response response-body close?))
                   (lambda (close? large-body)
                     (set-loop-guarded! loop #f)
+                    (when (loop-on-response loop)
+                      (report-response!
+                       loop conn request
+                       (if (response? response) (response-code response) 200)
+                       (+ (- (output-fill out) mark)
+                          (if large-body (bytevector-length large-body) 0))))
                     (when large-body
                       (flush-with-body! loop conn large-body))
                     close?)))
-              (lambda (k) (fail))))))))
+              (lambda (k request exception stack)
+                (report-handler-error request exception #f)
+                (fail))))))))
+
+;;;
+;;; Telling whoever listens (the access log)
+;;;
+
+(define (report-response! loop conn request code bytes)
+  ;; REQUEST is #f for a request that never reached a handler.
+  (let ((on-response (loop-on-response loop)))
+    (when on-response
+      (on-response (connection-peer conn) request code bytes))))
+
+(define (refuse! loop conn version code reason)
+  ;; Answer a request that never reached a handler, then linger-close.
+  (let* ((out (loop-output loop))
+         (mark (output-fill out)))
+    (set-connection-input! conn #f)
+    (write-error-response! out version code reason)
+    (report-response! loop conn #f code (- (output-fill out) mark))
+    (finish! loop conn #t #t)))
 
 ;;;
 ;;; Writing
@@ -521,13 +606,13 @@ round.  Safe to call from a signal handler."
          (iovecs (loop-iovecs loop)))
     (if (pair? (connection-pending conn))
         (begin
-          (queue-output! conn (output-bytes out) 0 fill)
-          (queue-output! conn body 0 (bytevector-length body))
+          (queue-output! loop conn (output-bytes out) 0 fill)
+          (queue-output! loop conn body 0 (bytevector-length body))
           (output-reset! out))
         (begin
           (iovec-set! iovecs 0 (output-address out) fill)
           (iovec-set! iovecs 1 (bytevector-address body) (bytevector-length body))
-          (let* ((n (fd-writev (connection-fd conn) (loop-iovecs-address loop) 2))
+          (let* ((n (fd-writev (connection-out-fd conn) (loop-iovecs-address loop) 2))
                  (n (if (< n 0) (if (= n (- errno-EAGAIN)) 0 #f) n)))
             (cond
              ((not n)
@@ -536,17 +621,20 @@ round.  Safe to call from a signal handler."
               (set-connection-pending! conn '()))
              (else
               (when (< n fill)
-                (queue-output! conn (output-bytes out) n fill))
+                (queue-output! loop conn (output-bytes out) n fill))
               (let ((sent (max 0 (- n fill))))
                 (when (< sent (bytevector-length body))
-                  (queue-output! conn body sent (bytevector-length body))))
+                  (queue-output! loop conn body sent (bytevector-length body))))
               (output-reset! out))))))))
 
-(define (queue-output! conn bv start end)
-  ;; Keep BV [start, end) for later; BV is copied when it is the shared
-  ;; output buffer, which the next response will overwrite.
-  (set-connection-pending!
-   conn (append (connection-pending conn) (list (cons* bv start end)))))
+(define (queue-output! loop conn bv start end)
+  ;; Keep BV [start, end) for later.  The shared output buffer is copied:
+  ;; the next response will overwrite it.
+  (let ((entry (if (eq? bv (output-bytes (loop-output loop)))
+                   (cons* (bytevector-copy-range bv start end) 0 (- end start))
+                   (cons* bv start end))))
+    (set-connection-pending!
+     conn (append (connection-pending conn) (list entry)))))
 
 (define (finish! loop conn close? linger?)
   ;; Send what the served requests produced; then close, linger, wait
@@ -555,14 +643,13 @@ round.  Safe to call from a signal handler."
          (fill (output-fill out)))
     (when (> fill 0)
       (if (pair? (connection-pending conn))
-          (queue-output! conn (bytevector-copy-range (output-bytes out) 0 fill) 0 fill)
-          (let ((n (fd-write (connection-fd conn) (output-address out) 0 fill)))
+          (queue-output! loop conn (output-bytes out) 0 fill)
+          (let ((n (fd-write (connection-out-fd conn) (output-address out) 0 fill)))
             (cond
              ((= n fill) #t)
              ((or (>= n 0) (= n (- errno-EAGAIN)))
               (let ((n (max n 0)))
-                (queue-output! conn (bytevector-copy-range (output-bytes out) n fill)
-                               0 (- fill n))))
+                (queue-output! loop conn (output-bytes out) n fill)))
              (else
               ;; The client is gone (EPIPE, ECONNRESET): nothing to send to.
               (set-connection-pending! conn '())
@@ -607,7 +694,7 @@ round.  Safe to call from a signal handler."
                  (serve-input! loop conn own (connection-start conn)
                                (connection-end conn)))))))
       (((bv start . end) . rest)
-       (let ((n (fd-write (connection-fd conn) (bytevector-address bv) start
+       (let ((n (fd-write (connection-out-fd conn) (bytevector-address bv) start
                           (- end start))))
          (cond
           ((= n (- end start)) (lp rest))
@@ -623,7 +710,10 @@ round.  Safe to call from a signal handler."
 
 (define (sweep! loop)
   ;; Close every connection whose deadline has passed.  Once a second,
-  ;; O(connections): cheaper than a timer per request.
+  ;; O(connections): cheaper than a timer per request.  Also run the
+  ;; finalizers Guile's finalizer thread would run, had we not stopped it
+  ;; (see (plucky sys signal)).
+  (run-finalizers!)
   (let ((table (loop-connections loop))
         (now (loop-now loop)))
     (let lp ((fd 0))
@@ -633,10 +723,8 @@ round.  Safe to call from a signal handler."
             (if (eq? (connection-state conn) 'head)
                 ;; A head that is too slow: say so if we still can.
                 (begin
-                  (set-connection-input! conn #f)
-                  (write-error-response! (loop-output loop) '(1 . 1) 408)
                   (set-connection-state! conn 'idle)
-                  (finish! loop conn #t #t))
+                  (refuse! loop conn '(1 . 1) 408 #f))
                 (close-connection! loop conn))))
         (lp (+ fd 1))))))
 
@@ -654,24 +742,62 @@ round.  Safe to call from a signal handler."
 
 (define* (run-loop listeners handler #:key (state '())
                    (settings %default-loop-settings)
-                   (exclusive? #f))
+                   (exclusive? #f)
+                   (connections '())
+                   (exit-when-idle? #f)
+                   (on-response #f)
+                   (signal-fd #f)
+                   (on-signal #f))
   "Serve connections arriving on LISTENERS (a list of listening,
 non-blocking socket descriptors) with HANDLER until `stop-loop!' is
-called.  HANDLER is called as (HANDLER request body . STATE) and returns
-(values response body . STATE), as with Guile's `run-server'.  Return
-the final state.  EXCLUSIVE? asks epoll to wake only one of several
-processes waiting on the same listener."
+called or a drain (`drain-loop!') completes.  HANDLER is called as
+(HANDLER request body . STATE) and returns (values response body
+. STATE), as with Guile's `run-server'.  Return the final state.
+
+EXCLUSIVE? asks epoll to wake only one of several processes waiting on
+the same listener.  CONNECTIONS are connections already accepted, each a
+descriptor or a pair (input-descriptor . output-descriptor), as inetd
+passes stdin and stdout.  EXIT-WHEN-IDLE? returns as soon as no
+connection is left.  ON-RESPONSE, if given, is called after each answer
+as (ON-RESPONSE peer request code bytes): PEER the client's address,
+REQUEST #f for a request refused before it reached the handler, BYTES
+the size of the whole answer.  SIGNAL-FD, a signalfd (plucky sys
+signal), is watched with the connections; ON-SIGNAL is called on the
+loop's thread with each signal number read from it, and may call
+`drain-loop!' or `stop-loop!'."
   (let* ((epfd (epoll-create))
          (events (make-epoll-events max-events))
          (input (make-bytevector input-size))
          (iovecs (make-iovecs 2))
+         (wake-ports (pipe))
+         (peer-buffer (make-bytevector 136 0))
          (loop (%make-loop epfd listeners events (bytevector-address events)
                            (make-vector 1024 #f) 0
                            input (bytevector-address input)
                            (make-output) iovecs (bytevector-address iovecs)
                            handler state settings (current-time) #t #f
-                           exclusive? #f)))
+                           exclusive? #f on-response exit-when-idle?
+                           wake-ports #f #f
+                           (cons peer-buffer (bytevector-address peer-buffer))
+                           signal-fd on-signal)))
+    (for-each (lambda (port)
+                (fcntl port F_SETFL (logior O_NONBLOCK (fcntl port F_GETFL))))
+              (list (car wake-ports) (cdr wake-ports)))
+    (epoll-add! epfd (port->fdes (car wake-ports)) EPOLLIN)
+    (when signal-fd
+      (epoll-add! epfd signal-fd EPOLLIN))
     (watch-listeners! loop)
+    (for-each (lambda (spec)
+                (let* ((in (if (pair? spec) (car spec) spec))
+                       (out (if (pair? spec) (cdr spec) spec))
+                       (conn (make-connection
+                              in (+ (loop-now loop) (settings-header-timeout settings))
+                              out)))
+                  (fd-set-nonblocking! in)
+                  (fd-set-nonblocking! out)
+                  (register-connection! loop conn)
+                  (epoll-add! epfd in EPOLLIN)))
+              connections)
     (set! current-loop loop)
     (with-handler-errors-caught loop
       (lambda ()
@@ -679,38 +805,77 @@ processes waiting on the same listener."
     (close-all! loop)
     (loop-state loop)))
 
+(define (start-drain! loop grace)
+  ;; Stop accepting, close the connections that wait for a request, and
+  ;; give the others GRACE seconds to finish.
+  (set-loop-drain-request! loop #f)
+  (unless (loop-drain-deadline loop)
+    (unless (loop-paused? loop)
+      (for-each (lambda (fd) (epoll-remove! (loop-epfd loop) fd))
+                (loop-listeners loop))
+      (set-loop-paused! loop #t))
+    (set-loop-drain-deadline! loop (+ (loop-now loop) grace))
+    (let ((table (loop-connections loop)))
+      (let lp ((fd 0))
+        (when (< fd (vector-length table))
+          (let ((conn (vector-ref table fd)))
+            (when (and conn
+                       (eq? (connection-state conn) 'idle)
+                       (not (connection-input conn)))
+              (close-connection! loop conn)))
+          (lp (+ fd 1)))))))
+
 (define (serve-rounds loop)
   (let ((epfd (loop-epfd loop))
         (events (loop-events loop))
-        (listeners (loop-listeners loop)))
+        (listeners (loop-listeners loop))
+        (wake-fd (port->fdes (car (loop-wake-ports loop)))))
     (let round ((last-sweep (current-time)))
       (when (loop-running? loop)
         (let ((n (epoll-wait epfd events (loop-events-address loop) 1000))
               (now (current-time)))
           (set-loop-now! loop now)
           (refresh-date-line! now)
+          (let ((grace (loop-drain-request loop)))
+            (when grace (start-drain! loop grace)))
           (let lp ((i 0))
             (when (< i n)
               (let ((fd (epoll-event-fd events i))
                     (flags (epoll-event-flags events i)))
-                (if (memv fd listeners)
-                    (accept-ready! loop fd)
-                    (let ((conn (connection-ref loop fd)))
-                      (when conn
-                        (cond
-                         ((eq? (connection-state conn) 'writing)
-                          (if (zero? (logand flags EPOLLOUT))
-                              ;; EPOLLERR or EPOLLHUP: the peer is gone.
-                              (close-connection! loop conn)
-                              (write-ready! loop conn)))
-                         (else
-                          (read-ready! loop conn)))))))
+                (cond
+                 ((memv fd listeners)
+                  (accept-ready! loop fd))
+                 ((= fd wake-fd)
+                  ;; Whoever woke us set a flag; empty the pipe.
+                  (fd-read wake-fd (loop-input-address loop) 0 input-size))
+                 ((eqv? fd (loop-signal-fd loop))
+                  ((loop-on-signal loop) (read-signal fd))
+                  (let ((grace (loop-drain-request loop)))
+                    (when grace (start-drain! loop grace))))
+                 (else
+                  (let ((conn (connection-ref loop fd)))
+                    (when conn
+                      (cond
+                       ((eq? (connection-state conn) 'writing)
+                        (if (zero? (logand flags EPOLLOUT))
+                            ;; EPOLLERR or EPOLLHUP: the peer is gone.
+                            (close-connection! loop conn)
+                            (write-ready! loop conn)))
+                       (else
+                        (read-ready! loop conn))))))))
               (lp (+ i 1))))
-          (when (and (loop-paused? loop)
-                     (< (loop-count loop)
-                        (settings-max-connections (loop-settings loop))))
+          (cond
+           ((loop-drain-deadline loop)
+            (when (or (zero? (loop-count loop))
+                      (>= now (loop-drain-deadline loop)))
+              (set-loop-running! loop #f)))
+           ((and (loop-exit-when-idle? loop) (zero? (loop-count loop)))
+            (set-loop-running! loop #f))
+           ((and (loop-paused? loop)
+                 (< (loop-count loop)
+                    (settings-max-connections (loop-settings loop))))
             (set-loop-paused! loop #f)
-            (watch-listeners! loop))
+            (watch-listeners! loop)))
           (if (> now last-sweep)
               (begin (sweep! loop) (round now))
               (round last-sweep)))))))
@@ -724,6 +889,8 @@ processes waiting on the same listener."
           (when conn (close-connection! loop conn)))
         (lp (+ fd 1)))))
   (fd-close (loop-epfd loop))
+  (close-port (car (loop-wake-ports loop)))
+  (close-port (cdr (loop-wake-ports loop)))
   (set! current-loop #f))
 
 (define (close-loop-connections!)

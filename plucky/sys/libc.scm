@@ -37,6 +37,8 @@
             fd-close
             fd-shutdown-write
             fd-accept
+            fd-accept/peer
+            sockaddr->string
             fd-set-tcp-nodelay!
             fd-set-defer-accept!
             fd-set-nonblocking!
@@ -136,6 +138,27 @@ retry could close a descriptor another part of the program just opened."
   "Shut down the sending side of the socket FD (the peer reads end of
 file).  Return 0 or a negated errno."
   (retrying-eintr (%shutdown fd SHUT_WR)))
+
+(define (fd-accept/peer fd sockaddr sockaddr-address length-address)
+  "Like `fd-accept', and also store the peer's address in SOCKADDR (a
+bytevector of at least 128 bytes at SOCKADDR-ADDRESS) with its length at
+LENGTH-ADDRESS (a socklen_t, set by the caller to SOCKADDR's size).
+Return the new descriptor or a negated errno.  See `sockaddr->string'."
+  (retrying-eintr (%accept4 fd sockaddr-address length-address
+                            (logior SOCK_NONBLOCK SOCK_CLOEXEC))))
+
+(define (sockaddr->string sockaddr)
+  "Return the address held in the struct sockaddr SOCKADDR (a bytevector,
+as filled by `fd-accept/peer') as a string: \"192.0.2.1\", \"::1\", or
+\"unix\" for a Unix-domain peer."
+  (let ((family (bytevector-u16-native-ref sockaddr 0)))
+    (cond
+     ((= family AF_INET)
+      (inet-ntop AF_INET (bytevector-u32-ref sockaddr 4 (endianness big))))
+     ((= family AF_INET6)
+      (inet-ntop AF_INET6 (bytevector-uint-ref sockaddr 8 (endianness big) 16)))
+     ((= family AF_UNIX) "unix")
+     (else "unknown"))))
 
 (define (fd-accept fd)
   "Accept one connection on the listening socket FD, non-blocking and

@@ -36,10 +36,12 @@
 
 (define-module (web server plucky)
   #:use-module (srfi srfi-9)
+  #:use-module ((ice-9 control) #:select (call/ec))
   #:use-module (web server)
   #:use-module (web response)
   #:use-module (plucky server)
   #:use-module (plucky server loop)
+  #:use-module ((plucky sys signal) #:select (ignore-signal!))
   #:export (plucky))
 
 (define-record-type <plucky-server>
@@ -72,7 +74,9 @@
                 socket)
                (host (open-listener host port))
                (else (open-listener (inet-ntop family addr) port)))))
-    (sigaction SIGPIPE SIG_IGN)
+    ;; Not Guile's sigaction: see (plucky sys signal) on Guile's signal
+    ;; thread and fork.
+    (ignore-signal! SIGPIPE)
     ;; Guile's run-server enters the debugger on an error unless in batch
     ;; mode; a server must log and carry on instead.
     (ensure-batch-mode!)
@@ -81,25 +85,13 @@
     (make-plucky-server (list sock) #f #f)))
 
 (define (fork-workers! workers)
-  ;; The parent stays here as the supervisor: it never returns to Guile's
-  ;; run-server, and exits when its workers have.  Each child returns
-  ;; from `open' and serves.
-  (let lp ((i 1) (pids '()))
-    (if (<= i workers)
-        (let ((pid (primitive-fork)))
-          (if (zero? pid)
-              #t
-              (lp (+ i 1) (cons pid pids))))
-        (let ((stop (lambda (signal)
-                      (for-each (lambda (pid) (false-if-exception (kill pid SIGTERM)))
-                                pids))))
-          (sigaction SIGINT stop)
-          (sigaction SIGTERM stop)
-          (let wait ((pids pids))
-            (unless (null? pids)
-              (let ((dead (false-if-exception (waitpid WAIT_ANY))))
-                (wait (if dead (delete (car dead) pids) pids)))))
-          (primitive-exit 0)))))
+  ;; This process stays here as the supervisor (see `supervise-workers'):
+  ;; it never returns to Guile's run-server, and exits when its workers
+  ;; have.  Each worker escapes back out of `open' and serves.
+  (call/ec
+   (lambda (serve-in-worker)
+     (supervise-workers workers (lambda () (serve-in-worker #t)))
+     (primitive-exit 0))))
 
 (define (caught k request body)
   (values k request body))

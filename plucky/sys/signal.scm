@@ -1,0 +1,136 @@
+;;; (plucky sys signal) --- blocked signals read from a signalfd
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; plucky's processes react to signals (SIGTERM, SIGINT, SIGHUP, SIGCHLD)
+;;; without Guile's `sigaction', for two reasons found the hard way:
+;;;  - Guile delivers signals through a pipe and a thread it starts once
+;;;    per process.  A child forked later inherits the pipe and the
+;;;    "already started" flag but not the thread: its signals are either
+;;;    never delivered or read by the parent's thread, which then runs the
+;;;    parent's handler (a master forwarding SIGTERM to its workers did
+;;;    so forever).  A master must fork replacement workers at any time.
+;;;  - A Scheme handler runs as an async on the main thread, which spends
+;;;    its time inside epoll_wait, a C call asyncs cannot interrupt: the
+;;;    handler would wait for the next epoll timeout.
+;;; Instead each process blocks the signals it cares about and reads them,
+;;; one struct signalfd_siginfo at a time, from a signalfd(2): a plain
+;;; descriptor that a worker watches in its epoll set like any other and
+;;; a master reads in a plain loop.
+;;;
+;;; A blocked signal is blocked for the calling thread only, and a signal
+;;; sent to the process goes to any thread that does not block it, where
+;;; its default action ends the process.  Guile starts a finalizer thread
+;;; on demand, after some collection finds objects to finalize; started
+;;; before the signals were blocked, it would take SIGTERM and die with
+;;; it.  So a process that reads signals this way first stops that thread
+;;; (`stop-finalizer-thread!') and runs finalizers itself, once a second
+;;; from the event loop (`run-finalizers!').
+;;;
+;;; Code:
+
+(define-module (plucky sys signal)
+  #:use-module (system foreign)
+  #:use-module (rnrs bytevectors)
+  #:use-module (plucky sys libc)
+  #:export (block-signals!
+            unblock-signals!
+            open-signalfd
+            read-signal
+            ignore-signal!
+            stop-finalizer-thread!
+            run-finalizers!))
+
+(define libc (dynamic-link))
+
+(define (libc-procedure return name args)
+  (pointer->procedure return (dynamic-func name libc) args #:return-errno? #t))
+
+(define %sigemptyset (libc-procedure int "sigemptyset" (list uintptr_t)))
+(define %sigaddset (libc-procedure int "sigaddset" (list uintptr_t int)))
+(define %sigprocmask (libc-procedure int "sigprocmask" (list int uintptr_t uintptr_t)))
+(define %signalfd (libc-procedure int "signalfd" (list int uintptr_t int)))
+
+(define %signal (libc-procedure uintptr_t "signal" (list int uintptr_t)))
+
+(define (ignore-signal! signal)
+  "Ignore SIGNAL (SIGPIPE, say) with libc's signal(2).  Guile's own
+`sigaction' would start Guile's signal thread, whose state a forked
+child inherits half of (see the Commentary)."
+  (%signal signal 1))                   ; SIG_IGN is (void (*)(int)) 1
+
+(define libguile (dynamic-link "libguile-3.0"))
+
+(define %set-automatic-finalization-enabled
+  (pointer->procedure int (dynamic-func "scm_set_automatic_finalization_enabled"
+                                        libguile)
+                      (list int)))
+(define %run-finalizers
+  (pointer->procedure int (dynamic-func "scm_run_finalizers" libguile) '()))
+
+(define (stop-finalizer-thread!)
+  "Stop Guile's finalizer thread, if it runs, and keep it from starting;
+finalizers then run only when `run-finalizers!' is called."
+  (%set-automatic-finalization-enabled 0))
+
+(define (run-finalizers!)
+  "Run the finalizers of objects the collector has found unreachable, on
+the calling thread.  Return how many ran."
+  (%run-finalizers))
+
+(define SIG_BLOCK 0)
+(define SIG_UNBLOCK 1)
+(define SFD_CLOEXEC #o2000000)
+(define sigset-size 128)
+(define siginfo-size 128)
+
+(define (make-sigset signals)
+  (let* ((set (make-bytevector sigset-size 0))
+         (address (bytevector-address set)))
+    (%sigemptyset address)
+    (for-each (lambda (signal) (%sigaddset address signal)) signals)
+    set))
+
+(define (sigprocmask! how signals)
+  (let ((set (make-sigset signals)))
+    (call-with-values (lambda () (%sigprocmask how (bytevector-address set) 0))
+      (lambda (result errno)
+        (when (< result 0)
+          (scm-error 'system-error "sigprocmask" "~A" (list (strerror errno))
+                     (list errno)))))))
+
+(define (block-signals! signals)
+  "Block SIGNALS (a list of signal numbers) for the calling thread, so
+that they wait for `read-signal' instead of being delivered."
+  (sigprocmask! SIG_BLOCK signals))
+
+(define (unblock-signals! signals)
+  "Unblock SIGNALS for the calling thread."
+  (sigprocmask! SIG_UNBLOCK signals))
+
+(define (open-signalfd signals)
+  "Return a close-on-exec descriptor from which the blocked SIGNALS are
+read with `read-signal'."
+  (let ((set (make-sigset signals)))
+    (call-with-values (lambda () (%signalfd -1 (bytevector-address set) SFD_CLOEXEC))
+      (lambda (fd errno)
+        (if (< fd 0)
+            (scm-error 'system-error "signalfd" "~A" (list (strerror errno))
+                       (list errno))
+            fd)))))
+
+(define info (make-bytevector siginfo-size 0))
+(define info-address (bytevector-address info))
+
+(define (read-signal fd)
+  "Wait for the next signal on the signalfd FD and return its number."
+  (let retry ()
+    (let ((n (fd-read fd info-address 0 siginfo-size)))
+      (if (= n siginfo-size)
+          (bytevector-u32-native-ref info 0)
+          (retry)))))
+
+;;; (plucky sys signal) ends here
