@@ -58,6 +58,7 @@
             run-loop
             stop-loop!
             drain-loop!
+            current-request-peer
             close-loop-connections!))
 
 ;;;
@@ -137,7 +138,7 @@ seconds."
               handler state settings now running? paused? exclusive?
               guarded on-response exit-when-idle? wake-ports drain-request
               drain-deadline peer-buffer signal-fd on-signal
-              observer read-ns parse-ns batch sampled)
+              observer read-ns parse-ns batch sampled serving)
   loop?
   (epfd loop-epfd)
   (listeners loop-listeners)                 ; list of listening descriptors
@@ -176,7 +177,8 @@ seconds."
   (read-ns loop-read-ns set-loop-read-ns!)     ; read(2) time not yet reported
   (parse-ns loop-parse-ns set-loop-parse-ns!)  ; parse time of the current request
   (batch loop-batch set-loop-batch!)           ; answers waiting for the next write
-  (sampled loop-sampled set-loop-sampled!))    ; requests until the next allocation sample
+  (sampled loop-sampled set-loop-sampled!)     ; requests until the next allocation sample
+  (serving loop-serving set-loop-serving!))    ; the connection whose request is handled
 
 (define input-size 65536)
 (define max-events 256)
@@ -199,6 +201,15 @@ return.  Safe to call from a signal handler."
     (when loop
       (set-loop-running! loop #f)
       (wake! loop))))
+
+(define (current-request-peer)
+  "Return the address of the client whose request the calling handler is
+answering, as a string (\"127.0.0.1\", \"::1\", \"unix\"), or #f when it
+is not known: the address is learnt only when the loop has an ON-RESPONSE
+or OBSERVER (see `run-loop'), and inetd connections have none."
+  (let* ((loop current-loop)
+         (conn (and loop (loop-serving loop))))
+    (and conn (connection-peer conn))))
 
 (define (drain-loop! grace)
   "Ask the loop running in this process to drain: stop accepting, close
@@ -301,8 +312,9 @@ to call from a signal handler."
         (let* ((start (and (loop-observer loop) (clock)))
                (fd (cond
                    ((loop-paused? loop) (- errno-EAGAIN))
-                   ((loop-on-response loop)
-                    ;; Someone logs requests: learn who the client is.
+                   ((or (loop-on-response loop) (loop-observer loop))
+                    ;; Someone logs or watches requests: learn who the
+                    ;; client is.
                     (let ((buffer (loop-peer-buffer loop)))
                       (bytevector-u32-native-set! (car buffer) 128 128)
                       (fd-accept/peer listener (car buffer) (cdr buffer)
@@ -315,7 +327,7 @@ to call from a signal handler."
                          fd (+ (loop-now loop)
                                (settings-header-timeout settings))
                          fd
-                         (and (loop-on-response loop)
+                         (and (or (loop-on-response loop) (loop-observer loop))
                               (sockaddr->string (car (loop-peer-buffer loop)))))))
               (register-connection! loop conn)
               (epoll-add! (loop-epfd loop) fd EPOLLIN)
@@ -612,8 +624,10 @@ to call from a signal handler."
                     (and allocated (- (gc-total-bytes) allocated)))
           (set-loop-read-ns! loop 0)
           (set-loop-batch! loop (+ 1 (loop-batch loop))))))
+    (set-loop-serving! loop conn)
     (call-with-values (lambda () (call-handler loop request body))
       (lambda (response response-body)
+        (set-loop-serving! loop #f)
         (let ((handled (and observer (clock))))
           (define (fail)
             (set-output-fill! out mark)
@@ -879,7 +893,7 @@ loop's thread (it must not block):
                            wake-ports #f #f
                            (cons peer-buffer (bytevector-address peer-buffer))
                            signal-fd on-signal
-                           observer 0 0 0 0)))
+                           observer 0 0 0 0 #f)))
     (for-each (lambda (port)
                 (fcntl port F_SETFL (logior O_NONBLOCK (fcntl port F_GETFL))))
               (list (car wake-ports) (cdr wake-ports)))
