@@ -252,10 +252,10 @@
       (client-send! client (string-append (request-text "/echo/1")
                                           (request-text "/echo/2" #:headers '("Connection: close"))
                                           (request-text "/echo/3")))
-      (let ((replies (client-read-responses client 3 #:timeout 2)))
+      (let ((replies (client-read-responses client 2)))
         (test-equal "pipelined: answers up to the closing request"
           '("/echo/1" "/echo/2") (map reply-body-string replies)))
-      (test-assert "and nothing after it" (client-eof? client))
+      (test-assert "and nothing after it, then end of file" (client-eof? client))
       (client-close! client))))
 
 (test-group "a Connection: close from the handler"
@@ -303,9 +303,10 @@
     (let ((client (connect-client (server-port server))))
       (client-send! client (string-append (request-text "/echo/1") (request-text "/raise")
                                           (request-text "/echo/3")))
-      (let ((replies (client-read-responses client 3 #:timeout 2)))
+      (let ((replies (client-read-responses client 2)))
         (test-equal "pipelined: the answer before, then the 500"
           '(200 500) (map reply-code replies)))
+      (test-assert "and nothing after the 500, then end of file" (client-eof? client))
       (client-close! client))
     (test-equal "many failures in a row do not hurt"
       (make-list 20 500)
