@@ -51,6 +51,7 @@
             set-output-fill!
             output-reset!
             output-put-bytes!
+            output-put-slice!
             write-response!
             write-error-response!
             copy-limit))
@@ -92,6 +93,12 @@
          (fill (output-reserve! out n)))
     (bytevector-copy! bv 0 (output-bytes out) fill n)
     (set-output-fill! out (+ fill n))))
+
+(define (output-put-slice! out bv start count)
+  "Append COUNT bytes of BV from START to OUT."
+  (let ((fill (output-reserve! out count)))
+    (bytevector-copy! bv start (output-bytes out) fill count)
+    (set-output-fill! out (+ fill count))))
 
 (define (output-put-decimal! out n)
   ;; Digits of the non-negative integer N, without making a string.

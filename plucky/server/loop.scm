@@ -52,6 +52,8 @@
   #:use-module (plucky http parse)
   #:use-module (plucky http date)
   #:use-module (plucky http response)
+  #:use-module (plucky http chunked)
+  #:use-module ((srfi srfi-1) #:select (every))
   #:export (make-loop-settings
             loop-settings?
             %default-loop-settings
@@ -105,7 +107,7 @@ seconds."
   (fd connection-fd)                    ; read from it; a socket, or stdin
   (out-fd connection-out-fd)            ; write to it; the socket, or stdout
   (peer connection-peer)                ; "address" of the client, or #f
-  ;; idle | head | body | writing | lingering
+  ;; idle | head | body | chunked | writing | lingering
   (state connection-state set-connection-state!)
   ;; #f, or a bytevector of the connection's own holding bytes not yet
   ;; served, in [start, end)
@@ -114,7 +116,8 @@ seconds."
   (start connection-start set-connection-start!)
   (end connection-end set-connection-end!)
   ;; in state body: the request whose body is arriving, the bytevector
-  ;; of its Content-Length being filled, and how much is filled
+  ;; of its Content-Length being filled, and how much is filled; in state
+  ;; chunked, BODY is (decoder . output collecting the data)
   (request connection-request set-connection-request!)
   (body connection-body set-connection-body!)
   (body-fill connection-body-fill set-connection-body-fill!)
@@ -358,6 +361,7 @@ to call from a signal handler."
        (unless (or (> n 0) (= n (- errno-EAGAIN)))
          (close-connection! loop conn))))
     ((body) (read-body! loop conn))
+    ((chunked) (read-chunked! loop conn))
     ((writing) #t)                      ; not watched for input; ignore
     (else (read-head! loop conn))))
 
@@ -501,11 +505,16 @@ to call from a signal handler."
            (else
             (let ((length (request-body-length request)))
               (cond
+               ((unmet-expectation? request)
+                (refuse! loop conn (request-version request) 417 #f))
                ((eq? length 'chunked)
-                ;; Chunked request bodies are decoded by the streaming
-                ;; body reader (issue 4); until then, refuse them plainly.
-                (refuse! loop conn (request-version request) 411
-                         "chunked request bodies are not supported yet"))
+                (let ((decoder (make-chunked-decoder
+                                #:max-total (settings-max-body settings)))
+                      (collected (make-output 4096)))
+                  (set-connection-input! conn #f)
+                  (set-connection-request! conn request)
+                  (set-connection-body! conn (cons decoder collected))
+                  (feed-chunked! loop conn bv index end)))
                ((> length (settings-max-body settings))
                 (refuse! loop conn (request-version request) 413 #f))
                ((<= (+ index length) end)
@@ -524,6 +533,7 @@ to call from a signal handler."
                 ;; own and read the rest straight into it.
                 (let ((body (make-bytevector length))
                       (have (- end index)))
+                  (continue-if-expected! loop conn request)
                   (bytevector-copy! bv index body 0 have)
                   (set-connection-input! conn #f)
                   (set-connection-request! conn request)
@@ -533,6 +543,76 @@ to call from a signal handler."
                   (set-connection-deadline!
                    conn (+ (loop-now loop) (settings-body-timeout settings)))
                   (finish! loop conn #f #f))))))))))))
+
+;;;
+;;; Bodies
+;;;
+
+(define (unmet-expectation? request)
+  ;; An Expect header asking for anything but 100-continue: 417.
+  (let ((expect (assq-ref (request-headers request) 'expect)))
+    (and expect
+         (not (and (pair? expect)
+                   (every (lambda (item)
+                            (and (pair? item) (eq? (car item) '100-continue)))
+                          expect))))))
+
+(define continue-line (string->utf8 "HTTP/1.1 100 Continue\r\n\r\n"))
+
+(define (continue-if-expected! loop conn request)
+  ;; The client waits for "100 Continue" before it sends the body (RFC
+  ;; 9110 §10.1.1): say it now that we are about to wait for that body.
+  ;; A request refused before this point (413, 417, a bad head) never
+  ;; gets it, so its body is never sent.
+  (when (and (assq 'expect (request-headers request))
+             (equal? (request-version request) '(1 . 1)))
+    (let ((out (loop-output loop)))
+      (output-put-bytes! out continue-line)
+      (finish! loop conn #f #f))))
+
+(define (feed-chunked! loop conn bv start end)
+  ;; Decode BV [start, end) of the connection's chunked body; answer the
+  ;; request once the body is complete and serve what follows it.
+  (let* ((decoder+collected (connection-body conn))
+         (collected (cdr decoder+collected)))
+    (call-with-values
+        (lambda ()
+          (decode-chunked! (car decoder+collected) bv start end
+                           (lambda (bv start count)
+                             (output-put-slice! collected bv start count))))
+      (lambda (status index)
+        (cond
+         ((eq? status 'done)
+          (let ((request (connection-request conn))
+                (body (let ((bv (make-bytevector (output-fill collected))))
+                        (bytevector-copy! (output-bytes collected) 0 bv 0
+                                          (output-fill collected))
+                        bv)))
+            (set-connection-request! conn #f)
+            (set-connection-body! conn #f)
+            (set-connection-state! conn 'idle)
+            (if (respond! loop conn request (and (> (bytevector-length body) 0) body))
+                (finish! loop conn #t #f)
+                (serve-input! loop conn bv index end))))
+         ((eq? status 'more)
+          (unless (eq? (connection-state conn) 'chunked)
+            (continue-if-expected! loop conn (connection-request conn))
+            (set-connection-state! conn 'chunked))
+          (set-connection-deadline!
+           conn (+ (loop-now loop) (settings-body-timeout (loop-settings loop))))
+          (finish! loop conn #f #f))
+         (else
+          (refuse! loop conn (request-version (connection-request conn))
+                   (http-error-status status) (http-error-reason status))))))))
+
+(define (read-chunked! loop conn)
+  (let ((n (timed loop
+                  (fd-read (connection-fd conn) (loop-input-address loop) 0 input-size)
+                  (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
+    (cond
+     ((> n 0) (feed-chunked! loop conn (loop-input loop) 0 n))
+     ((= n (- errno-EAGAIN)) #t)
+     (else (close-connection! loop conn)))))
 
 ;;;
 ;;; Calling the handler
