@@ -34,6 +34,7 @@
   #:use-module (ice-9 iconv)
   #:use-module (ice-9 match)
   #:use-module (ice-9 rdelim)
+  #:use-module (system foreign)
   #:use-module (web request)
   #:use-module (web response)
   #:export (start-child
@@ -151,10 +152,25 @@
       (close-port port)
       name)))
 
-(define (in-child log-file thunk)
+(define prctl
+  (pointer->procedure int (dynamic-func "prctl" (dynamic-link))
+                      (list int unsigned-long unsigned-long unsigned-long unsigned-long)))
+(define PR_SET_PDEATHSIG 1)
+
+(define (exit-with-parent! parent)
+  ;; Linux: have the kernel send SIGTERM to this child when the test
+  ;; process dies, so that a test file that dies before `stop-server'
+  ;; leaves no server behind.  PARENT is the test process's PID, checked
+  ;; after the call in case it died before.
+  (prctl PR_SET_PDEATHSIG SIGTERM 0 0 0)
+  (unless (= (getppid) parent)
+    (primitive-exit 1)))
+
+(define (in-child log-file parent thunk)
   ;; Never returns: runs THUNK with stderr going to LOG-FILE, then exits.
   (catch #t
     (lambda ()
+      (exit-with-parent! parent)
       (hash-for-each (lambda (port _) (unless (port-closed? port) (close-port port)))
                      open-clients)
       (let ((log (open-file log-file "a")))
@@ -189,13 +205,14 @@ the child calls with the TCP port it listens on, and return a <server>
 for it once REPORT has been called.  Raise an error, after killing the
 child, if REPORT is not called within TIMEOUT seconds."
   (let* ((channel (pipe))
-         (log-file (temporary-log-file)))
+         (log-file (temporary-log-file))
+         (parent (getpid)))
     (flush-all-ports)
     (let ((pid (primitive-fork)))
       (if (zero? pid)
           (begin
             (close-port (car channel))
-            (in-child log-file
+            (in-child log-file parent
                       (lambda ()
                         (thunk (lambda (port)
                                  (write port (cdr channel))
@@ -617,12 +634,15 @@ start of the bytevector BV, status line first."
 standard input from /dev/null; return a <process> with ports on its
 standard output and standard error."
   (let ((out (pipe))
-        (err (pipe)))
+        (err (pipe))
+        (parent (getpid)))
     (flush-all-ports)
     (let ((pid (primitive-fork)))
       (if (zero? pid)
           (catch #t
             (lambda ()
+              ;; Survives exec: the command dies with the tests too.
+              (exit-with-parent! parent)
               (let ((null (open-input-file "/dev/null")))
                 (dup2 (port->fdes null) 0))
               (dup2 (port->fdes (cdr out)) 1)
