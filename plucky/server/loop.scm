@@ -40,6 +40,7 @@
 (define-module (plucky server loop)
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
+  #:use-module ((srfi srfi-9 gnu) #:select (set-record-type-printer!))
   #:use-module ((system foreign) #:select (pointer->procedure size_t))
   #:use-module (ice-9 match)
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
@@ -232,6 +233,24 @@ to call from a signal handler."
   (let ((port (current-error-port)))
     (apply format port (string-append "plucky: " fmt "~%") args)
     (force-output port)))
+
+;;;
+;;; Printing
+;;;
+
+;; A backtrace prints every frame's arguments, and the default record
+;; printer would print the loop's event buffer and its table of a
+;; thousand connections in each frame: 150 ms a backtrace, time taken
+;; from every other client (found by tests/server/loop.scm's handler
+;; failures).  These records print as one short line instead.
+(set-record-type-printer! <loop>
+  (lambda (loop port)
+    (format port "#<loop ~a connections>" (loop-count loop))))
+(set-record-type-printer! <connection>
+  (lambda (conn port)
+    (format port "#<connection fd ~a ~a>" (connection-fd conn) (connection-state conn))))
+(set-record-type-printer! <loop-settings>
+  (lambda (settings port) (display "#<loop-settings>" port)))
 
 ;;;
 ;;; Accounting
@@ -620,17 +639,35 @@ to call from a signal handler."
 
 (define handler-failed (make-prompt-tag "handler-failed"))
 
+(define backtrace-budget
+  ;; Full backtraces per second; past that, one line each.  A client that
+  ;; can make a handler fail must not make the worker spend its time
+  ;; printing stacks.
+  10)
+(define backtrace-second 0)
+(define backtraces-this-second 0)
+
+(define (backtrace-allowed?)
+  (let ((now (current-time)))
+    (unless (= now backtrace-second)
+      (set! backtrace-second now)
+      (set! backtraces-this-second 0))
+    (set! backtraces-this-second (+ 1 backtraces-this-second))
+    (<= backtraces-this-second backtrace-budget)))
+
 (define (report-handler-error request exception stack)
   ;; Log what failed, where, and why.  Printing must not fail in turn:
   ;; a broken printer would otherwise take the worker down.
-  (let ((port (current-error-port)))
+  (let ((port (current-error-port))
+        (stack (and stack (backtrace-allowed?) stack)))
     (false-if-exception
      (format port "plucky: handler failed on ~a ~a~%"
              (request-method request)
              (let ((uri (request-uri request)))
                (if uri ((@ (web uri) uri->string) uri) ""))))
     (when stack
-      (false-if-exception (display-backtrace stack port)))
+      ;; The 30 innermost frames: the handler's, not the loop's.
+      (false-if-exception (display-backtrace stack port 0 30)))
     (false-if-exception
      (print-exception port #f (exception-kind exception) (exception-args exception)))
     (force-output port)))
