@@ -24,12 +24,30 @@
   #:use-module (srfi srfi-64)
   #:use-module (ice-9 format)
   #:export (plucky-test-runner
-            test-data-file))
+            test-data-file
+            call-guarded))
 
 (define (test-data-file name)
   "Return the path of NAME under tests/data, found from the load path."
   (let ((dir (dirname (dirname (search-path %load-path "tests/lib/harness.scm")))))
     (string-append dir "/data/" name)))
+
+;; Call THUNK, a group of tests, and record one more test that fails if
+;; an exception escaped it (with the exception's text, cut at 400
+;; characters), so that a broken group shows as a failure, not a death.
+(define (call-guarded thunk)
+  (let ((escaped (with-exception-handler
+                     (lambda (e) e)
+                   (lambda () (thunk) #f)
+                   #:unwind? #t)))
+    (test-equal "no exception escaped the group" #f
+      (and escaped
+           (let ((text (call-with-output-string
+                         (lambda (port)
+                           (print-exception port #f '%exception (list escaped))))))
+             (if (> (string-length text) 400)
+                 (string-append (substring text 0 400) "…")
+                 text))))))
 
 (define (plucky-test-runner)
   "Return a fresh SRFI-64 runner that reports failures and a summary line."

@@ -81,19 +81,6 @@
           => (lambda (m) (values process (string->number (match:substring m 1)))))
          (else (lp (cons line seen))))))))
 
-(define (call-guarded thunk)
-  (let ((escaped (with-exception-handler
-                     (lambda (e) e)
-                   (lambda () (thunk) #f)
-                   #:unwind? #t)))
-    (test-equal "no exception escaped the group" #f
-      (and escaped
-           (let ((text (call-with-output-string
-                         (lambda (port)
-                           (print-exception port #f '%exception (list escaped))))))
-             (if (> (string-length text) 400)
-                 (string-append (substring text 0 400) "…")
-                 text))))))
 
 ;; Run BODY with PROCESS and PORT bound to a `plucky serve' of FILE;
 ;; stop it afterwards and check that SIGTERM was enough.

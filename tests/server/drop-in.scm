@@ -78,19 +78,6 @@
 
 ;; An exception that escapes THUNK (outside any test form) becomes one
 ;; failed test instead of ending the file.
-(define (call-guarded thunk)
-  (let ((escaped (with-exception-handler
-                     (lambda (e) e)
-                   (lambda () (thunk) #f)
-                   #:unwind? #t)))
-    (test-equal "no exception escaped the group" #f
-      (and escaped
-           (let ((text (call-with-output-string
-                         (lambda (port)
-                           (print-exception port #f '%exception (list escaped))))))
-             (if (> (string-length text) 400)
-                 (string-append (substring text 0 400) "…")
-                 text))))))
 
 (define-syntax-rule (with-started (server start-expression) body ...)
   (call-guarded

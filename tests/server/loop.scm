@@ -141,19 +141,6 @@
 ;; Run THUNK; an exception that escapes it (outside any test form, say
 ;; a connect refused by a server that died) becomes one failed test
 ;; instead of ending the file.
-(define (call-guarded thunk)
-  (let ((escaped (with-exception-handler
-                     (lambda (e) e)
-                   (lambda () (thunk) #f)
-                   #:unwind? #t)))
-    (test-equal "no exception escaped the group" #f
-      (and escaped
-           (let ((text (call-with-output-string
-                         (lambda (port)
-                           (print-exception port #f '%exception (list escaped))))))
-             (if (> (string-length text) 400)
-                 (string-append (substring text 0 400) "…")
-                 text))))))
 
 ;; Run BODY with SERVER bound to a server for HANDLER, stopping it
 ;; afterwards even when BODY fails outside a test form.
