@@ -76,9 +76,6 @@
       (error "drop-in server never listened" open-params))
     server))
 
-;; An exception that escapes THUNK (outside any test form) becomes one
-;; failed test instead of ending the file.
-
 (define-syntax-rule (with-started (server start-expression) body ...)
   (call-guarded
    (lambda ()
