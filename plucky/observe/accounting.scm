@@ -1,0 +1,477 @@
+;;; (plucky observe accounting) --- where each request's time and memory go
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; The event loop (plucky server loop) times each request's phases when
+;;; it is given an observer; this module is that observer.  How a
+;;; request's figures flow:
+;;;
+;;;   run-loop #:observer (observer-procedure obs)
+;;;     (obs 'request request code read parse handler serialise allocated)
+;;;        -> the request's route (its path; or a name the handler gave
+;;;           with `declare-route!'; "(not found)" for 404s, "(refused)"
+;;;           for requests refused before a handler saw them)
+;;;        -> the route's histograms: read, parse, handler, serialise,
+;;;           service (their sum) and, one request in 16, bytes allocated
+;;;        -> this second's slot of the time series: requests, 5xx, and a
+;;;           coarse latency histogram (for percentiles over time)
+;;;        -> a 5xx goes to the error inbox (plucky observe inbox)
+;;;     (obs 'write answers ns)  -> the write histogram, per answer, of
+;;;                                 the worker and of the last route answered
+;;;     (obs 'accept ns) (obs 'close ns) -> the worker's histograms
+;;;   after-gc-hook -> GC count and CPU time per collection, per second
+;;;
+;;; Each worker process has its own observer state: `make-observer' runs
+;;; before the workers fork, and each worker then fills its own copy.
+;;; Nothing here is shared between processes, so a status page shows the
+;;; worker that answered it (see (plucky observe status)).
+;;;
+;;; Memory is bounded: at most MAX-ROUTES routes (others are counted
+;;; under "(other)"), histograms of fixed size (plucky observe
+;;; histogram), a time series of SERIES-SECONDS seconds.  Recording a
+;;; request allocates nothing except the first time a route is seen;
+;;; bench/overhead measures what it costs.
+;;;
+;;; Code:
+
+(define-module (plucky observe accounting)
+  #:use-module (srfi srfi-1)
+  #:use-module (srfi srfi-9)
+  #:use-module (ice-9 rdelim)
+  #:use-module (web request)
+  #:use-module (web uri)
+  #:use-module (plucky observe histogram)
+  #:use-module (plucky observe inbox)
+  #:export (make-observer
+            observer?
+            observer-procedure
+            declare-route!
+            note-request-body!
+
+            observer-routes
+            observer-route
+            observer-all-routes
+            observer-accept
+            observer-close
+            observer-write
+            observer-gc-pause
+            observer-gc-count
+            observer-accepted
+            observer-closed
+            observer-requests
+            observer-started
+            observer-workers
+            observer-inbox
+            observer-max-routes
+
+            route-stats?
+            route-stats-name
+            route-stats-requests
+            route-stats-codes
+            route-stats-read
+            route-stats-parse
+            route-stats-handler
+            route-stats-serialise
+            route-stats-write
+            route-stats-service
+            route-stats-allocated
+            route-stats-allocated-per-request
+
+            observer-series
+            series-seconds
+            series-now
+            series-requests
+            series-errors
+            series-gc-ns
+            series-gc-count
+            series-heap
+            series-heap-free
+            series-rss
+            series-allocated
+            series-latency-quantile
+
+            process-memory
+            observe-gc!
+            observer-advance!))
+
+;;;
+;;; Per-route figures
+;;;
+
+(define-record-type <route-stats>
+  (%make-route-stats name codes read parse handler serialise write service
+                     allocated)
+  route-stats?
+  (name route-stats-name)                  ; string
+  (codes route-stats-codes)                ; vector: 0 other, 1..5 1xx..5xx
+  (read route-stats-read)                  ; histograms, ns
+  (parse route-stats-parse)
+  (handler route-stats-handler)
+  (serialise route-stats-serialise)
+  ;; ns of write(2) per answer; a write of several pipelined answers is
+  ;; shared evenly among them and counted under the route of the last
+  (write route-stats-write)
+  (service route-stats-service)            ; read + parse + handler + serialise
+  (allocated route-stats-allocated))       ; bytes, one request in 16
+
+(define (make-route-stats name)
+  (%make-route-stats name (make-vector 6 0)
+                     (make-histogram) (make-histogram) (make-histogram)
+                     (make-histogram) (make-histogram) (make-histogram)
+                     (make-histogram)))
+
+(define (route-stats-requests route)
+  "Return the number of requests answered under ROUTE."
+  (histogram-count (route-stats-service route)))
+
+(define (route-stats-allocated-per-request route)
+  "Return the mean bytes allocated per request of ROUTE, from the
+sampled requests, or #f when none was sampled."
+  (let ((h (route-stats-allocated route)))
+    (and (> (histogram-count h) 0) (histogram-mean h))))
+
+;;;
+;;; The time series: one slot per second, in rings
+;;;
+
+;; The series count seconds since the epoch by `current-time': 14 ns a
+;; call where get-internal-real-time takes 35 (micro-benchmarked), and it
+;; is read for every request.  Should the system's clock jump, the slots
+;; in between are cleared or, going back, written again: no harm done.
+(define-inlinable (now-second)
+  (current-time))
+
+
+;; Latency over time is kept per second in a coarse histogram: two
+;; buckets per octave (the histogram's buckets, four by four), so that
+;; p50/p99 per second cost 76 counters a second.
+(define coarse-buckets (+ 1 (quotient (- bucket-count 1) 4)))
+
+(define-record-type <series>
+  (%make-series seconds now requests errors gc-ns gc-count heap heap-free rss
+                allocated latency last-allocated)
+  series?
+  (seconds series-seconds)                 ; length of the rings
+  (now series-now set-series-now!)         ; the current second, or #f
+  (requests series-requests)               ; vectors indexed by second mod length
+  (errors series-errors)                   ; answers >= 500
+  (gc-ns series-gc-ns)                     ; GC CPU time in the second
+  (gc-count series-gc-count)
+  (heap series-heap)                       ; GC heap bytes, -1 when unsampled
+  (heap-free series-heap-free)
+  (rss series-rss)                         ; resident bytes, -1 when unsampled
+  (allocated series-allocated)             ; bytes allocated in the second, or -1
+  (latency series-latency)                 ; seconds * coarse-buckets counts
+  ;; heap-total-allocated when the current second began
+  (last-allocated series-last-allocated set-series-last-allocated!))
+
+(define (make-series seconds)
+  (%make-series seconds #f
+                (make-vector seconds 0) (make-vector seconds 0)
+                (make-vector seconds 0) (make-vector seconds 0)
+                (make-vector seconds -1) (make-vector seconds -1)
+                (make-vector seconds -1) (make-vector seconds -1)
+                (make-vector (* seconds coarse-buckets) 0)
+                #f))
+
+(define (clear-slot! series slot)
+  (vector-set! (series-requests series) slot 0)
+  (vector-set! (series-errors series) slot 0)
+  (vector-set! (series-gc-ns series) slot 0)
+  (vector-set! (series-gc-count series) slot 0)
+  (vector-set! (series-heap series) slot -1)
+  (vector-set! (series-heap-free series) slot -1)
+  (vector-set! (series-rss series) slot -1)
+  (vector-set! (series-allocated series) slot -1)
+  (let ((base (* slot coarse-buckets)))
+    (vector-fill! (series-latency series) 0 base (+ base coarse-buckets))))
+
+(define (process-memory)
+  "Return this process's memory as an alist: heap-size, heap-free-size,
+heap-total-allocated (bytes, from `gc-stats') and rss (resident bytes,
+from /proc/self/status, or #f where there is none)."
+  (let ((stats (gc-stats)))
+    `((heap-size . ,(assq-ref stats 'heap-size))
+      (heap-free-size . ,(assq-ref stats 'heap-free-size))
+      (heap-total-allocated . ,(assq-ref stats 'heap-total-allocated))
+      (rss . ,(resident-bytes)))))
+
+(define (resident-bytes)
+  ;; VmRSS of /proc/self/status, in bytes, or #f.
+  (false-if-exception
+   (call-with-input-file "/proc/self/status"
+     (lambda (port)
+       (let lp ()
+         (let ((line (read-line port)))
+           (cond
+            ((eof-object? line) #f)
+            ((string-prefix? "VmRSS:" line)
+             (* 1024 (string->number
+                      (car (string-tokenize (substring line 6))))))
+            (else (lp)))))))))
+
+(define (advance-series! series second)
+  ;; Make SECOND the current second: clear the slots of the seconds in
+  ;; between, and sample memory into the new slot.
+  (let ((now (series-now series))
+        (length (series-seconds series)))
+    (unless (eqv? now second)
+      (let ((from (if now (max (+ now 1) (- second length -1)) second)))
+        (let lp ((s from))
+          (when (<= s second)
+            (clear-slot! series (modulo s length))
+            (lp (+ s 1)))))
+      (set-series-now! series second)
+      (let* ((memory (process-memory))
+             (slot (modulo second length))
+             (total (assq-ref memory 'heap-total-allocated))
+             (last (series-last-allocated series)))
+        (vector-set! (series-heap series) slot (assq-ref memory 'heap-size))
+        (vector-set! (series-heap-free series) slot (assq-ref memory 'heap-free-size))
+        (vector-set! (series-rss series) slot (or (assq-ref memory 'rss) -1))
+        ;; What was allocated since the previous sample, charged to the
+        ;; second that just ended when it is the one before.
+        (when (and last now (= now (- second 1)))
+          (vector-set! (series-allocated series) (modulo now length) (- total last)))
+        (set-series-last-allocated! series total)))))
+
+(define (series-latency-quantile series second q)
+  "Return the service time (ns) below which a fraction Q of the requests
+answered during SECOND fell, to within a factor of 1.42, or #f when
+none was answered then or SECOND is out of the ring."
+  (let* ((length (series-seconds series))
+         (now (series-now series)))
+    (and now (<= second now) (> second (- now length))
+         (let* ((base (* (modulo second length) coarse-buckets))
+                (latency (series-latency series))
+                (n (let lp ((i 0) (n 0))
+                     (if (= i coarse-buckets) n
+                         (lp (+ i 1) (+ n (vector-ref latency (+ base i))))))))
+           (and (> n 0)
+                (let ((rank (max 1 (inexact->exact (ceiling (* q n))))))
+                  (let lp ((i 0) (seen 0))
+                    (let ((seen (+ seen (vector-ref latency (+ base i)))))
+                      (if (or (>= seen rank) (= i (- coarse-buckets 1)))
+                          ;; the geometric middle of the four buckets
+                          (let ((lower (bucket-lower (* 4 i)))
+                                (upper (bucket-upper (min (- bucket-count 1)
+                                                          (+ 3 (* 4 i))))))
+                            (inexact->exact (round (sqrt (* lower upper)))))
+                          (lp (+ i 1) seen))))))))))
+
+;;;
+;;; The observer
+;;;
+
+(define-record-type <observer>
+  (%make-observer routes route-count max-routes route-of last-key last-route
+                  write-route accept close write gc-pause gc-count gc-last-times
+                  gc-last-time accepted closed series inbox started workers)
+  observer?
+  (routes observer-routes)                 ; hash table: name -> <route-stats>
+  (route-count observer-route-count set-observer-route-count!)
+  (max-routes observer-max-routes)
+  (route-of observer-route-of)             ; #f or (request -> name or #f)
+  ;; the last route looked up, to skip the hash table for a run of
+  ;; requests to the same path (a benchmark; a busy page)
+  (last-key observer-last-key set-observer-last-key!)
+  (last-route observer-last-route set-observer-last-route!)
+  (write-route observer-write-route set-observer-write-route!) ; route of the last answer
+  (accept observer-accept)                 ; histograms, ns
+  (close observer-close)
+  (write observer-write)                   ; per answer
+  (gc-pause observer-gc-pause)             ; CPU ns per collection
+  (gc-count observer-gc-count set-observer-gc-count!)
+  (gc-last-times observer-gc-last-times set-observer-gc-last-times!)
+  (gc-last-time observer-gc-last-time set-observer-gc-last-time!)
+  (accepted observer-accepted set-observer-accepted!)
+  (closed observer-closed set-observer-closed!)
+  (series observer-series)
+  (inbox observer-inbox)                   ; <inbox>
+  (started observer-started)               ; seconds since the epoch
+  (workers observer-workers))              ; how many processes serve
+
+(define* (make-observer #:key (max-routes 64) (route #f) (series-seconds 300)
+                        (inbox-size 20) (workers 1))
+  "Return a new observer: the state behind `observer-procedure', the
+status pages and the error inbox.  MAX-ROUTES bounds the routes kept
+apart (the others are counted as \"(other)\"); ROUTE, if given, is a
+procedure (ROUTE request) returning the route name of a request, or #f
+to use its path.  SERIES-SECONDS is how many seconds of history the
+time series keeps; INBOX-SIZE how many failed requests the inbox keeps.
+WORKERS is the number of worker processes serving, shown on the status
+page.  Installs a procedure on `after-gc-hook' that counts collections."
+  (let* ((stats (gc-stats))
+         (observer (%make-observer (make-hash-table) 0 max-routes route #f #f #f
+                                   (make-histogram) (make-histogram)
+                                   (make-histogram) (make-histogram)
+                                   0 (assq-ref stats 'gc-times)
+                                   (assq-ref stats 'gc-time-taken)
+                                   0 0 (make-series series-seconds)
+                                   (make-inbox inbox-size) (current-time) workers)))
+    (add-hook! after-gc-hook (lambda () (observe-gc! observer)))
+    observer))
+
+(define (observe-gc! observer)
+  "Account for the collections since the last call: their number and GC
+CPU time (`gc-stats' gc-time-taken).  Called from `after-gc-hook'."
+  (let* ((stats (gc-stats))
+         (times (assq-ref stats 'gc-times))
+         (taken (assq-ref stats 'gc-time-taken))
+         (n (- times (observer-gc-last-times observer)))
+         (ns (- taken (observer-gc-last-time observer))))
+    (when (> n 0)
+      ;; Collections the hook did not run between are shared evenly.
+      (histogram-add-n! (observer-gc-pause observer) (quotient ns n) n)
+      (set-observer-gc-count! observer (+ n (observer-gc-count observer)))
+      (set-observer-gc-last-times! observer times)
+      (set-observer-gc-last-time! observer taken)
+      (let* ((series (observer-series observer))
+             (second (now-second)))
+        (advance-series! series second)
+        (let ((slot (modulo second (series-seconds series))))
+          (vector-set! (series-gc-ns series) slot
+                       (+ ns (vector-ref (series-gc-ns series) slot)))
+          (vector-set! (series-gc-count series) slot
+                       (+ n (vector-ref (series-gc-count series) slot))))))))
+
+(define (observer-advance! observer)
+  "Bring OBSERVER's time series up to the current second (a page shows
+seconds without requests as such)."
+  (advance-series! (observer-series observer) (now-second)))
+
+;; The name the running handler gave its request, for this request only.
+;; One loop runs per process, on one thread: a variable is enough.
+(define declared-route #f)
+
+(define (declare-route! name)
+  "Account the request being handled under the route NAME (a string)
+rather than its path: call it from a handler, for example with the name
+of the pattern that matched (\"/post/:id\"), so that paths with ids in
+them do not each make a route."
+  (set! declared-route name))
+
+;; The body of the request being handled, for the inbox (see
+;; `note-request-body!'), and the request it belongs to.
+(define current-request #f)
+(define current-body #f)
+
+(define-inlinable (note-request-body! request body)
+  "Remember BODY as the body of REQUEST, for the error inbox to keep
+should REQUEST fail.  (plucky observe status)'s wrapper calls it."
+  (set! current-request request)
+  (set! current-body body))
+
+(define (observer-route observer name)
+  "Return the <route-stats> of route NAME, or #f."
+  (hash-ref (observer-routes observer) name))
+
+(define (observer-all-routes observer)
+  "Return the routes of OBSERVER as a list of <route-stats>, busiest
+first."
+  (sort (hash-map->list (lambda (k v) v) (observer-routes observer))
+        (lambda (a b) (> (route-stats-requests a) (route-stats-requests b)))))
+
+(define (observer-requests observer)
+  "Return the number of requests OBSERVER has seen answered."
+  (hash-fold (lambda (k v sum) (+ sum (route-stats-requests v)))
+             0 (observer-routes observer)))
+
+(define (route-for observer key)
+  ;; -> the <route-stats> for KEY, made if there is room
+  (if (and (observer-last-key observer) (string=? key (observer-last-key observer)))
+      (observer-last-route observer)
+      (let* ((routes (observer-routes observer))
+             (route (or (hash-ref routes key)
+                        (if (< (observer-route-count observer) (observer-max-routes observer))
+                            (let ((route (make-route-stats key)))
+                              (hash-set! routes key route)
+                              (set-observer-route-count! observer
+                                                         (+ 1 (observer-route-count observer)))
+                              route)
+                            (or (hash-ref routes "(other)")
+                                (let ((route (make-route-stats "(other)")))
+                                  ;; "(other)" is allowed beyond the bound.
+                                  (hash-set! routes "(other)" route)
+                                  route))))))
+        (set-observer-last-key! observer key)
+        (set-observer-last-route! observer route)
+        route)))
+
+(define (route-key observer request code)
+  (cond
+   (declared-route
+    => (lambda (name) (set! declared-route #f) name))
+   ((not request) "(refused)")
+   ((eqv? code 404) "(not found)")
+   ((and (observer-route-of observer) ((observer-route-of observer) request)))
+   (else (uri-path (request-uri request)))))
+
+(define (observe-request! observer request code read parse handler serialise allocated)
+  (let* ((route (route-for observer (route-key observer request code)))
+         (service (+ read parse handler serialise))
+         (codes (route-stats-codes route))
+         (class (if (and (>= code 100) (< code 600)) (quotient code 100) 0))
+         (series (observer-series observer))
+         (second (now-second)))
+    (vector-set! codes class (+ 1 (vector-ref codes class)))
+    (histogram-add! (route-stats-read route) read)
+    (histogram-add! (route-stats-parse route) parse)
+    (histogram-add! (route-stats-handler route) handler)
+    (histogram-add! (route-stats-serialise route) serialise)
+    (histogram-add! (route-stats-service route) service)
+    (when allocated
+      (histogram-add! (route-stats-allocated route) allocated))
+    (set-observer-write-route! observer route)
+    (unless (eqv? second (series-now series))
+      (advance-series! series second))
+    (let ((slot (modulo second (series-seconds series)))
+          (latency (series-latency series)))
+      (vector-set! (series-requests series) slot
+                   (+ 1 (vector-ref (series-requests series) slot)))
+      (let ((i (+ (* slot coarse-buckets) (ash (value->bucket service) -2))))
+        (vector-set! latency i (+ 1 (vector-ref latency i))))
+      (when (>= code 500)
+        (vector-set! (series-errors series) slot
+                     (+ 1 (vector-ref (series-errors series) slot)))
+        (inbox-add-failure! (observer-inbox observer) request
+                            (and (eq? request current-request) current-body)
+                            code (let ((now (gettimeofday)))
+                                   (+ (car now) (/ (cdr now) 1e6)))
+                            (route-stats-name route))))
+    (set! current-request #f)
+    (set! current-body #f)))
+
+(define (observe-write! observer answers ns)
+  (let ((route (observer-write-route observer)))
+    (cond
+     ((eqv? answers 1)
+      ;; the usual case: no division, no multiplication
+      (histogram-add! (observer-write observer) ns)
+      (when route (histogram-add! (route-stats-write route) ns)))
+     ((> answers 1)
+      (let ((each (quotient ns answers)))
+        (histogram-add-n! (observer-write observer) each answers)
+        (when route (histogram-add-n! (route-stats-write route) each answers)))))))
+
+(define (observer-procedure observer)
+  "Return the procedure to pass as `run-loop''s #:observer so that it
+accounts for every request in OBSERVER."
+  (case-lambda
+    ((event request code read parse handler serialise allocated)
+     (observe-request! observer request code read parse handler serialise allocated))
+    ((event answers ns)
+     (observe-write! observer answers ns))
+    ((event ns)
+     (if (eq? event 'accept)
+         (begin
+           (histogram-add! (observer-accept observer) ns)
+           (set-observer-accepted! observer (+ 1 (observer-accepted observer))))
+         (begin
+           (histogram-add! (observer-close observer) ns)
+           (set-observer-closed! observer (+ 1 (observer-closed observer))))))))
+
+;;; (plucky observe accounting) ends here

@@ -1,0 +1,360 @@
+;;; (plucky observe metrics) --- the accounting as Prometheus text and JSON
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; What /_plucky/metrics and /_plucky/status.json answer, made from an
+;;; observer (plucky observe accounting) when asked, never on the hot
+;;; path.
+;;;
+;;; Prometheus text format (version 0.0.4): a HELP and a TYPE line per
+;;; metric family, then its samples.  Histograms are exported with
+;;; buckets at powers of two nanoseconds (1.024 µs, 4.096 µs, … 17.2 s,
+;;; one per two octaves): those are boundaries of the accounting's own
+;;; buckets, so the cumulative counts are exact, not interpolated.  Every
+;;; sample carries a worker="PID" label: with several workers a scrape
+;;; reaches one of them, and the label keeps their series apart.
+;;;
+;;; JSON: `status->json-value' builds the value as nested alists (objects)
+;;; and vectors (arrays); `write-json' prints it.
+;;;
+;;; Code:
+
+(define-module (plucky observe metrics)
+  #:use-module (srfi srfi-1)
+  #:use-module (ice-9 format)
+  #:use-module (ice-9 match)
+  #:use-module (plucky observe histogram)
+  #:use-module (plucky observe accounting)
+  #:use-module (plucky observe inbox)
+  #:export (metrics-text
+            status->json-value
+            write-json
+            json->string
+            histogram-summary
+            all-routes-histogram
+            phase-names
+            route-phase-histogram))
+
+(define phase-names '(read parse handler serialise write))
+
+(define (route-phase-histogram route phase)
+  "Return the histogram of PHASE (a symbol of `phase-names', or
+'service or 'allocated) of ROUTE."
+  (case phase
+    ((read) (route-stats-read route))
+    ((parse) (route-stats-parse route))
+    ((handler) (route-stats-handler route))
+    ((serialise) (route-stats-serialise route))
+    ((write) (route-stats-write route))
+    ((service) (route-stats-service route))
+    ((allocated) (route-stats-allocated route))
+    (else (error "no such phase" phase))))
+
+(define (all-routes-histogram observer phase)
+  "Return a new histogram of PHASE merged over every route of OBSERVER."
+  (fold (lambda (route h) (histogram-merge! h (route-phase-histogram route phase)))
+        (make-histogram)
+        (observer-all-routes observer)))
+
+;;;
+;;; Prometheus
+;;;
+
+(define bucket-bounds
+  ;; ns: 2^10, 2^12, … 2^34
+  (map (lambda (e) (expt 2 e)) (iota 13 10 2)))
+
+(define (escape-label value)
+  (let ((out (open-output-string)))
+    (string-for-each
+     (lambda (c)
+       (case c
+         ((#\\) (display "\\\\" out))
+         ((#\") (display "\\\"" out))
+         ((#\newline) (display "\\n" out))
+         (else (write-char c out))))
+     value)
+    (get-output-string out)))
+
+(define (labels alist)
+  ;; ((name . value) …) -> "{name=\"value\",…}"
+  (string-append
+   "{"
+   (string-join (map (lambda (p) (format #f "~a=\"~a\"" (car p) (escape-label (cdr p))))
+                     alist)
+                ",")
+   "}"))
+
+(define (seconds ns)
+  ;; exact ns -> a decimal number of seconds, as Prometheus reads it
+  (let ((s (exact->inexact (/ ns 1000000000))))
+    (number->string s)))
+
+(define (family port name type help)
+  (format port "# HELP ~a ~a\n# TYPE ~a ~a\n" name help name type))
+
+(define (sample port name label-alist value)
+  (format port "~a~a ~a\n" name (labels label-alist) value))
+
+(define (histogram-samples port name label-alist histogram value->text)
+  ;; The _bucket, _sum and _count samples of one histogram.
+  (for-each
+   (lambda (bound)
+     (sample port (string-append name "_bucket")
+             (append label-alist `((le . ,(value->text bound))))
+             (histogram-count-at-most histogram (- bound 1))))
+   bucket-bounds)
+  (sample port (string-append name "_bucket") (append label-alist '((le . "+Inf")))
+          (histogram-count histogram))
+  (sample port (string-append name "_sum") label-alist
+          (value->text (histogram-sum histogram)))
+  (sample port (string-append name "_count") label-alist (histogram-count histogram)))
+
+(define (metrics-text observer)
+  "Return OBSERVER's figures in the Prometheus text exposition format."
+  (observer-advance! observer)
+  (let* ((worker `((worker . ,(number->string (getpid)))))
+         (routes (observer-all-routes observer))
+         (memory (process-memory))
+         (out (open-output-string)))
+    (family out "plucky_worker_info" "gauge"
+            "This worker: its PID (label worker) and how many workers serve (label workers).")
+    (sample out "plucky_worker_info"
+            (append worker `((workers . ,(number->string (observer-workers observer)))))
+            1)
+    (family out "plucky_start_time_seconds" "gauge"
+            "When accounting started (seconds since the epoch).")
+    (sample out "plucky_start_time_seconds" worker (observer-started observer))
+    (family out "plucky_requests_total" "counter"
+            "Requests answered, by route and class of status code.")
+    (for-each
+     (lambda (route)
+       (let ((codes (route-stats-codes route)))
+         (for-each
+          (lambda (class)
+            (let ((n (vector-ref codes class)))
+              (when (> n 0)
+                (sample out "plucky_requests_total"
+                        (append worker `((route . ,(route-stats-name route))
+                                         (code . ,(if (zero? class) "other"
+                                                      (format #f "~axx" class)))))
+                        n))))
+          (iota 6))))
+     routes)
+    (family out "plucky_request_duration_seconds" "histogram"
+            "Server time of a request: reading, parsing, handler and serialising (not writing), by route.")
+    (for-each
+     (lambda (route)
+       (histogram-samples out "plucky_request_duration_seconds"
+                          (append worker `((route . ,(route-stats-name route))))
+                          (route-stats-service route) seconds))
+     routes)
+    (family out "plucky_request_phase_seconds" "histogram"
+            "Time of one phase of a request (read, parse, handler, serialise; write per answer), all routes.")
+    (for-each
+     (lambda (phase)
+       (histogram-samples out "plucky_request_phase_seconds"
+                          (append worker `((phase . ,(symbol->string phase))))
+                          (all-routes-histogram observer phase) seconds))
+     phase-names)
+    (family out "plucky_route_phase_seconds_total" "counter"
+            "Total time spent in each phase, by route: divide by the route's requests for the mean.")
+    (for-each
+     (lambda (route)
+       (for-each
+        (lambda (phase)
+          (sample out "plucky_route_phase_seconds_total"
+                  (append worker `((route . ,(route-stats-name route))
+                                   (phase . ,(symbol->string phase))))
+                  (seconds (histogram-sum (route-phase-histogram route phase)))))
+        phase-names))
+     routes)
+    (family out "plucky_request_allocated_bytes" "summary"
+            "Bytes allocated by the handler and serialising, measured on one request in 16, by route.")
+    (for-each
+     (lambda (route)
+       (let ((h (route-stats-allocated route))
+             (l (append worker `((route . ,(route-stats-name route))))))
+         (for-each (lambda (q)
+                     (sample out "plucky_request_allocated_bytes"
+                             (append l `((quantile . ,(number->string q))))
+                             (histogram-quantile h q)))
+                   '(0.5 0.9 0.99))
+         (sample out "plucky_request_allocated_bytes_sum" l (histogram-sum h))
+         (sample out "plucky_request_allocated_bytes_count" l (histogram-count h))))
+     routes)
+    (family out "plucky_connections_accepted_total" "counter" "Connections accepted.")
+    (sample out "plucky_connections_accepted_total" worker (observer-accepted observer))
+    (family out "plucky_connections_closed_total" "counter" "Connections closed.")
+    (sample out "plucky_connections_closed_total" worker (observer-closed observer))
+    (family out "plucky_accept_seconds" "histogram" "Time in accept4(2) and setting up a connection.")
+    (histogram-samples out "plucky_accept_seconds" worker (observer-accept observer) seconds)
+    (family out "plucky_close_seconds" "histogram" "Time in close(2).")
+    (histogram-samples out "plucky_close_seconds" worker (observer-close observer) seconds)
+    (family out "plucky_gc_collections_total" "counter" "Garbage collections in this worker.")
+    (sample out "plucky_gc_collections_total" worker (observer-gc-count observer))
+    (family out "plucky_gc_pause_seconds" "histogram"
+            "GC CPU time per collection (gc-stats gc-time-taken; CPU time of all marker threads).")
+    (histogram-samples out "plucky_gc_pause_seconds" worker (observer-gc-pause observer) seconds)
+    (family out "plucky_heap_bytes" "gauge" "Size of the GC heap.")
+    (sample out "plucky_heap_bytes" worker (assq-ref memory 'heap-size))
+    (family out "plucky_heap_free_bytes" "gauge" "Free bytes in the GC heap.")
+    (sample out "plucky_heap_free_bytes" worker (assq-ref memory 'heap-free-size))
+    (family out "plucky_allocated_bytes_total" "counter" "Bytes allocated since the worker started.")
+    (sample out "plucky_allocated_bytes_total" worker (assq-ref memory 'heap-total-allocated))
+    (when (assq-ref memory 'rss)
+      (family out "plucky_resident_bytes" "gauge" "Resident set size of this worker.")
+      (sample out "plucky_resident_bytes" worker (assq-ref memory 'rss)))
+    (family out "plucky_failures_total" "counter" "Requests answered 5xx (filed in the error inbox).")
+    (sample out "plucky_failures_total" worker
+            (fold (lambda (route sum) (+ sum (vector-ref (route-stats-codes route) 5))) 0 routes))
+    (get-output-string out)))
+
+;;;
+;;; JSON
+;;;
+
+(define (histogram-summary h)
+  "Return an alist summarising histogram H: count, mean, p50, p90, p99,
+p99.9 and max (exact integers, in H's unit)."
+  `((count . ,(histogram-count h))
+    (mean . ,(round (histogram-mean h)))
+    (p50 . ,(histogram-quantile h 0.5))
+    (p90 . ,(histogram-quantile h 0.9))
+    (p99 . ,(histogram-quantile h 0.99))
+    (p99.9 . ,(histogram-quantile h 0.999))
+    (max . ,(histogram-max h))))
+
+(define (status->json-value observer)
+  "Return OBSERVER's figures as a JSON value (alists and vectors) for
+/_plucky/status.json.  Times are in nanoseconds, sizes in bytes."
+  (observer-advance! observer)
+  (let* ((series (observer-series observer))
+         (now (series-now series))
+         (length (series-seconds series))
+         (seconds (iota length (- now length -1)))
+         (column (lambda (vector) (list->vector (map (lambda (s) (vector-ref vector (modulo s length)))
+                                                     seconds))))
+         (memory (process-memory)))
+    `((pid . ,(getpid))
+      (workers . ,(observer-workers observer))
+      (note . ,(if (> (observer-workers observer) 1)
+                   "figures of the worker that answered only; each worker keeps its own"
+                   "figures of the one worker"))
+      (started . ,(observer-started observer))
+      (now . ,now)
+      (requests . ,(observer-requests observer))
+      (routes
+       . ,(list->vector
+           (map (lambda (route)
+                  (let ((codes (route-stats-codes route)))
+                    `((route . ,(route-stats-name route))
+                      (requests . ,(route-stats-requests route))
+                      (codes . ,(filter-map (lambda (class)
+                                              (and (> (vector-ref codes class) 0)
+                                                   (cons (if (zero? class) "other"
+                                                             (format #f "~axx" class))
+                                                         (vector-ref codes class))))
+                                            (iota 6)))
+                      (service_ns . ,(histogram-summary (route-stats-service route)))
+                      (phases_ns
+                       . ,(map (lambda (phase)
+                                 (cons phase (histogram-summary (route-phase-histogram route phase))))
+                               phase-names))
+                      (allocated_bytes . ,(histogram-summary (route-stats-allocated route))))))
+                (observer-all-routes observer))))
+      (connections
+       . ((accepted . ,(observer-accepted observer))
+          (closed . ,(observer-closed observer))
+          (accept_ns . ,(histogram-summary (observer-accept observer)))
+          (close_ns . ,(histogram-summary (observer-close observer)))))
+      (write_ns_per_answer . ,(histogram-summary (observer-write observer)))
+      (gc . ((collections . ,(observer-gc-count observer))
+             (cpu_ns_per_collection . ,(histogram-summary (observer-gc-pause observer)))))
+      (memory . ((heap_size . ,(assq-ref memory 'heap-size))
+                 (heap_free . ,(assq-ref memory 'heap-free-size))
+                 (allocated_total . ,(assq-ref memory 'heap-total-allocated))
+                 (rss . ,(assq-ref memory 'rss))))
+      (series
+       . ((first_second . ,(- now length -1))
+          (requests . ,(column (series-requests series)))
+          (errors . ,(column (series-errors series)))
+          (p50_ns . ,(list->vector (map (lambda (s) (series-latency-quantile series s 0.5)) seconds)))
+          (p99_ns . ,(list->vector (map (lambda (s) (series-latency-quantile series s 0.99)) seconds)))
+          (gc_ns . ,(column (series-gc-ns series)))
+          (heap_size . ,(column (series-heap series)))
+          (rss . ,(column (series-rss series)))))
+      (inbox
+       . ,(list->vector
+           (map (lambda (f)
+                  `((id . ,(failure-id f))
+                    (time . ,(failure-time f))
+                    (code . ,(failure-code f))
+                    (route . ,(failure-route f))
+                    (method . ,(if (failure-method f) (symbol->string (failure-method f)) #nil))
+                    (target . ,(failure-target f))
+                    (message . ,(failure-message f))))
+                (inbox-failures (observer-inbox observer))))))))
+
+(define (write-json-string s port)
+  (write-char #\" port)
+  (string-for-each
+   (lambda (c)
+     (case c
+       ((#\") (display "\\\"" port))
+       ((#\\) (display "\\\\" port))
+       ((#\newline) (display "\\n" port))
+       ((#\return) (display "\\r" port))
+       ((#\tab) (display "\\t" port))
+       (else
+        (if (< (char->integer c) 32)
+            (format port "\\u~4,'0x" (char->integer c))
+            (write-char c port)))))
+   s)
+  (write-char #\" port))
+
+(define (write-json value port)
+  "Write VALUE as JSON to PORT: an alist is an object (keys symbols or
+strings), a vector an array, #t/#f booleans, #nil or *unspecified* null,
+-1 in a series stands for \"not sampled\" as it is."
+  (cond
+   ((eq? value #nil) (display "null" port))
+   ((eq? value #t) (display "true" port))
+   ((eq? value #f) (display "null" port))
+   ((string? value) (write-json-string value port))
+   ((symbol? value) (write-json-string (symbol->string value) port))
+   ((and (number? value) (exact-integer? value)) (display value port))
+   ((real? value)
+    (let ((x (exact->inexact value)))
+      (if (finite? x) (display x port) (display "null" port))))
+   ((vector? value)
+    (write-char #\[ port)
+    (let ((n (vector-length value)))
+      (let lp ((i 0))
+        (when (< i n)
+          (unless (zero? i) (write-char #\, port))
+          (write-json (vector-ref value i) port)
+          (lp (+ i 1)))))
+    (write-char #\] port))
+   ((or (null? value) (pair? value))
+    (write-char #\{ port)
+    (let lp ((fields value) (first? #t))
+      (match fields
+        (() #t)
+        (((key . v) . rest)
+         (unless first? (write-char #\, port))
+         (write-json-string (if (symbol? key) (symbol->string key) key) port)
+         (write-char #\: port)
+         (write-json v port)
+         (lp rest #f))))
+    (write-char #\} port))
+   (else (write-json-string (object->string value) port))))
+
+(define (json->string value)
+  "Return VALUE (see `write-json') as JSON text."
+  (call-with-output-string (lambda (port) (write-json value port))))
+
+;;; (plucky observe metrics) ends here

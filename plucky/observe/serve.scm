@@ -1,0 +1,128 @@
+;;; (plucky observe serve) --- run an app in this process, accounted or not
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; What bench/overhead, bench/instructions and `plucky profile' run: one
+;;; event loop (plucky server loop) in this process, serving an app file,
+;;; in one of four modes, so that the cost of accounting can be measured
+;;; by difference:
+;;;
+;;;   off      the handler alone, no observer: what `plucky serve' does
+;;;   loop     an observer that does nothing: the loop's own timers only
+;;;   nocatch  the accounting, and the /_plucky/ wrapper without its
+;;;            per-request exception handler
+;;;   full     the accounting and the wrapper: what --status turns on
+;;;
+;;; It can stop by itself after N requests (bench/instructions: a run of
+;;; exactly N requests under callgrind; 0 serves none and returns after
+;;; one turn of the loop, the baseline to subtract), and write the port
+;;; it listens on to a file once it listens, so that a script waits for
+;;; that file rather than sleeping.
+;;;
+;;;   guile -L . -C build -e '(plucky observe serve)' -- \
+;;;         APP.scm [--port P] [--mode full] [--requests N] [--port-file F]
+;;;
+;;; Code:
+
+(define-module (plucky observe serve)
+  #:use-module (plucky server)
+  #:use-module (plucky server loop)
+  #:use-module (plucky observe accounting)
+  #:use-module (plucky observe status)
+  ;; `load' of an app file needs a module that is not declarative.
+  #:declarative? #f
+  #:export (load-app
+            serve-app
+            main))
+
+(define (load-app file)
+  "Load the app FILE and return the handler its last expression
+evaluates to, as `plucky serve' does; raise an error otherwise."
+  (unless (file-exists? file)
+    (error "no such app file" file))
+  (let ((handler (save-module-excursion
+                  (lambda ()
+                    (let ((module (make-fresh-user-module)))
+                      (set-module-declarative?! module #f)
+                      (set-current-module module))
+                    (load (canonicalize-path file))))))
+    (unless (procedure? handler)
+      (error "the app file must end with its handler procedure" file handler))
+    handler))
+
+(define (stop-after limit handler)
+  ;; HANDLER, stopping the loop once it has answered LIMIT requests.
+  (let ((count 0))
+    (lambda (request body . state)
+      (set! count (+ count 1))
+      (when (= count limit)
+        (stop-loop!))
+      (apply handler request body state))))
+
+(define* (serve-app handler #:key (host "127.0.0.1") (port 0) (mode 'full)
+                    (requests #f) (on-listen #f) (observer #f)
+                    (settings (make-loop-settings)))
+  "Serve HANDLER on HOST:PORT in this process until the process is
+killed or, when REQUESTS is a number, until that many requests are
+answered (0: return after one turn of the loop).  MODE is 'off, 'loop,
+'nocatch or 'full (see the commentary).  ON-LISTEN, if given, is called
+with the TCP port once the socket listens.  OBSERVER is the observer to
+fill in modes nocatch and full (default: a new one).  Return the
+observer, or #f in modes off and loop."
+  (let* ((observer (and (memq mode '(full nocatch)) (or observer (make-observer))))
+         (app (if (and requests (> requests 0)) (stop-after requests handler) handler))
+         (handler (if observer
+                      (observed-handler app observer #:catch-errors? (eq? mode 'full))
+                      app))
+         (procedure (case mode
+                      ((off) #f)
+                      ((loop) (case-lambda ((a b c d e f g h) #f) ((a b c) #f) ((a b) #f)))
+                      ((full nocatch) (observer-procedure observer))
+                      (else (error "unknown mode" mode))))
+         (socket (open-listener host port)))
+    (when on-listen (on-listen (listener-port socket)))
+    (run-loop (list (port->fdes socket)) handler
+              #:settings settings
+              #:observer procedure
+              #:exit-when-idle? (eqv? requests 0))
+    (close-port socket)
+    observer))
+
+(define (main args)
+  "Command line: APP.scm [--host H] [--port P] [--mode M] [--requests N]
+[--port-file FILE]."
+  (let lp ((args (cdr args)) (options '()) (files '()))
+    (cond
+     ((and (pair? args) (pair? (cdr args))
+           (member (car args) '("--host" "--port" "--mode" "--requests" "--port-file")))
+      (lp (cddr args) (acons (car args) (cadr args) options) files))
+     ((and (pair? args) (not (string-prefix? "-" (car args))))
+      (lp (cdr args) options (cons (car args) files)))
+     ((and (null? args) (= 1 (length files)))
+      (let ((option (lambda (name) (assoc-ref options name))))
+        (serve-app (load-app (car files))
+                   #:host (or (option "--host") "127.0.0.1")
+                   #:port (string->number (or (option "--port") "0"))
+                   #:mode (string->symbol (or (option "--mode") "full"))
+                   #:requests (and (option "--requests") (string->number (option "--requests")))
+                   #:on-listen
+                   (lambda (port)
+                     (format (current-error-port) "serve: listening on http://~a:~a/ (mode ~a)~%"
+                             (or (option "--host") "127.0.0.1") port
+                             (or (option "--mode") "full"))
+                     (let ((file (option "--port-file")))
+                       (when file
+                         ;; Written whole, then renamed: a reader never
+                         ;; sees half a number.
+                         (call-with-output-file (string-append file ".tmp")
+                           (lambda (out) (write port out) (newline out)))
+                         (rename-file (string-append file ".tmp") file)))))))
+     (else
+      (format (current-error-port)
+              "usage: guile -e '(plucky observe serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|nocatch|full] [--requests N] [--port-file FILE]~%")
+      (exit 2)))))
+
+;;; (plucky observe serve) ends here

@@ -1,0 +1,612 @@
+;;; (plucky observe status) --- /_plucky/: the status page, metrics, JSON
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; `observed-handler' wraps an app's handler.  How a request flows
+;;; through the wrapper:
+;;;
+;;;   path under /_plucky/ -> allowed?  (a loopback client, or, with a
+;;;        token, ?token=T or "Authorization: Bearer T" from anyone)
+;;;        -> /_plucky/status       the HTML page, SVG charts drawn here
+;;;           /_plucky/metrics      Prometheus text (plucky observe metrics)
+;;;           /_plucky/status.json  the same figures as JSON
+;;;           /_plucky/inbox/N      one failed request: head, backtrace
+;;;           /_plucky/inbox/N.scm  the same as data, for `fetch-failure'
+;;;   any other path -> the app's handler, inside an exception handler
+;;;        that does not unwind: on an exception it files the backtrace
+;;;        with the error inbox (plucky observe inbox) and re-raises, so
+;;;        the loop answers 500 and logs exactly as without the wrapper.
+;;;
+;;; The figures come from the observer (plucky observe accounting) that
+;;; the loop calls; wire both with the same observer:
+;;;
+;;;   (define obs (make-observer #:workers 1))
+;;;   (run-loop … (observed-handler handler obs) … #:observer (observer-procedure obs))
+;;;
+;;; Each worker process keeps its own figures and answers with them; the
+;;; page says which worker it shows.  Merging workers is not done yet.
+;;;
+;;; Code:
+
+(define-module (plucky observe status)
+  #:use-module (srfi srfi-1)
+  #:use-module (ice-9 format)
+  #:use-module (ice-9 match)
+  #:use-module (rnrs bytevectors)
+  #:use-module (sxml simple)
+  #:use-module (web request)
+  #:use-module (web response)
+  #:use-module (web uri)
+  #:use-module ((plucky server loop) #:select (current-request-peer))
+  #:use-module (plucky observe histogram)
+  #:use-module (plucky observe accounting)
+  #:use-module (plucky observe inbox)
+  #:use-module (plucky observe metrics)
+  #:use-module (plucky observe chart)
+  #:export (observed-handler
+            status-page
+            loopback-address?
+            status-path-prefix))
+
+(define status-path-prefix "/_plucky/")
+
+;;;
+;;; The wrapper
+;;;
+
+(define-inlinable (status-path? path)
+  ;; "/_plucky" or under "/_plucky/"; the second byte decides fast.
+  (and (>= (string-length path) 8)
+       (eqv? (string-ref path 1) #\_)
+       (or (string=? path "/_plucky")
+           (string-prefix? status-path-prefix path))))
+
+(define* (observed-handler handler observer #:key (token #f) (catch-errors? #t))
+  "Return a handler that serves /_plucky/… from OBSERVER's figures and
+passes every other request to HANDLER (which may thread state, as under
+Guile's `run-server').  The /_plucky/ pages go to loopback clients only
+or, when TOKEN (a string) is given, to any client that presents it as
+?token=TOKEN or \"Authorization: Bearer TOKEN\", and only to those.
+CATCH-ERRORS? files each exception HANDLER raises, with its backtrace,
+in OBSERVER's inbox (re-raising it: the server still answers 500); it
+costs an exception handler per request."
+  (let ((inbox (observer-inbox observer)))
+    (define (call request body state)
+      (note-request-body! request body)
+      (if catch-errors?
+          (with-exception-handler
+              (lambda (exception)
+                (inbox-note-exception! inbox request exception)
+                (raise-exception exception))
+            (lambda ()
+              (if (null? state)
+                  (handler request body)
+                  (apply handler request body state))))
+          (if (null? state)
+              (handler request body)
+              (apply handler request body state))))
+    (case-lambda
+      ((request body)
+       (let ((path (uri-path (request-uri request))))
+         (if (status-path? path)
+             (serve-status observer request path token '())
+             (call request body '()))))
+      ((request body . state)
+       (let ((path (uri-path (request-uri request))))
+         (if (status-path? path)
+             (serve-status observer request path token state)
+             (call request body state)))))))
+
+;;;
+;;; Who may look
+;;;
+
+(define (loopback-address? address)
+  "Return #t if ADDRESS (a string, as `current-request-peer' gives) is a
+loopback address: 127.0.0.0/8, ::1, or ::ffff:127.x.y.z."
+  (and (string? address)
+       (or (string-prefix? "127." address)
+           (string=? address "::1")
+           (string-prefix? "::ffff:127." address))))
+
+(define (query-alist request)
+  ;; "a=1&b=2" -> (("a" . "1") ("b" . "2")), decoded
+  (let ((query (uri-query (request-uri request))))
+    (if (not query)
+        '()
+        (filter-map (lambda (part)
+                      (let ((i (string-index part #\=)))
+                        (and (not (string-null? part))
+                             (if i
+                                 (cons (uri-decode (substring part 0 i))
+                                       (uri-decode (substring part (+ i 1))))
+                                 (cons (uri-decode part) "")))))
+                    (string-split query #\&)))))
+
+(define (bearer-token request)
+  ;; The token of "Authorization: Bearer T", as Guile's parser leaves it
+  ;; (a symbol), or as a raw string when plucky kept the value raw.
+  (let ((value (assq-ref (request-headers request) 'authorization)))
+    (cond
+     ((and (pair? value) (eq? (car value) 'bearer)
+           (pair? (cdr value)) (symbol? (cadr value)) (null? (cddr value)))
+      (symbol->string (cadr value)))
+     ((string? value)
+      (let ((words (string-tokenize value)))
+        (and (= 2 (length words))
+             (string-ci=? (car words) "bearer")
+             (cadr words))))
+     (else #f))))
+
+(define (allowed? request token)
+  (if token
+      (or (equal? (assoc-ref (query-alist request) "token") token)
+          (equal? (bearer-token request) token))
+      (loopback-address? (current-request-peer))))
+
+;;;
+;;; Dispatch
+;;;
+
+(define (respond code content-type body state)
+  (apply values
+         (build-response #:code code
+                         #:headers `((content-type . ,content-type)
+                                     (cache-control . (no-store))))
+         body
+         state))
+
+(define (serve-status observer request path token state)
+  (let ((query (query-alist request)))
+    (cond
+     ((not (allowed? request token))
+      (if token
+          (apply values
+                 (build-response #:code 401
+                                 #:headers '((content-type . (text/plain (charset . "utf-8")))
+                                             (www-authenticate . ((bearer (realm . "plucky"))))))
+                 "401 Unauthorized: give the status token as ?token=T or Authorization: Bearer T\n"
+                 state)
+          (respond 403 '(text/plain (charset . "utf-8"))
+                   "403 Forbidden: the status pages are served to loopback clients only; start the server with a status token to serve them to others\n"
+                   state)))
+     ((member path '("/_plucky" "/_plucky/" "/_plucky/status"))
+      (respond 200 '(text/html (charset . "utf-8"))
+               (status-page observer
+                            #:refresh (let ((r (assoc-ref query "refresh")))
+                                        (if r (or (string->number r) 0) 2))
+                            #:token (assoc-ref query "token"))
+               state))
+     ((string=? path "/_plucky/status.json")
+      (respond 200 '(application/json)
+               (json->string (status->json-value observer))
+               state))
+     ((string=? path "/_plucky/metrics")
+      (respond 200 '(text/plain (version . "0.0.4") (charset . "utf-8"))
+               (metrics-text observer)
+               state))
+     ((string-prefix? "/_plucky/inbox/" path)
+      (let* ((name (substring path (string-length "/_plucky/inbox/")))
+             (data? (string-suffix? ".scm" name))
+             (id (string->number (if data? (string-drop-right name 4) name)))
+             (failure (and id (exact-integer? id)
+                           (failure-ref id (observer-inbox observer)))))
+        (cond
+         ((not failure)
+          (respond 404 '(text/plain (charset . "utf-8"))
+                   "No such failure in this worker's inbox (it keeps the last few only).\n"
+                   state))
+         (data?
+          (respond 200 '(text/plain (charset . "utf-8"))
+                   (call-with-output-string
+                     (lambda (port) (write (failure->sexp failure) port) (newline port)))
+                   state))
+         (else
+          (respond 200 '(text/html (charset . "utf-8"))
+                   (failure-page failure (assoc-ref query "token"))
+                   state)))))
+     (else
+      (respond 404 '(text/plain (charset . "utf-8"))
+               "Not found.  Under /_plucky/: status, status.json, metrics, inbox/N\n"
+               state)))))
+
+;;;
+;;; The page
+;;;
+
+(define style "
+body { font-family: system-ui, sans-serif; margin: 0; background: #f4f5f7; color: #1d1f23; }
+header { background: #1d2b3a; color: #fff; padding: 14px 24px; }
+header h1 { margin: 0; font-size: 20px; font-weight: 600; }
+header p { margin: 4px 0 0; color: #c5d0dc; font-size: 13px; }
+main { padding: 16px 24px 32px; max-width: 1400px; }
+.note { background: #fff8e0; border-left: 4px solid #e6a700; padding: 8px 12px; font-size: 13px; }
+.tiles { display: grid; grid-template-columns: repeat(auto-fill, minmax(170px, 1fr)); gap: 12px; margin: 16px 0; }
+.tile { background: #fff; border-radius: 8px; padding: 12px 14px; box-shadow: 0 1px 2px rgba(0,0,0,.08); }
+.tile .v { font-size: 24px; font-weight: 600; }
+.tile .k { font-size: 12px; color: #5b6470; text-transform: uppercase; letter-spacing: .04em; }
+.tile .s { font-size: 12px; color: #5b6470; }
+.grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(600px, 1fr)); gap: 16px; }
+.card { background: #fff; border-radius: 8px; padding: 12px 14px; box-shadow: 0 1px 2px rgba(0,0,0,.08); overflow-x: auto; }
+.card h2 { font-size: 15px; margin: 0 0 8px; }
+.card p.hint { font-size: 12px; color: #5b6470; margin: 4px 0 0; }
+svg.chart { max-width: 100%; height: auto; }
+table { border-collapse: collapse; font-size: 13px; width: 100%; }
+th, td { padding: 4px 8px; border-bottom: 1px solid #eceef1; text-align: right; white-space: nowrap; }
+th { color: #5b6470; font-weight: 600; }
+td.l, th.l { text-align: left; }
+tr.bad td { color: #b3261e; }
+pre { background: #f6f8fa; padding: 10px; overflow-x: auto; font-size: 12px; }
+footer { font-size: 12px; color: #5b6470; padding: 0 24px 24px; }
+a { color: #0b63b6; }
+")
+
+(define phase-colours
+  '((read "#56B4E9") (parse "#009E73") (handler "#0072B2") (serialise "#E69F00")
+    (write "#CC79A7")))
+
+(define (µs ns) (/ ns 1000.))
+
+(define (duration seconds)
+  (let* ((s (inexact->exact (floor seconds)))
+         (d (quotient s 86400)) (h (quotient (remainder s 86400) 3600))
+         (m (quotient (remainder s 3600) 60)) (sec (remainder s 60)))
+    (cond ((> d 0) (format #f "~ad ~ah" d h))
+          ((> h 0) (format #f "~ah ~2,'0dm" h m))
+          ((> m 0) (format #f "~am ~2,'0ds" m sec))
+          (else (format #f "~as" sec)))))
+
+(define (time-string seconds)
+  (strftime "%Y-%m-%d %H:%M:%S UTC" (gmtime (inexact->exact (floor seconds)))))
+
+(define (tile key value sub)
+  `(div (@ (class "tile")) (div (@ (class "k")) ,key) (div (@ (class "v")) ,value)
+        (div (@ (class "s")) ,sub)))
+
+(define (with-token href token)
+  (if token
+      (string-append href (if (string-index href #\?) "&" "?") "token=" (uri-encode token))
+      href))
+
+(define (series-points series vector seconds scale)
+  ;; ((x . y) …) for the last SECONDS seconds, x relative to now
+  (let* ((now (series-now series))
+         (length (series-seconds series)))
+    (map (lambda (age)
+           (let ((v (vector-ref vector (modulo (- now age) length))))
+             (cons (- age) (and (>= v 0) (scale v)))))
+         (iota (min seconds length) (- (min seconds length) 1) -1))))
+
+(define* (status-page observer #:key (refresh 2) (token #f))
+  "Return the HTML text of the status page of OBSERVER.  REFRESH is the
+number of seconds after which the page reloads itself (0: never); TOKEN,
+if given, is carried in the page's links."
+  (observer-advance! observer)
+  (let* ((series (observer-series observer))
+         (now (series-now series))
+         ;; a minute at least, five at most: a young server's data
+         ;; should not hug the right edge
+         (window (min (series-seconds series) 300
+                      (max 60 (+ 1 (- (current-time) (observer-started observer))))))
+         (routes (observer-all-routes observer))
+         (all-service (all-routes-histogram observer 'service))
+         (all-allocated (all-routes-histogram observer 'allocated))
+         (requests (histogram-count all-service))
+         (memory (process-memory))
+         (uptime (- (current-time) (observer-started observer)))
+         (recent (let ((rs (series-requests series)))
+                   ;; the last 10 complete seconds
+                   (/ (fold + 0 (map (lambda (age) (vector-ref rs (modulo (- now age) (series-seconds series))))
+                                     (iota 10 1)))
+                      10.)))
+         (failures (fold (lambda (r sum) (+ sum (vector-ref (route-stats-codes r) 5))) 0 routes))
+         (gc-h (observer-gc-pause observer))
+         (workers (observer-workers observer))
+         (pid (getpid)))
+    (string-append
+     "<!DOCTYPE html>\n"
+     (call-with-output-string
+       (lambda (port)
+         (sxml->xml
+          `(html
+            (@ (lang "en"))
+            (head
+             (meta (@ (charset "utf-8")))
+             ,@(if (and refresh (> refresh 0))
+                   `((meta (@ (http-equiv "refresh") (content ,(number->string refresh)))))
+                   '())
+             (meta (@ (name "viewport") (content "width=device-width, initial-scale=1")))
+             (title ,(format #f "plucky status — worker ~a" pid))
+             (style ,style))
+            (body
+             (header
+              (h1 "plucky — how this server spends its time")
+              (p ,(format #f "worker PID ~a · accounting for ~a · ~a · ~a"
+                          pid (duration uptime) (time-string (current-time))
+                          (if (and refresh (> refresh 0))
+                              (format #f "reloads every ~a s (?refresh=0 stops)" refresh)
+                              "does not reload"))))
+             (main
+              ,(if (> workers 1)
+                   `(p (@ (class "note"))
+                       ,(format #f "This server runs ~a worker processes and each keeps its own figures: this page shows worker ~a only, the one that answered.  Reloading may reach another worker (compare the PID above).  Figures summed over all workers are not available yet."
+                                workers pid))
+                   `(p (@ (class "note"))
+                       "One worker process serves: these are all the server's figures.  Times are measured inside the server (from the read that brought a request to its answer being serialised, plus the write), so they leave out time queued in the kernel."))
+              (div (@ (class "tiles"))
+                   ,(tile "requests" (format-number requests)
+                          (format #f "~a answered 5xx" failures))
+                   ,(tile "requests / s" (format-number recent) "mean of the last 10 s")
+                   ,(tile "p50 server time" (format-ns (histogram-quantile all-service 0.5))
+                          (format #f "p99 ~a · p99.9 ~a"
+                                  (format-ns (histogram-quantile all-service 0.99))
+                                  (format-ns (histogram-quantile all-service 0.999))))
+                   ,(tile "allocated / request"
+                          (if (> (histogram-count all-allocated) 0)
+                              (format-bytes (histogram-mean all-allocated))
+                              "-")
+                          (format #f "~a requests sampled" (histogram-count all-allocated)))
+                   ,(tile "garbage collections" (format-number (observer-gc-count observer))
+                          (if (> requests 0)
+                              (format #f "~,2f per 1,000 requests · mean ~a"
+                                      (/ (* 1000. (observer-gc-count observer)) requests)
+                                      (format-ns (histogram-mean gc-h)))
+                              (format #f "mean ~a" (format-ns (histogram-mean gc-h)))))
+                   ,(tile "memory" (if (assq-ref memory 'rss) (format-bytes (assq-ref memory 'rss)) "-")
+                          (format #f "resident · GC heap ~a"
+                                  (format-bytes (assq-ref memory 'heap-size))))
+                   ,(tile "connections" (format-number (observer-accepted observer))
+                          (format #f "accepted · ~a closed" (observer-closed observer))))
+              (div (@ (class "grid"))
+                   (div (@ (class "card"))
+                        (h2 "Throughput")
+                        ,(line-chart
+                          `(("requests/s" "#0072B2"
+                             ,(series-points series (series-requests series) window identity))
+                            ("5xx/s" "#D55E00"
+                             ,(series-points series (series-errors series) window identity)))
+                          #:id "chart-throughput"
+                          #:x-label "seconds ago" #:y-label "per second" #:area? #t
+                          #:x-min (- 1 window) #:x-max 0 #:y-min 0
+                          #:x-tick-label (lambda (x) (format-number (- x)))))
+                   (div (@ (class "card"))
+                        (h2 "Latency over time")
+                        ,(line-chart
+                          (map (lambda (q colour name)
+                                 (list name colour
+                                       (map (lambda (age)
+                                              (cons (- age)
+                                                    (let ((v (series-latency-quantile series (- now age) q)))
+                                                      (and v (µs v)))))
+                                            (iota window (- window 1) -1))))
+                               '(0.5 0.9 0.99) '("#009E73" "#E69F00" "#D55E00") '("p50" "p90" "p99"))
+                          #:id "chart-latency-time"
+                          #:y-log? #t #:x-label "seconds ago" #:y-label "server time µs"
+                          #:x-min (- 1 window) #:x-max 0
+                          #:x-tick-label (lambda (x) (format-number (- x))))
+                        (p (@ (class "hint")) "Per second, from a histogram with two buckets per octave: within a factor of 1.4.")))
+              (div (@ (class "grid"))
+                   (div (@ (class "card"))
+                        (h2 "Where a request's time goes, by route (mean µs per phase)")
+                        (p (@ (class "hint")) "Each bar is one route, stretched to the full width so that the shares show whatever the route's total; the total is at its end.")
+                        ,(stacked-bar-chart
+                          (map (lambda (route)
+                                 (cons (route-stats-name route)
+                                       (map (lambda (phase)
+                                              (µs (histogram-mean (route-phase-histogram route phase))))
+                                            phase-names)))
+                               (take routes (min 12 (length routes))))
+                          (map (lambda (phase) (list (symbol->string phase) (cadr (assq phase phase-colours))))
+                               phase-names)
+                          #:id "chart-phases" #:unit " µs" #:normalise? #t)
+                        (p (@ (class "hint")) "read: read(2) of the bytes that completed the head (0 for a pipelined request); write: write(2) per answer, shared among the answers of one write."))
+                   (div (@ (class "card"))
+                        (h2 "Latency distribution (server time)")
+                        ,(line-chart
+                          (map (lambda (route colour)
+                                 (list (route-stats-name route) colour
+                                       (map (lambda (q)
+                                              (cons q (µs (histogram-quantile (route-stats-service route) q))))
+                                            '(0 0.25 0.5 0.75 0.9 0.95 0.99 0.995 0.999 0.9999))))
+                               (take routes (min 5 (length routes)))
+                               (take palette (min 5 (length routes))))
+                          #:id "chart-percentiles"
+                          #:x-scale 'percentile #:y-log? #t #:x-min 0 #:x-max 0.9999
+                          #:x-ticks '(0 0.9 0.99 0.999 0.9999)
+                          #:x-tick-label (lambda (q) (format #f "p~a" (format-number (* 100 q))))
+                          #:x-label "percentile" #:y-label "µs")))
+              (div (@ (class "card"))
+                   (h2 "Routes")
+                   ,(routes-table routes))
+              (div (@ (class "card"))
+                   (h2 "Phases, all routes")
+                   ,(phases-table observer))
+              (div (@ (class "grid"))
+                   (div (@ (class "card"))
+                        (h2 "Garbage collection (CPU ms per second)")
+                        ,(line-chart
+                          `(("GC ms/s" "#CC79A7"
+                             ,(series-points series (series-gc-ns series) window (lambda (ns) (/ ns 1e6)))))
+                          #:id "chart-gc" #:area? #t
+                          #:x-label "seconds ago" #:y-label "ms" #:x-min (- 1 window) #:x-max 0 #:y-min 0
+                          #:x-tick-label (lambda (x) (format-number (- x))))
+                        (p (@ (class "hint"))
+                           ,(format #f "~a collections; CPU time per collection p50 ~a, p99 ~a, max ~a (gc-stats gc-time-taken: CPU time, marker threads included)."
+                                    (observer-gc-count observer)
+                                    (format-ns (histogram-quantile gc-h 0.5))
+                                    (format-ns (histogram-quantile gc-h 0.99))
+                                    (format-ns (histogram-max gc-h)))))
+                   (div (@ (class "card"))
+                        (h2 ,(format #f "Memory of worker ~a" pid))
+                        ,(line-chart
+                          `(("resident" "#0072B2"
+                             ,(series-points series (series-rss series) window (lambda (b) (/ b 1048576.))))
+                            ("GC heap" "#E69F00"
+                             ,(series-points series (series-heap series) window (lambda (b) (/ b 1048576.))))
+                            ("heap free" "#009E73"
+                             ,(series-points series (series-heap-free series) window (lambda (b) (/ b 1048576.)))))
+                          #:id "chart-memory"
+                          #:x-label "seconds ago" #:y-label "MiB" #:x-min (- 1 window) #:x-max 0 #:y-min 0
+                          #:x-tick-label (lambda (x) (format-number (- x))))
+                        (p (@ (class "hint")) "Sampled once a second while requests arrive.")))
+              (div (@ (class "card"))
+                   (h2 "Connections")
+                   ,(connections-table observer))
+              (div (@ (class "card"))
+                   (h2 "Error inbox")
+                   ,(inbox-table (inbox-failures (observer-inbox observer)) token)))
+             (footer
+              (p "Also as "
+                 (a (@ (href ,(with-token "/_plucky/metrics" token))) "Prometheus metrics")
+                 " and "
+                 (a (@ (href ,(with-token "/_plucky/status.json" token))) "JSON")
+                 ,(format #f ".  Percentiles come from log-bucketed histograms (8 buckets per octave: within 6.25%).  Bytes allocated are measured on one request in 16.  Accounting started ~a."
+                          (time-string (observer-started observer)))))))
+          port))))))
+
+(define (percentile-cells h format)
+  (map (lambda (q) `(td ,(format (histogram-quantile h q)))) '(0.5 0.9 0.99 0.999)))
+
+(define (routes-table routes)
+  `(table
+    (tr (th (@ (class "l")) "route") (th "requests") (th "2xx") (th "3xx") (th "4xx") (th "5xx")
+        (th "mean") (th "p50") (th "p90") (th "p99") (th "p99.9") (th "max")
+        (th "bytes/request"))
+    ,@(map (lambda (route)
+             (let ((codes (route-stats-codes route))
+                   (h (route-stats-service route)))
+               `(tr (@ ,@(if (> (vector-ref codes 5) 0) '((class "bad")) '()))
+                    (td (@ (class "l")) ,(route-stats-name route))
+                    (td ,(number->string (route-stats-requests route)))
+                    ,@(map (lambda (class) `(td ,(number->string (vector-ref codes class))))
+                           '(2 3 4 5))
+                    (td ,(format-ns (histogram-mean h)))
+                    ,@(percentile-cells h format-ns)
+                    (td ,(format-ns (histogram-max h)))
+                    (td ,(let ((b (route-stats-allocated-per-request route)))
+                           (if b (format-bytes b) "-"))))))
+           routes)))
+
+(define (phases-table observer)
+  (let* ((hs (map (lambda (phase) (cons phase (all-routes-histogram observer phase)))
+                  (append phase-names '(service))))
+         (total (fold (lambda (p sum) (if (memq (car p) phase-names)
+                                          (+ sum (histogram-mean (cdr p)))
+                                          sum))
+                      0 hs)))
+    `(table
+      (tr (th (@ (class "l")) "phase") (th "count") (th "mean") (th "share")
+          (th "p50") (th "p90") (th "p99") (th "p99.9") (th "max"))
+      ,@(map (match-lambda
+               ((phase . h)
+                `(tr (td (@ (class "l")) ,(if (eq? phase 'service)
+                                              "server time (read to serialise)"
+                                              (symbol->string phase)))
+                     (td ,(number->string (histogram-count h)))
+                     (td ,(format-ns (histogram-mean h)))
+                     (td ,(if (and (memq phase phase-names) (> total 0))
+                              (format #f "~,1f%" (* 100. (/ (histogram-mean h) total)))
+                              ""))
+                     ,@(percentile-cells h format-ns)
+                     (td ,(format-ns (histogram-max h))))))
+             hs))))
+
+(define (connections-table observer)
+  `(table
+    (tr (th (@ (class "l")) "event") (th "count") (th "mean") (th "p50") (th "p90") (th "p99")
+        (th "p99.9") (th "max"))
+    ,@(map (match-lambda
+             ((name h)
+              `(tr (td (@ (class "l")) ,name)
+                   (td ,(number->string (histogram-count h)))
+                   (td ,(format-ns (histogram-mean h)))
+                   ,@(percentile-cells h format-ns)
+                   (td ,(format-ns (histogram-max h))))))
+           `(("accept (accept4 and set-up)" ,(observer-accept observer))
+             ("write(2), per answer" ,(observer-write observer))
+             ("close(2)" ,(observer-close observer))))))
+
+(define (inbox-table failures token)
+  (if (null? failures)
+      '(p "No failed request kept.  Requests answered 5xx land here: the request, its backtrace and the time.")
+      `(table
+        (tr (th (@ (class "l")) "#") (th (@ (class "l")) "time") (th "code")
+            (th (@ (class "l")) "request") (th (@ (class "l")) "what happened"))
+        ,@(map (lambda (f)
+                 `(tr (td (@ (class "l"))
+                          (a (@ (href ,(with-token (format #f "/_plucky/inbox/~a" (failure-id f)) token)))
+                             ,(number->string (failure-id f))))
+                      (td (@ (class "l")) ,(time-string (failure-time f)))
+                      (td ,(number->string (failure-code f)))
+                      (td (@ (class "l")) ,(format #f "~a ~a" (or (failure-method f) "-")
+                                                   (failure-target f)))
+                      (td (@ (class "l")) ,(let ((m (string-trim-both (failure-message f))))
+                                             (if (> (string-length m) 120)
+                                                 (string-append (substring m 0 119) "…")
+                                                 m)))))
+               failures))))
+
+(define (failure-page failure token)
+  (string-append
+   "<!DOCTYPE html>\n"
+   (call-with-output-string
+     (lambda (port)
+       (sxml->xml
+        `(html (@ (lang "en"))
+               (head (meta (@ (charset "utf-8")))
+                     (title ,(format #f "plucky failure ~a" (failure-id failure)))
+                     (style ,style))
+               (body
+                (header (h1 ,(format #f "Failure ~a: ~a ~a → ~a" (failure-id failure)
+                                     (or (failure-method failure) "-") (failure-target failure)
+                                     (failure-code failure)))
+                        (p ,(format #f "~a · route ~a · worker ~a" (time-string (failure-time failure))
+                                    (failure-route failure) (getpid))))
+                (main
+                 (div (@ (class "card"))
+                      (h2 "What happened")
+                      (pre ,(failure-message failure)))
+                 (div (@ (class "card"))
+                      (h2 "Backtrace")
+                      (pre ,(or (failure-backtrace failure) "(none taken)")))
+                 (div (@ (class "card"))
+                      (h2 "Request head")
+                      (pre ,(failure-head failure)))
+                 (div (@ (class "card"))
+                      (h2 "Body")
+                      (pre ,(let ((body (failure-body failure)))
+                              (cond
+                               ((not body) "(none)")
+                               (else (format #f "~a bytes~%~a" (bytevector-length body)
+                                             (bytevector->display-string body)))))))
+                 (div (@ (class "card"))
+                      (h2 "Replay it at a REPL")
+                      (pre ,(format #f "(use-modules (plucky observe inbox))
+;; in this server's process:
+(replay ~a my-handler)
+;; from another process:
+(replay (fetch-failure \"http://HOST:PORT\" ~a~a) my-handler)"
+                                    (failure-id failure) (failure-id failure)
+                                    (if token " #:token \"…\"" ""))))
+                 (p (a (@ (href ,(with-token "/_plucky/status" token))) "back to the status page")))))
+        port)))))
+
+(define (bytevector->display-string bv)
+  ;; The body as text when it is printable UTF-8, else its first bytes in hex.
+  (let ((text (false-if-exception (utf8->string bv))))
+    (if (and text (string-every (lambda (c) (or (char>=? c #\space) (memv c '(#\newline #\return #\tab))))
+                                text))
+        text
+        (string-join (map (lambda (b) (format #f "~2,'0x" b))
+                          (bytevector->u8-list
+                           (if (> (bytevector-length bv) 256)
+                               (let ((cut (make-bytevector 256)))
+                                 (bytevector-copy! bv 0 cut 0 256)
+                                 cut)
+                               bv)))
+                     " "))))
+
+;;; (plucky observe status) ends here

@@ -1,0 +1,178 @@
+;;; tests/observe/accounting.scm --- (plucky observe accounting), fed by hand
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; The observer is a procedure the loop calls; these tests call it as the
+;;; loop does, with figures chosen so that every sum and every route can
+;;; be checked exactly.  tests/observe/status.scm runs it under a real
+;;; loop.
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
+             (tests lib harness)
+             (web request)
+             (web uri)
+             (plucky observe histogram)
+             (plucky observe accounting)
+             (plucky observe inbox))
+
+(test-begin "observe/accounting")
+
+(define (request path)
+  (build-request (string->uri (string-append "http://localhost" path))
+                 #:headers '((host . ("localhost" . #f)))))
+
+(define (route-count obs name)
+  (let ((route (observer-route obs name)))
+    (if route (route-stats-requests route) 0)))
+
+(test-group "phases per route"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (observer-procedure obs)))
+       (observe 'request (request "/") 200 1000 200 3000 400 #f)
+       (observe 'request (request "/") 200 0 100 1000 200 512)
+       (observe 'request (request "/b?x=1") 201 2000 300 5000 600 #f)
+       (let ((root (observer-route obs "/")))
+         (test-equal "requests of /" 2 (route-stats-requests root))
+         (test-equal "read sum" 1000 (histogram-sum (route-stats-read root)))
+         (test-equal "parse sum" 300 (histogram-sum (route-stats-parse root)))
+         (test-equal "handler sum" 4000 (histogram-sum (route-stats-handler root)))
+         (test-equal "serialise sum" 600 (histogram-sum (route-stats-serialise root)))
+         (test-equal "service = read + parse + handler + serialise" (+ 4600 1300)
+           (histogram-sum (route-stats-service root)))
+         (test-equal "service max" 4600 (histogram-max (route-stats-service root)))
+         (test-equal "allocation counted when sampled only" '(1 512)
+           (list (histogram-count (route-stats-allocated root))
+                 (histogram-sum (route-stats-allocated root))))
+         (test-equal "2xx" 2 (vector-ref (route-stats-codes root) 2)))
+       (test-equal "a query is not part of the route" 1 (route-count obs "/b"))
+       (test-equal "total requests" 3 (observer-requests obs))
+       (test-equal "busiest route first" '("/" "/b")
+         (map route-stats-name (observer-all-routes obs)))))))
+
+(test-group "routes that are not paths"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (observer-procedure obs)))
+       (observe 'request (request "/no/such/page") 404 10 10 10 10 #f)
+       (observe 'request (request "/another/missing") 404 10 10 10 10 #f)
+       (observe 'request #f 400 10 10 0 0 #f)
+       (declare-route! "/post/:id")
+       (observe 'request (request "/post/17") 200 10 10 10 10 #f)
+       (observe 'request (request "/post/18") 200 10 10 10 10 #f)
+       (test-equal "404s share one route" 2 (route-count obs "(not found)"))
+       (test-equal "refused requests" 1 (route-count obs "(refused)"))
+       (test-equal "a declared name" 1 (route-count obs "/post/:id"))
+       (test-equal "the name lasts one request" 1 (route-count obs "/post/18"))
+       (test-equal "4xx of refused" 1 (vector-ref (route-stats-codes (observer-route obs "(refused)")) 4))))))
+
+(test-group "#:route names requests"
+  (let* ((obs (make-observer #:route (lambda (request)
+                                       (let ((path (uri-path (request-uri request))))
+                                         (and (string-prefix? "/user/" path) "/user/*")))))
+         (observe (observer-procedure obs)))
+    (observe 'request (request "/user/1") 200 1 1 1 1 #f)
+    (observe 'request (request "/user/2") 200 1 1 1 1 #f)
+    (observe 'request (request "/other") 200 1 1 1 1 #f)
+    (test-equal "grouped" 2 (route-count obs "/user/*"))
+    (test-equal "#f falls back to the path" 1 (route-count obs "/other"))))
+
+(test-group "at most MAX-ROUTES routes"
+  (let* ((obs (make-observer #:max-routes 3))
+         (observe (observer-procedure obs)))
+    (for-each (lambda (i)
+                (observe 'request (request (format #f "/page/~a" i)) 200 1 1 1 1 #f))
+              (iota 10))
+    (test-equal "3 routes and (other)" 4 (length (observer-all-routes obs)))
+    (test-equal "the rest under (other)" 7 (route-count obs "(other)"))
+    (test-equal "every request counted" 10 (observer-requests obs))))
+
+(test-group "writes, accepts, closes"
+  (let* ((obs (make-observer))
+         (observe (observer-procedure obs)))
+    (observe 'accept 5000)
+    (observe 'request (request "/a") 200 1 1 1 1 #f)
+    (observe 'write 1 7000)
+    (observe 'request (request "/b") 200 1 1 1 1 #f)
+    (observe 'request (request "/b") 200 1 1 1 1 #f)
+    (observe 'write 2 3000)
+    (observe 'close 800)
+    (test-equal "accepted" 1 (observer-accepted obs))
+    (test-equal "accept time" 5000 (histogram-sum (observer-accept obs)))
+    (test-equal "closed" 1 (observer-closed obs))
+    (test-equal "write per answer, all routes" '(3 10000)
+      (list (histogram-count (observer-write obs)) (histogram-sum (observer-write obs))))
+    (test-equal "a write goes to the route answered last" 7000
+      (histogram-sum (route-stats-write (observer-route obs "/a"))))
+    (test-equal "a write of 2 answers is shared" '(2 3000)
+      (let ((h (route-stats-write (observer-route obs "/b"))))
+        (list (histogram-count h) (histogram-sum h))))))
+
+(test-group "the time series"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (observer-procedure obs))
+            (series (observer-series obs)))
+       (for-each (lambda (i) (observe 'request (request "/") (if (< i 3) 500 200) 10 10 1000 10 #f))
+                 (iota 50))
+       (let* ((now (series-now series))
+              (sum (lambda (vector)
+                     ;; this second and the one before: the loop above may
+                     ;; have crossed a second
+                     (+ (vector-ref vector (modulo now (series-seconds series)))
+                        (vector-ref vector (modulo (- now 1) (series-seconds series)))))))
+         (test-equal "requests per second" 50 (sum (series-requests series)))
+         (test-equal "errors per second" 3 (sum (series-errors series)))
+         (test-assert "memory sampled"
+           (> (vector-ref (series-rss series) (modulo now (series-seconds series))) 0))
+         (test-assert "p50 of the second within a factor 1.42 of 1030 ns"
+           (let ((p50 (or (series-latency-quantile series now 0.5)
+                          (series-latency-quantile series (- now 1) 0.5))))
+             (and p50 (< (/ 1030 1.42) p50 (* 1030 1.42))))))))))
+
+(test-group "garbage collections"
+  (call-guarded
+   (lambda ()
+     (let ((obs (make-observer)))
+       (gc) (gc) (gc)
+       ;; after-gc-hook runs as an async, at the next safe point: a call
+       ;; to a procedure is one.
+       (identity #t)
+       (test-assert "counted" (>= (observer-gc-count obs) 3))
+       (test-equal "a pause per collection" (observer-gc-count obs)
+         (histogram-count (observer-gc-pause obs)))
+       (test-assert "pauses take time" (> (histogram-sum (observer-gc-pause obs)) 0))))))
+
+(test-group "failures go to the inbox"
+  (let* ((obs (make-observer #:inbox-size 2))
+         (observe (observer-procedure obs))
+         (r (request "/broken")))
+    (note-request-body! r #vu8(1 2 3))
+    (observe 'request r 500 1 1 1 1 #f)
+    (let ((f (car (inbox-failures (observer-inbox obs)))))
+      (test-equal "route" "/broken" (failure-route f))
+      (test-equal "code" 500 (failure-code f))
+      (test-equal "body kept" #vu8(1 2 3) (failure-body f))
+      (test-equal "the request itself" r (failure-request f))
+      (test-assert "head" (string-prefix? "GET /broken HTTP/1.1\r\n" (failure-head f))))
+    (observe 'request (request "/x") 503 1 1 1 1 #f)
+    (observe 'request (request "/y") 500 1 1 1 1 #f)
+    (test-equal "only the last INBOX-SIZE kept, newest first" '("/y" "/x")
+      (map failure-route (inbox-failures (observer-inbox obs))))
+    (test-equal "ids keep counting" '(3 2)
+      (map failure-id (inbox-failures (observer-inbox obs))))
+    (test-equal "a body noted for another request is not taken" #f
+      (failure-body (car (inbox-failures (observer-inbox obs)))))))
+
+(test-end "observe/accounting")
+
+;;; tests/observe/accounting.scm ends here

@@ -1,0 +1,380 @@
+;;; tests/observe/status.scm --- /_plucky/ on a real server, and the inbox
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; A child process serves a small app through (plucky observe serve)
+;;; with the accounting and the wrapper on, on a free port of 127.0.0.1;
+;;; the tests send it requests, then read /_plucky/status, /metrics and
+;;; /status.json and check them against what they sent: the Prometheus
+;;; text line by line (HELP and TYPE before samples, cumulative buckets),
+;;; the JSON with a small parser of its own.  A failing request goes to
+;;; the inbox, is fetched back over HTTP and replayed against a mended
+;;; handler.  Access: a second server with a token, and the wrapper
+;;; called outside any loop, where the client's address is unknown (the
+;;; tests may only use loopback addresses, so a foreign client is
+;;; simulated that way).
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-1)
+             (srfi srfi-11)
+             (srfi srfi-64)
+             (srfi srfi-71)
+             (tests lib harness)
+             (tests lib server)
+             (rnrs bytevectors)
+             (ice-9 regex)
+             (ice-9 rdelim)
+             (web request)
+             (web response)
+             (web uri)
+             (plucky observe accounting)
+             (plucky observe inbox)
+             (plucky observe status)
+             (plucky observe serve))
+
+(test-begin "observe/status")
+
+;;;
+;;; The app and its server
+;;;
+
+;; Compiled, not interpreted as the rest of this file is (tests/run
+;; turns auto-compilation off), so that a backtrace names its procedures
+;; as it would in an app.
+(define app
+  (compile
+   '(begin
+      ;; top-level definitions, which the compiler does not inline
+      (define (fail-on-purpose path)
+        (error "this request fails on purpose:" path))
+      (define (app request body)
+        (let ((path (uri-path (request-uri request))))
+          (cond
+           ((string=? path "/") (values '((content-type . (text/plain))) "Hello, World!"))
+           ((string=? path "/fail")
+            ;; not a tail call, so that its frame is in the backtrace
+            (fail-on-purpose path)
+            (values '((content-type . (text/plain))) "not reached"))
+           ((string=? path "/missing")
+            (values (build-response #:code 404 #:headers '((content-type . (text/plain)))) "no"))
+           (else (values '((content-type . (text/plain))) path)))))
+      app)
+   #:env (current-module)
+   #:to 'value))
+
+(define* (start-observed #:key (token #f) (workers 1))
+  (start-child
+   (lambda (report)
+     (let ((observer (make-observer #:workers workers)))
+       (serve-app (if token
+                      ;; serve-app's wrapper has no token: wrap here
+                      (observed-handler app observer #:token token)
+                      app)
+                  #:mode (if token 'off 'full)
+                  #:observer observer
+                  #:on-listen report)))))
+
+(define* (get server path #:key (headers '()) (method "GET") (body #f))
+  ;; -> (values code headers body-string)
+  (with-client (server-port server)
+    (lambda (client)
+      (client-send! client (request-text path #:method method #:headers headers #:body body))
+      (let ((response body (client-read-response client)))
+        (if response
+            (values (response-code response) (response-headers response)
+                    (utf8->string body))
+            (values #f '() ""))))))
+
+(define (code-of server path . args)
+  (let ((code headers body (apply get server path args))) code))
+
+(define (body-of server path . args)
+  (let ((code headers body (apply get server path args))) body))
+
+;;;
+;;; A small JSON reader: objects become alists with string keys
+;;;
+
+(define (read-json port)
+  (define (skip) (let ((c (peek-char port)))
+                   (when (and (char? c) (char-whitespace? c)) (read-char port) (skip))))
+  (define (expect s)
+    (string-for-each (lambda (c) (unless (eqv? (read-char port) c) (error "bad JSON at" s))) s))
+  (define (read-string*)
+    (read-char port)
+    (let lp ((acc '()))
+      (let ((c (read-char port)))
+        (cond
+         ((eqv? c #\") (list->string (reverse acc)))
+         ((eqv? c #\\)
+          (let ((e (read-char port)))
+            (case e
+              ((#\n) (lp (cons #\newline acc)))
+              ((#\t) (lp (cons #\tab acc)))
+              ((#\r) (lp (cons #\return acc)))
+              ((#\u) (let ((hex (string (read-char port) (read-char port) (read-char port) (read-char port))))
+                       (lp (cons (integer->char (string->number hex 16)) acc))))
+              (else (lp (cons e acc))))))
+         ((eof-object? c) (error "unterminated JSON string"))
+         (else (lp (cons c acc)))))))
+  (define (value)
+    (skip)
+    (let ((c (peek-char port)))
+      (cond
+       ((eqv? c #\{)
+        (read-char port) (skip)
+        (if (eqv? (peek-char port) #\}) (begin (read-char port) '())
+            (let lp ((acc '()))
+              (skip)
+              (let ((key (read-string*)))
+                (skip) (expect ":")
+                (let ((v (value)))
+                  (skip)
+                  (case (read-char port)
+                    ((#\,) (lp (cons (cons key v) acc)))
+                    ((#\}) (reverse (cons (cons key v) acc)))
+                    (else (error "bad JSON object"))))))))
+       ((eqv? c #\[)
+        (read-char port) (skip)
+        (if (eqv? (peek-char port) #\]) (begin (read-char port) #())
+            (let lp ((acc '()))
+              (let ((v (value)))
+                (skip)
+                (case (read-char port)
+                  ((#\,) (lp (cons v acc)))
+                  ((#\]) (list->vector (reverse (cons v acc))))
+                  (else (error "bad JSON array")))))))
+       ((eqv? c #\") (read-string*))
+       ((eqv? c #\t) (expect "true") #t)
+       ((eqv? c #\f) (expect "false") #f)
+       ((eqv? c #\n) (expect "null") 'null)
+       (else
+        (let lp ((acc '()))
+          (let ((c (peek-char port)))
+            (if (and (char? c) (or (char-numeric? c) (memv c '(#\- #\+ #\. #\e #\E))))
+                (lp (cons (read-char port) acc))
+                (or (string->number (list->string (reverse acc)))
+                    (error "bad JSON value" (list->string (reverse acc)))))))))))
+  (let ((v (value)))
+    (skip)
+    (unless (eof-object? (peek-char port)) (error "JSON: trailing text"))
+    v))
+
+(define (json-ref value . keys)
+  (fold (lambda (key v)
+          (cond ((string? key) (assoc-ref v key))
+                ((integer? key) (vector-ref v key))))
+        value keys))
+
+;;;
+;;; Prometheus text, checked line by line
+;;;
+
+(define (metric-lines text)
+  (filter (lambda (l) (not (string-null? l))) (string-split text #\newline)))
+
+(define sample-rx (make-regexp "^([a-zA-Z_:][a-zA-Z0-9_:]*)(\\{(.*)\\})? (.+)$"))
+
+(define (family-of name)
+  ;; a histogram's or summary's samples belong to the family without suffix
+  (let ((m (string-match "^(.*)_(bucket|sum|count)$" name)))
+    (if m (match:substring m 1) name)))
+
+(define (check-exposition text)
+  ;; -> a list of problems, empty when TEXT is well formed
+  (let lp ((lines (metric-lines text)) (help '()) (type '()) (problems '()))
+    (if (null? lines)
+        (reverse problems)
+        (let ((line (car lines)))
+          (cond
+           ((string-prefix? "# HELP " line)
+            (lp (cdr lines) (cons (cadr (string-tokenize (substring line 2))) help) type problems))
+           ((string-prefix? "# TYPE " line)
+            (let ((words (string-tokenize (substring line 2))))
+              (lp (cdr lines) help (cons (cadr words) type)
+                  (if (member (caddr words) '("counter" "gauge" "histogram" "summary"))
+                      problems
+                      (cons line problems)))))
+           ((regexp-exec sample-rx line)
+            => (lambda (m)
+                 (let ((name (match:substring m 1))
+                       (value (string->number (match:substring m 4))))
+                   (lp (cdr lines) help type
+                       (if (and value
+                                (or (member name type) (member (family-of name) type))
+                                (or (member name help) (member (family-of name) help)))
+                           problems
+                           (cons line problems))))))
+           (else (lp (cdr lines) help type (cons line problems))))))))
+
+(define (samples text name)
+  ;; -> ((labels-string . value) ...) of the samples called NAME
+  (filter-map (lambda (line)
+                (let ((m (regexp-exec sample-rx line)))
+                  (and m (string=? (match:substring m 1) name)
+                       (cons (or (match:substring m 3) "") (string->number (match:substring m 4))))))
+              (metric-lines text)))
+
+;;;
+;;; The tests
+;;;
+
+(define-syntax-rule (with-observed-server (server args ...) body ...)
+  (call-guarded
+   (lambda ()
+     (let ((server (start-observed args ...)))
+       (dynamic-wind
+         (lambda () #t)
+         (lambda () body ...)
+         (lambda () (stop-server server)))))))
+
+(test-group "the pages of a server under accounting"
+  (with-observed-server (server)
+    (for-each (lambda (i) (code-of server "/")) (iota 20))
+    (code-of server "/missing")
+    (code-of server "/other")
+    (let ((code headers body (get server "/_plucky/status")))
+      (test-equal "status: 200" 200 code)
+      (test-equal "status: HTML" 'text/html (car (assq-ref headers 'content-type)))
+      (test-assert "status: not cached" (assq-ref headers 'cache-control))
+      (test-assert "status: reloads itself" (string-contains body "http-equiv=\"refresh\""))
+      (test-assert "status: names the worker"
+        (string-contains body (format #f "worker PID ~a" (server-pid server))))
+      (test-assert "status: charts with data"
+        (string-match "<path class=\"series\"[^>]* d=\"M[0-9.]+,[0-9.]+L" body))
+      (test-assert "status: the phase bars"
+        (string-contains body "class=\"bar\""))
+      (test-assert "status: the route table lists /" (string-contains body "<td class=\"l\">/</td>"))
+      (test-assert "status: 404s as (not found)" (string-contains body "(not found)"))
+      (test-assert "status: no external resource"
+        (not (string-match "(src|href)=\"(https?:)?//" body))))
+    (test-assert "?refresh=0 stops the reloading"
+      (not (string-contains (body-of server "/_plucky/status?refresh=0") "http-equiv")))
+    (test-equal "/_plucky/ is the status page too" 200 (code-of server "/_plucky/"))
+    (test-equal "unknown /_plucky/ page" 404 (code-of server "/_plucky/nothing"))
+
+    (let ((code headers text (get server "/_plucky/metrics")))
+      (test-equal "metrics: 200" 200 code)
+      (test-equal "metrics: text/plain version 0.0.4" "0.0.4"
+        (assq-ref (cdr (assq-ref headers 'content-type)) 'version))
+      (test-equal "metrics: well formed" '() (check-exposition text))
+      (test-equal "metrics: 20 requests to /" '(20)
+        (filter-map (lambda (s) (and (string-contains (car s) "route=\"/\"")
+                                     (string-contains (car s) "code=\"2xx\"")
+                                     (cdr s)))
+                    (samples text "plucky_requests_total")))
+      (let ((buckets (filter-map (lambda (s) (and (string-contains (car s) "route=\"/\"") (cdr s)))
+                                 (samples text "plucky_request_duration_seconds_bucket")))
+            (count (filter-map (lambda (s) (and (string-contains (car s) "route=\"/\"") (cdr s)))
+                               (samples text "plucky_request_duration_seconds_count"))))
+        (test-assert "metrics: buckets are cumulative"
+          (and (pair? buckets) (every <= buckets (cdr buckets))))
+        (test-equal "metrics: +Inf bucket = count" count (list (last buckets))))
+      (test-assert "metrics: every sample says its worker"
+        (every (lambda (s) (string-contains (car s) (format #f "worker=\"~a\"" (server-pid server))))
+               (samples text "plucky_requests_total"))))
+
+    (let* ((code headers text (get server "/_plucky/status.json"))
+           (json (read-json (open-input-string text)))
+           (root (find (lambda (r) (equal? (json-ref r "route") "/"))
+                       (vector->list (json-ref json "routes")))))
+      (test-equal "json: 200" 200 code)
+      (test-equal "json: application/json" 'application/json (car (assq-ref headers 'content-type)))
+      (test-equal "json: the worker" (server-pid server) (json-ref json "pid"))
+      (test-equal "json: / answered 20 times" 20 (and root (json-ref root "requests")))
+      (test-assert "json: percentiles in order"
+        (and root
+             (let ((s (json-ref root "service_ns")))
+               (<= (json-ref s "p50") (json-ref s "p90") (json-ref s "p99")
+                   (json-ref s "p99.9") (json-ref s "max")))))
+      (test-assert "json: phases"
+        (and root (every (lambda (p) (json-ref root "phases_ns" p "count"))
+                         '("read" "parse" "handler" "serialise" "write"))))
+      (test-assert "json: a series of requests per second"
+        (> (fold + 0 (filter number? (vector->list (json-ref json "series" "requests")))) 20)))))
+
+(test-group "a failing request in the inbox, fetched and replayed"
+  (with-observed-server (server)
+    (test-equal "the failure answers 500" 500
+      (code-of server "/fail?x=1" #:method "POST" #:body "payload"))
+    (let ((code headers text (get server "/_plucky/inbox/1.scm")))
+      (test-equal "inbox entry as data" 200 code)
+      (let ((failure (sexp->failure (read (open-input-string text)))))
+        (test-equal "its code" 500 (failure-code failure))
+        (test-equal "its route" "/fail" (failure-route failure))
+        (test-equal "its method" 'POST (failure-method failure))
+        (test-assert "its head" (string-prefix? "POST /fail?x=1 HTTP/1.1\r\n" (failure-head failure)))
+        (test-equal "its body" "payload" (utf8->string (failure-body failure)))
+        (test-assert "its message" (string-contains (failure-message failure) "fails on purpose"))
+        (test-assert "a backtrace through the handler"
+          (and (failure-backtrace failure)
+               (string-contains (failure-backtrace failure) "fail-on-purpose")))))
+    (test-assert "listed on the status page"
+      (string-contains (body-of server "/_plucky/status") "/_plucky/inbox/1"))
+    (test-assert "its own page shows the backtrace"
+      (string-contains (body-of server "/_plucky/inbox/1") "fail-on-purpose"))
+    (test-equal "an unknown entry" 404 (code-of server "/_plucky/inbox/99"))
+    (let ((failure (fetch-failure (format #f "http://127.0.0.1:~a" (server-port server)) 1)))
+      (test-equal "fetch-failure" "/fail?x=1" (failure-target failure))
+      (test-assert "replay against the handler that failed raises again"
+        (with-exception-handler (lambda (e) #t)
+          (lambda () (replay failure app) #f)
+          #:unwind? #t))
+      (let ((response body (replay failure
+                                   (lambda (request body)
+                                     (values (build-response #:code 200)
+                                             (string-append (uri-path (request-uri request)) " "
+                                                            (utf8->string body)))))))
+        (test-equal "replay against a mended handler" '(200 "/fail payload")
+          (list (response-code response) body))))))
+
+(test-group "with a token, the token is required"
+  (with-observed-server (server #:token "s3cret")
+    (let ((code headers body (get server "/_plucky/status")))
+      (test-equal "without it: 401, even from loopback" 401 code)
+      (test-assert "says how to authenticate" (assq-ref headers 'www-authenticate)))
+    (test-equal "a wrong token" 401 (code-of server "/_plucky/metrics?token=nope"))
+    (test-equal "?token=" 200 (code-of server "/_plucky/metrics?token=s3cret"))
+    (test-equal "Authorization: Bearer" 200
+      (code-of server "/_plucky/status.json" #:headers '("Authorization: Bearer s3cret")))
+    (test-equal "other paths need nothing" 200 (code-of server "/"))
+    (test-assert "the page's links carry the token"
+      (string-contains (body-of server "/_plucky/status?token=s3cret") "metrics?token=s3cret"))))
+
+(test-group "a client that is not on loopback"
+  ;; Outside a loop the client's address is unknown, as for a foreign one.
+  (let* ((observer (make-observer))
+         (handler (observed-handler app observer))
+         (request (build-request (string->uri "http://localhost/_plucky/status")
+                                 #:headers '((host . ("localhost" . #f))))))
+    (let ((response body (handler request #f)))
+      (test-equal "403" 403 (response-code response)))
+    (test-assert "loopback-address?"
+      (and (loopback-address? "127.0.0.1") (loopback-address? "127.3.2.1")
+           (loopback-address? "::1") (loopback-address? "::ffff:127.0.0.1")
+           (not (loopback-address? "10.0.0.1")) (not (loopback-address? "::2"))
+           (not (loopback-address? #f))))))
+
+(test-group "state threads through the wrapper"
+  (let* ((observer (make-observer))
+         (handler (observed-handler (lambda (request body n)
+                                      (values '((content-type . (text/plain))) "counted" (+ n 1)))
+                                    observer)))
+    (let ((response body n (handler (build-request (string->uri "http://localhost/count")) #f 41)))
+      (test-equal "the app's state" 42 n))
+    (let ((response body n (handler (build-request (string->uri "http://localhost/_plucky/status")) #f 41)))
+      (test-equal "a status page leaves it alone" 41 n))))
+
+(test-group "several workers: the page says it shows one"
+  (let ((page (status-page (make-observer #:workers 3))))
+    (test-assert "names the worker count"
+      (string-contains page "This server runs 3 worker processes"))
+    (test-assert "says what is missing" (string-contains page "not available yet"))))
+
+(test-end "observe/status")
+
+;;; tests/observe/status.scm ends here
