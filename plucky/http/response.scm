@@ -299,12 +299,14 @@ does not match the body, a body on a 204 or 304, a bad body type)."
 
 (define plain-text '((content-type . (text/plain))))
 
-(define* (write-error-response! out version code #:optional (message #f))
+(define* (write-error-response! out version code #:optional (message #f)
+                                (method 'GET))
   "Append to OUT a complete plain-text response with status CODE for
 HTTP VERSION, whose body is MESSAGE (default: the reason phrase), that
-closes the connection.  Used for requests that never reach a handler."
+closes the connection; for METHOD HEAD, the head alone.  Used for
+requests that never reach a handler."
   (let ((request ((@@ (web request) make-request)
-                  'GET #f (if (equal? version '(1 . 0)) '(1 . 0) '(1 . 1))
+                  method #f (if (equal? version '(1 . 0)) '(1 . 0) '(1 . 1))
                   '() '() #f)))
     (write-response! out request
                      (build-response #:code code #:headers plain-text

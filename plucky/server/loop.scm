@@ -103,7 +103,8 @@ seconds."
 
 (define-record-type <connection>
   (%make-connection fd out-fd peer state input input-address start end
-                    request body body-fill pending close-after? deadline)
+                    request body body-fill body-length pending close-after? deadline
+                    watched?)
   connection?
   (fd connection-fd)                    ; read from it; a socket, or stdin
   (out-fd connection-out-fd)            ; write to it; the socket, or stdout
@@ -122,15 +123,18 @@ seconds."
   (request connection-request set-connection-request!)
   (body connection-body set-connection-body!)
   (body-fill connection-body-fill set-connection-body-fill!)
+  (body-length connection-body-length set-connection-body-length!) ; declared
   ;; in state writing: list of (bytevector start . end) still to send
   (pending connection-pending set-connection-pending!)
   ;; close once the pending output is sent
   (close-after? connection-close-after? set-connection-close-after!)
   ;; seconds (loop clock) after which the sweep closes the connection
-  (deadline connection-deadline set-connection-deadline!))
+  (deadline connection-deadline set-connection-deadline!)
+  ;; in the epoll set yet?  See `watch!'.
+  (watched? connection-watched? set-connection-watched?!))
 
 (define* (make-connection fd deadline #:optional (out-fd fd) (peer #f))
-  (%make-connection fd out-fd peer 'idle #f 0 0 0 #f #f 0 '() #f deadline))
+  (%make-connection fd out-fd peer 'idle #f 0 0 0 #f #f 0 0 '() #f deadline #f))
 
 ;;;
 ;;; The loop's state
@@ -142,7 +146,7 @@ seconds."
               handler state settings now running? paused? exclusive?
               guarded on-response exit-when-idle? wake-ports drain-request
               drain-deadline peer-buffer signal-fd on-signal
-              observer read-ns parse-ns batch sampled serving)
+              observer read-ns parse-ns batch sampled serving accept-resume)
   loop?
   (epfd loop-epfd)
   (listeners loop-listeners)                 ; list of listening descriptors
@@ -182,7 +186,8 @@ seconds."
   (parse-ns loop-parse-ns set-loop-parse-ns!)  ; parse time of the current request
   (batch loop-batch set-loop-batch!)           ; answers waiting for the next write
   (sampled loop-sampled set-loop-sampled!)     ; requests until the next allocation sample
-  (serving loop-serving set-loop-serving!))    ; the connection whose request is handled
+  (serving loop-serving set-loop-serving!)     ; the connection whose request is handled
+  (accept-resume loop-accept-resume set-loop-accept-resume!)) ; second to accept again
 
 (define input-size 65536)
 (define max-events 256)
@@ -319,7 +324,7 @@ to call from a signal handler."
         (set-connection-state! conn 'lingering)
         (set-connection-input! conn #f)
         (set-connection-deadline! conn (+ (loop-now loop) 2))
-        (epoll-modify! (loop-epfd loop) (connection-fd conn) EPOLLIN))))
+        (watch! loop conn EPOLLIN))))
 
 (define (accept-ready! loop listener)
   (let ((settings (loop-settings loop)))
@@ -328,9 +333,7 @@ to call from a signal handler."
         (when (>= (loop-count loop) (settings-max-connections settings))
           ;; At capacity: stop watching the listeners (a level-triggered
           ;; listener would wake us in a busy loop) until some close.
-          (for-each (lambda (fd) (epoll-remove! (loop-epfd loop) fd))
-                    (loop-listeners loop))
-          (set-loop-paused! loop #t))
+          (pause-accepting! loop))
         (let* ((start (and (loop-observer loop) (clock)))
                (fd (cond
                    ((loop-paused? loop) (- errno-EAGAIN))
@@ -344,7 +347,6 @@ to call from a signal handler."
                    (else (fd-accept listener)))))
           (cond
            ((>= fd 0)
-            (fd-set-tcp-nodelay! fd)
             (let ((conn (make-connection
                          fd (+ (loop-now loop)
                                (settings-header-timeout settings))
@@ -352,22 +354,49 @@ to call from a signal handler."
                          (and (or (loop-on-response loop) (loop-observer loop))
                               (sockaddr->string (car (loop-peer-buffer loop)))))))
               (register-connection! loop conn)
-              (epoll-add! (loop-epfd loop) fd EPOLLIN)
               (when start
                 ((loop-observer loop) 'accept (- (clock) start)))
               ;; The request is usually there already (the listener
               ;; defers accept until data arrives): serve it now rather
-              ;; than after another epoll_wait.
-              (read-ready! loop conn))
+              ;; than after another epoll_wait.  Only a connection that
+              ;; stays open is then watched (see `watch!'): one answered
+              ;; and closed here costs accept4, read, write and close and
+              ;; nothing else (bench/hello, Connection: close).
+              (read-ready! loop conn)
+              (when (and (eq? (connection-ref loop fd) conn)
+                         (not (connection-watched? conn)))
+                (watch! loop conn EPOLLIN)))
             (lp (+ n 1)))
            ((= fd (- errno-EAGAIN)) #t)
            ((or (= fd (- errno-EMFILE)) (= fd (- errno-ENFILE)))
             ;; Out of descriptors: the pending connection stays queued in
-            ;; the kernel; the next round retries once some close.
-            (log-error "accept: ~a" (errno->string fd)))
+            ;; the kernel and the listener stays readable, so watching it
+            ;; would spin (tests/regress/out-of-descriptors-spins).  Stop
+            ;; watching it for a second; the sweep after that resumes.
+            (log-error "accept: ~a; not accepting for a second" (errno->string fd))
+            (pause-accepting! loop)
+            (set-loop-accept-resume! loop (+ (loop-now loop) 1)))
            (else
             ;; ECONNABORTED and friends concern one client only.
             (lp (+ n 1)))))))))
+
+(define (pause-accepting! loop)
+  (unless (loop-paused? loop)
+    (for-each (lambda (fd) (epoll-remove! (loop-epfd loop) fd))
+              (loop-listeners loop))
+    (set-loop-paused! loop #t)))
+
+(define (watch! loop conn events)
+  ;; Watch CONN for EVENTS, adding it to the epoll set the first time.
+  ;; A socket is also given TCP_NODELAY then: it will carry more than one
+  ;; answer, and Nagle's algorithm would hold the tail of a large one
+  ;; until the client's delayed ACK.
+  (if (connection-watched? conn)
+      (epoll-modify! (loop-epfd loop) (connection-fd conn) events)
+      (begin
+        (set-connection-watched?! conn #t)
+        (fd-set-tcp-nodelay! (connection-out-fd conn))
+        (epoll-add! (loop-epfd loop) (connection-fd conn) events))))
 
 ;;;
 ;;; Reading
@@ -446,14 +475,28 @@ to call from a signal handler."
       (set-connection-start! conn 0)
       (set-connection-end! conn (- end start))))))
 
+(define body-chunk
+  ;; A body that has not arrived gets storage as it arrives, this much at
+  ;; first and twice as much each time it fills, never more than its
+  ;; declared length: a head that declares 64 MiB and sends nothing costs
+  ;; 64 KiB, not 64 MiB (tests/regress/body-allocated-before-it-arrives).
+  65536)
+
 (define (read-body! loop conn)
-  (let* ((body (connection-body conn))
+  (let* ((length (connection-body-length conn))
+         (body (let ((body (connection-body conn))
+                     (fill (connection-body-fill conn)))
+                 (if (< fill (bytevector-length body))
+                     body
+                     (let ((bigger (make-bytevector
+                                    (min length (* 2 (bytevector-length body))))))
+                       (bytevector-copy! body 0 bigger 0 fill)
+                       (set-connection-body! conn bigger)
+                       bigger))))
          (fill (connection-body-fill conn))
-         (want (- (bytevector-length body) fill))
-         ;; Read straight into the body when it is big, else through the
-         ;; shared buffer so that a pipelined request after it comes too.
          (n (timed loop
-                   (fd-read (connection-fd conn) (bytevector-address body) fill want)
+                   (fd-read (connection-fd conn) (bytevector-address body) fill
+                            (- (bytevector-length body) fill))
                    (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
     (cond
      ((> n 0)
@@ -461,7 +504,7 @@ to call from a signal handler."
         (set-connection-body-fill! conn fill)
         (set-connection-deadline!
          conn (+ (loop-now loop) (settings-body-timeout (loop-settings loop))))
-        (when (= fill (bytevector-length body))
+        (when (= fill length)
           (let ((request (connection-request conn)))
             (set-connection-request! conn #f)
             (set-connection-body! conn #f)
@@ -519,13 +562,13 @@ to call from a signal handler."
                conn (+ (loop-now loop) (settings-header-timeout settings)))))
             (finish! loop conn #f #f))
            ((http-error? request)
-            (refuse! loop conn '(1 . 1) (http-error-status request)
+            (refuse! loop conn #f (http-error-status request)
                      (http-error-reason request)))
            (else
             (let ((length (request-body-length request)))
               (cond
                ((unmet-expectation? request)
-                (refuse! loop conn (request-version request) 417 #f))
+                (refuse! loop conn request 417 #f))
                ((eq? length 'chunked)
                 (let ((decoder (make-chunked-decoder
                                 #:max-total (settings-max-body settings)))
@@ -535,7 +578,7 @@ to call from a signal handler."
                   (set-connection-body! conn (cons decoder collected))
                   (feed-chunked! loop conn bv index end)))
                ((> length (settings-max-body settings))
-                (refuse! loop conn (request-version request) 413 #f))
+                (refuse! loop conn request 413 #f))
                ((<= (+ index length) end)
                 (let* ((body (and (> length 0)
                                   (let ((body (make-bytevector length)))
@@ -550,10 +593,11 @@ to call from a signal handler."
                (else
                 ;; The body has not all arrived: give it storage of its
                 ;; own and read the rest straight into it.
-                (let ((body (make-bytevector length))
-                      (have (- end index)))
+                (let* ((have (- end index))
+                       (body (make-bytevector (min length (max have body-chunk)))))
                   (continue-if-expected! loop conn request)
                   (bytevector-copy! bv index body 0 have)
+                  (set-connection-body-length! conn length)
                   (set-connection-input! conn #f)
                   (set-connection-request! conn request)
                   (set-connection-body! conn body)
@@ -567,14 +611,18 @@ to call from a signal handler."
 ;;; Bodies
 ;;;
 
+(define (continue-expectation? item)
+  ;; Guile parses "Expect: 100-Continue" to the symbol 100-Continue; the
+  ;; expectation is case-insensitive (RFC 9110 §10.1.1).
+  (and (pair? item)
+       (symbol? (car item))
+       (string-ci=? (symbol->string (car item)) "100-continue")))
+
 (define (unmet-expectation? request)
   ;; An Expect header asking for anything but 100-continue: 417.
   (let ((expect (assq-ref (request-headers request) 'expect)))
     (and expect
-         (not (and (pair? expect)
-                   (every (lambda (item)
-                            (and (pair? item) (eq? (car item) '100-continue)))
-                          expect))))))
+         (not (and (pair? expect) (every continue-expectation? expect))))))
 
 (define continue-line (string->utf8 "HTTP/1.1 100 Continue\r\n\r\n"))
 
@@ -621,7 +669,7 @@ to call from a signal handler."
            conn (+ (loop-now loop) (settings-body-timeout (loop-settings loop))))
           (finish! loop conn #f #f))
          (else
-          (refuse! loop conn (request-version (connection-request conn))
+          (refuse! loop conn (connection-request conn)
                    (http-error-status status) (http-error-reason status))))))))
 
 (define (read-chunked! loop conn)
@@ -789,12 +837,16 @@ to call from a signal handler."
     (when on-response
       (on-response (connection-peer conn) request code bytes))))
 
-(define (refuse! loop conn version code reason)
-  ;; Answer a request that never reached a handler, then linger-close.
+(define (refuse! loop conn request code reason)
+  ;; Answer a request that never reached a handler (REQUEST, or #f when
+  ;; its head could not be read), then linger-close.
   (let* ((out (loop-output loop))
          (mark (output-fill out)))
     (set-connection-input! conn #f)
-    (write-error-response! out version code reason)
+    (set-connection-request! conn #f)
+    (set-connection-body! conn #f)
+    (write-error-response! out (if request (request-version request) '(1 . 1))
+                           code reason (if request (request-method request) 'GET))
     (report-response! loop conn #f code (- (output-fill out) mark))
     (let ((observer (loop-observer loop)))
       (when observer
@@ -880,7 +932,7 @@ to call from a signal handler."
       (set-connection-state! conn 'writing)
       (set-connection-deadline!
        conn (+ (loop-now loop) (settings-write-timeout (loop-settings loop))))
-      (epoll-modify! (loop-epfd loop) (connection-fd conn) EPOLLOUT))
+      (watch! loop conn EPOLLOUT))
      ((or close? (connection-close-after? conn))
       (if linger?
           (linger! loop conn)
@@ -904,7 +956,7 @@ to call from a signal handler."
              (set-connection-deadline!
               conn (+ (loop-now loop)
                       (settings-keep-alive-timeout (loop-settings loop))))
-             (epoll-modify! (loop-epfd loop) (connection-fd conn) EPOLLIN)
+             (watch! loop conn EPOLLIN)
              ;; Requests that arrived while we were writing.
              (let ((own (connection-input conn)))
                (when own
@@ -937,11 +989,12 @@ to call from a signal handler."
       (when (< fd (vector-length table))
         (let ((conn (vector-ref table fd)))
           (when (and conn (< (connection-deadline conn) now))
-            (if (eq? (connection-state conn) 'head)
-                ;; A head that is too slow: say so if we still can.
+            (if (memq (connection-state conn) '(head body chunked))
+                ;; A head or body that is too slow: say so if we still can.
                 (begin
-                  (set-connection-state! conn 'idle)
-                  (refuse! loop conn '(1 . 1) 408 #f))
+                  (let ((request (connection-request conn)))
+                    (set-connection-state! conn 'idle)
+                    (refuse! loop conn request 408 #f)))
                 (close-connection! loop conn))))
         (lp (+ fd 1))))))
 
@@ -1010,7 +1063,7 @@ loop's thread (it must not block):
                            wake-ports #f #f
                            (cons peer-buffer (bytevector-address peer-buffer))
                            signal-fd on-signal
-                           observer 0 0 0 0 #f)))
+                           observer 0 0 0 0 #f 0)))
     (for-each (lambda (port)
                 (fcntl port F_SETFL (logior O_NONBLOCK (fcntl port F_GETFL))))
               (list (car wake-ports) (cdr wake-ports)))
@@ -1027,7 +1080,7 @@ loop's thread (it must not block):
                   (fd-set-nonblocking! in)
                   (fd-set-nonblocking! out)
                   (register-connection! loop conn)
-                  (epoll-add! epfd in EPOLLIN)))
+                  (watch! loop conn EPOLLIN)))
               connections)
     (set! current-loop loop)
     (with-handler-errors-caught loop
@@ -1041,10 +1094,7 @@ loop's thread (it must not block):
   ;; give the others GRACE seconds to finish.
   (set-loop-drain-request! loop #f)
   (unless (loop-drain-deadline loop)
-    (unless (loop-paused? loop)
-      (for-each (lambda (fd) (epoll-remove! (loop-epfd loop) fd))
-                (loop-listeners loop))
-      (set-loop-paused! loop #t))
+    (pause-accepting! loop)
     (set-loop-drain-deadline! loop (+ (loop-now loop) grace))
     (let ((table (loop-connections loop)))
       (let lp ((fd 0))
@@ -1104,7 +1154,8 @@ loop's thread (it must not block):
             (set-loop-running! loop #f))
            ((and (loop-paused? loop)
                  (< (loop-count loop)
-                    (settings-max-connections (loop-settings loop))))
+                    (settings-max-connections (loop-settings loop)))
+                 (>= now (loop-accept-resume loop)))
             (set-loop-paused! loop #f)
             (watch-listeners! loop)))
           (if (> now last-sweep)
