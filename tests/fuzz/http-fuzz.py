@@ -47,7 +47,8 @@
 #   tests/fuzz/http-fuzz.py --serve --inputs 20000        # start plucky itself
 #   tests/fuzz/http-fuzz.py --port P --pid PID ...        # a server already running
 # The last line printed is a JSON summary; --results FILE appends a
-# Markdown report.  Exit status 0 when nothing broke a rule.
+# Markdown report (--report-from SUMMARY makes it again from a summary).
+# Exit status 0 when nothing broke a rule.
 #
 # Code:
 
@@ -692,6 +693,7 @@ class Campaign:
             return False
 
     def check_server(self, where):
+        self.stats['checks'] += 1
         alive = self.server_alive()
         ok = alive and self.control()
         self.rss_series.append((self.stats['inputs'], self.rss()))
@@ -1038,7 +1040,6 @@ class Campaign:
                     self.end(conn, 'hang')
             if self.stats['inputs'] >= next_check:
                 next_check += args.check_every
-                self.stats['checks'] += 1
                 alive, _ = self.check_server('after %d inputs' % self.stats['inputs'])
                 if not alive:
                     if self.restart:
@@ -1149,44 +1150,55 @@ def summary(c, rss_before, rss_after, hwm):
         'seed': c.args.seed,
     }
 
-def append_results(path, result, argv, server_cmd, server_log_lines):
-    r = result
+def append_results(path, r):
+    """Append to PATH a Markdown report of the summary R."""
     with open(path, 'a') as f:
-        f.write('\n## tests/fuzz/http-fuzz.py, %s\n\n' % time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()))
-        f.write('| inputs | mutated | unmutated | connections | responses | inputs/s | seconds | '
-                'crashes | hangs | rule violations | control failures | RSS before KiB | '
-                'RSS after KiB | peak RSS KiB |\n')
-        f.write('|' + '---:|' * 14 + '\n')
-        f.write('| %d | %d | %d | %d | %d | %d | %s | %d | %d | %d | %d | %s | %s | %s |\n'
+        f.write('\n## tests/fuzz/http-fuzz.py, %s\n\n' % r['date'])
+        f.write('| inputs | mutated | unmutated | connections | answers | inputs/s | mutated/s | '
+                'seconds | crashes | hangs | rule violations | control failures | '
+                'RSS before KiB | RSS after KiB | peak RSS KiB |\n')
+        f.write('|' + '---:|' * 15 + '\n')
+        f.write('| %d | %d | %d | %d | %d | %d | %d | %s | %d | %d | %d | %d | %s | %s | %s |\n'
                 % (r['inputs'], r['inputs_mutated'], r['inputs_unmutated'], r['connections'],
-                   r['responses'], r['inputs_per_second'], r['seconds'], r['crashes'], r['hangs'],
-                   r['violations'], r['control_failures'], r['rss_before_kib'],
-                   r['rss_after_kib'], r['rss_peak_kib']))
-        f.write('\n- answers by status: %s; 100 Continue: %d; connections closed by the server: %d, '
-                'reset by it: %d; unmutated-only connections checked answer by answer: %d.\n'
+                   r['responses'], r['inputs_per_second'],
+                   round(r['inputs_mutated'] / r['seconds']) if r['seconds'] else 0,
+                   r['seconds'], r['crashes'], r['hangs'], r['violations'],
+                   r['control_failures'], r['rss_before_kib'], r['rss_after_kib'],
+                   r['rss_peak_kib']))
+        f.write('\n- an input: one request, a corpus head with its body, mutated or not.  Each '
+                'connection carries 1 to 20 unmutated requests and then one mutant (one '
+                'connection in ten: unmutated requests only), pipelined, written whole, split '
+                'into random-sized writes or paced; so the server reads every input counted '
+                '(a mutant the server cut off by closing while it was being written counts: '
+                'the server read enough of it to refuse it).\n')
+        f.write('- answers by status: %s; 100 Continue: %d.  %d unmutated requests (on %d '
+                'connections) got exactly the answer expected, in order (200, their method '
+                'and body length).  Connections closed by the server: %d, reset by it: %d; the '
+                'longest wait from the last byte sent to the close: %.1f s.\n'
                 % (', '.join('%s: %d' % kv for kv in r['codes'].items()), r['interim_100'],
-                   r['closed_by_server'], r['resets'], r['oracle_connections']))
-        f.write('- an input: one request (a corpus head with its body, mutated or not), counted '
-                'once written in full to a socket; a connection carries 1 to 20 of them, '
-                'pipelined; the server reads an input only up to the first refusal on its '
-                'connection, so "responses" is the number of requests it answered.\n')
+                   r['oracle_answers'], r['oracle_connections'], r['closed_by_server'],
+                   r['resets'], r['max_close_wait_ms'] / 1000))
         f.write('- the server process was checked (alive, and a control GET answered 200) '
-                '%d times, every %d inputs; RSS (VmRSS of the server process) before the first '
-                'input and after the last connection closed; during the run: %s.\n'
+                '%d times, every %d inputs; RSS is its VmRSS before the first input and after '
+                'the last connection closed; during the run: %s.\n'
                 % (r['checks'], r['check_every'],
                    ', '.join('%s KiB at %d' % (kib, n) for n, kib in r['rss_series_kib'])))
         if r['violation_kinds']:
             f.write('- rule violations by kind: %s.\n' % ', '.join(
                 '%s: %d' % kv for kv in r['violation_kinds'].items()))
-        if server_log_lines is not None:
-            f.write('- server log lines other than "listening on": %d.\n' % server_log_lines)
+        if r.get('server_log_lines') is not None:
+            f.write('- server log lines other than "listening on" (and Guile\'s compilation '
+                    'notes): %d.\n' % r['server_log_lines'])
         f.write('- stopped by: %s; seed %s.\n\n' % (r['stopped_by'], r['seed']))
-        f.write('Machine: %d CPUs (%s), Linux %s; %s; plucky %s; the server %s.\n\n'
-                % (os.cpu_count(), cpu_model(), os.uname().release, guile_version(),
-                   plucky_version(),
-                   'pinned with taskset' if server_cmd and server_cmd[0] == 'taskset' else 'not pinned'))
-        f.write('Commands:\n\n```\n%s\n%s   # started by the former; port picked by the kernel\n```\n'
-                % (' '.join(argv), ' '.join(server_cmd or [])))
+        f.write('Machine: %s; plucky %s; the server %s.\n\n'
+                % (r['machine'], r['plucky'],
+                   'pinned with taskset' if r['server_command'] and
+                   r['server_command'][0] == 'taskset' else 'not pinned'))
+        f.write('Commands:\n\n```\n%s\n' % ' '.join(r['argv']))
+        if r['server_command']:
+            f.write('%s   # started by the former; port picked by the kernel\n'
+                    % ' '.join(r['server_command']))
+        f.write('```\n')
 
 def cpu_model():
     try:
@@ -1247,7 +1259,13 @@ def main(argv):
     p.add_argument('--body-timeout', type=int, default=2)
     p.add_argument('--keep-alive-timeout', type=int, default=2)
     p.add_argument('--max-body', type=int, default=1048576)
+    p.add_argument('--report-from', default=None,
+                   help='append to --results the report of a JSON summary (a run\'s last line)')
     args = p.parse_args(argv[1:])
+    if args.report_from:
+        with open(args.report_from) as f:
+            append_results(args.results or '/dev/stdout', json.loads(f.read().splitlines()[-1]))
+        return 0
     if args.seed is None:
         args.seed = random.randrange(1 << 32)
     if not args.serve and not (args.port and args.pid):
@@ -1294,6 +1312,12 @@ def main(argv):
             stop_plucky(campaign.server_proc or proc)
     result = summary(campaign, rss_before, rss_after, hwm)
     result['check_every'] = args.check_every
+    result['date'] = time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())
+    result['machine'] = '%d CPUs (%s), Linux %s; %s' % (
+        os.cpu_count(), cpu_model(), os.uname().release, guile_version())
+    result['plucky'] = plucky_version()
+    result['argv'] = ['tests/fuzz/http-fuzz.py'] + argv[1:]
+    result['server_command'] = server_command(args) if args.serve else None
     log_lines = None
     if log_path:
         with open(log_path, 'rb') as f:
@@ -1303,8 +1327,7 @@ def main(argv):
         result['server_log_lines'] = log_lines
         result['server_log_sample'] = lines[:20]
     if args.results:
-        append_results(args.results, result, ['tests/fuzz/http-fuzz.py'] + argv[1:],
-                       server_command(args) if args.serve else None, log_lines)
+        append_results(args.results, result)
     print(json.dumps(result, sort_keys=True))
     bad = result['crashes'] or result['hangs'] or result['violations'] or \
         result['control_failures'] or result['stopped_by'] == 'server died'
