@@ -48,6 +48,7 @@
   #:export (make-observer
             observer?
             observer-procedure
+            observer-detach!
             declare-route!
             note-request-body!
 
@@ -269,7 +270,7 @@ none was answered then or SECOND is out of the ring."
 (define-record-type <observer>
   (%make-observer routes route-count max-routes route-of last-key last-route
                   write-route accept close write gc-pause gc-count gc-last-times
-                  gc-last-time accepted closed series inbox started workers)
+                  gc-last-time accepted closed series inbox started workers gc-hook)
   observer?
   (routes observer-routes)                 ; hash table: name -> <route-stats>
   (route-count observer-route-count set-observer-route-count!)
@@ -292,7 +293,9 @@ none was answered then or SECOND is out of the ring."
   (series observer-series)
   (inbox observer-inbox)                   ; <inbox>
   (started observer-started)               ; seconds since the epoch
-  (workers observer-workers))              ; how many processes serve
+  (workers observer-workers)               ; how many processes serve
+  ;; the thunk on after-gc-hook, or #f once detached
+  (gc-hook observer-gc-hook set-observer-gc-hook!))
 
 (define* (make-observer #:key (max-routes 64) (route #f) (series-seconds 300)
                         (inbox-size 20) (workers 1))
@@ -303,7 +306,8 @@ procedure (ROUTE request) returning the route name of a request, or #f
 to use its path.  SERIES-SECONDS is how many seconds of history the
 time series keeps; INBOX-SIZE how many failed requests the inbox keeps.
 WORKERS is the number of worker processes serving, shown on the status
-page.  Installs a procedure on `after-gc-hook' that counts collections."
+page.  Installs a procedure on `after-gc-hook' that counts collections
+(see `observer-detach!')."
   (let* ((stats (gc-stats))
          (observer (%make-observer (make-hash-table) 0 max-routes route #f #f #f
                                    (make-histogram) (make-histogram)
@@ -311,9 +315,19 @@ page.  Installs a procedure on `after-gc-hook' that counts collections."
                                    0 (assq-ref stats 'gc-times)
                                    (assq-ref stats 'gc-time-taken)
                                    0 0 (make-series series-seconds)
-                                   (make-inbox inbox-size) (current-time) workers)))
-    (add-hook! after-gc-hook (lambda () (observe-gc! observer)))
+                                   (make-inbox inbox-size) (current-time) workers #f))
+         (hook (lambda () (observe-gc! observer))))
+    (set-observer-gc-hook! observer hook)
+    (add-hook! after-gc-hook hook)
     observer))
+
+(define (observer-detach! observer)
+  "Stop counting collections for OBSERVER: take its procedure off
+`after-gc-hook', so that an observer no longer used costs nothing."
+  (let ((hook (observer-gc-hook observer)))
+    (when hook
+      (remove-hook! after-gc-hook hook)
+      (set-observer-gc-hook! observer #f))))
 
 (define (observe-gc! observer)
   "Account for the collections since the last call: their number and GC

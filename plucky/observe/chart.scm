@@ -33,6 +33,7 @@
             sxml->svg-string
             nice-ticks
             format-number
+            format-percentile
             format-ns
             format-bytes
             palette))
@@ -49,10 +50,11 @@
   "Return X as a short string: at most 3 significant digits past the
 units, thousands with k, millions with M."
   (define (fixed x digits)
-    ;; X with DIGITS decimals, no trailing point
+    ;; X with at most DIGITS decimals, no trailing zero or point
     (if (zero? digits)
         (number->string (inexact->exact (round x)))
-        (format #f "~,vf" digits x)))
+        (let ((text (format #f "~,vf" digits x)))
+          (string-trim-right (string-trim-right text #\0) #\.))))
   (let ((x (exact->inexact x)))
     (cond
      ((not (finite? x)) "-")
@@ -64,6 +66,12 @@ units, thousands with k, millions with M."
      ((>= (abs x) 10) (fixed x 1))
      ((>= (abs x) 1) (fixed x 2))
      (else (fixed x 3)))))
+
+(define (format-percentile q)
+  "Return the fraction Q as a percentile label: 0.5 -> \"p50\", 0.999 ->
+\"p99.9\", 0.9999 -> \"p99.99\"."
+  (let ((text (format #f "~,2f" (* 100 q))))
+    (string-append "p" (string-trim-right (string-trim-right text #\0) #\.))))
 
 (define (format-ns ns)
   "Return NS nanoseconds as a short duration: \"850 ns\", \"12.3 µs\",

@@ -12,6 +12,7 @@
 ;;;
 ;;;   off      the handler alone, no observer: what `plucky serve' does
 ;;;   loop     an observer that does nothing: the loop's own timers only
+;;;   account  the accounting, and the handler alone (`plucky profile')
 ;;;   nocatch  the accounting, and the /_plucky/ wrapper without its
 ;;;            per-request exception handler
 ;;;   full     the accounting and the wrapper: what --status turns on
@@ -64,31 +65,32 @@ evaluates to, as `plucky serve' does; raise an error otherwise."
 
 (define* (serve-app handler #:key (host "127.0.0.1") (port 0) (mode 'full)
                     (requests #f) (on-listen #f) (observer #f)
-                    (settings (make-loop-settings)))
+                    (settings (make-loop-settings)) (socket #f))
   "Serve HANDLER on HOST:PORT in this process until the process is
 killed or, when REQUESTS is a number, until that many requests are
 answered (0: return after one turn of the loop).  MODE is 'off, 'loop,
-'nocatch or 'full (see the commentary).  ON-LISTEN, if given, is called
-with the TCP port once the socket listens.  OBSERVER is the observer to
-fill in modes nocatch and full (default: a new one).  Return the
-observer, or #f in modes off and loop."
-  (let* ((observer (and (memq mode '(full nocatch)) (or observer (make-observer))))
+'account, 'nocatch or 'full (see the commentary).  ON-LISTEN, if given,
+is called with the TCP port once the socket listens.  SOCKET, if given,
+is a listening socket to serve instead of opening one (it is left open).
+OBSERVER is the observer to fill in modes account, nocatch and full
+(default: a new one).  Return the observer, or #f in modes off and loop."
+  (let* ((observer (and (memq mode '(full nocatch account)) (or observer (make-observer))))
          (app (if (and requests (> requests 0)) (stop-after requests handler) handler))
-         (handler (if observer
+         (handler (if (memq mode '(full nocatch))
                       (observed-handler app observer #:catch-errors? (eq? mode 'full))
                       app))
          (procedure (case mode
                       ((off) #f)
                       ((loop) (case-lambda ((a b c d e f g h) #f) ((a b c) #f) ((a b) #f)))
-                      ((full nocatch) (observer-procedure observer))
+                      ((full nocatch account) (observer-procedure observer))
                       (else (error "unknown mode" mode))))
-         (socket (open-listener host port)))
-    (when on-listen (on-listen (listener-port socket)))
-    (run-loop (list (port->fdes socket)) handler
+         (listener (or socket (open-listener host port))))
+    (when on-listen (on-listen (listener-port listener)))
+    (run-loop (list (port->fdes listener)) handler
               #:settings settings
               #:observer procedure
               #:exit-when-idle? (eqv? requests 0))
-    (close-port socket)
+    (unless socket (close-port listener))
     observer))
 
 (define (main args)
@@ -122,7 +124,7 @@ observer, or #f in modes off and loop."
                          (rename-file (string-append file ".tmp") file)))))))
      (else
       (format (current-error-port)
-              "usage: guile -e '(plucky observe serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|nocatch|full] [--requests N] [--port-file FILE]~%")
+              "usage: guile -e '(plucky observe serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|account|nocatch|full] [--requests N] [--port-file FILE]~%")
       (exit 2)))))
 
 ;;; (plucky observe serve) ends here

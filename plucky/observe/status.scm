@@ -416,7 +416,7 @@ if given, is carried in the page's links."
                           #:id "chart-percentiles"
                           #:x-scale 'percentile #:y-log? #t #:x-min 0 #:x-max 0.9999
                           #:x-ticks '(0 0.9 0.99 0.999 0.9999)
-                          #:x-tick-label (lambda (q) (format #f "p~a" (format-number (* 100 q))))
+                          #:x-tick-label format-percentile
                           #:x-label "percentile" #:y-label "µs")))
               (div (@ (class "card"))
                    (h2 "Routes")
