@@ -26,8 +26,10 @@
 #   - every byte that comes back parses as HTTP/1.x responses: a status
 #     line, header lines (tokens, no bare CR, LF or NUL), and a body framed
 #     by Content-Length or chunked (none for 1xx, 204, 304, or an answer
-#     whose X-Method is HEAD: tests/fuzz/app.scm says which method it saw);
-#     a response cut short by the close is a violation;
+#     whose X-Method is HEAD: tests/fuzz/app.scm says which method it saw;
+#     nor for a refusal of which only the head came before the close: the
+#     refusal of a HEAD request); a response cut short by the close is a
+#     violation;
 #   - after "Connection: close" or a refusal (4xx, 5xx) nothing more comes,
 #     and the server closes: nothing of a refused request is served;
 #   - the unmutated requests at the head of each connection get exactly
@@ -461,6 +463,13 @@ class ResponseReader:
         self.interim = 0             # 1xx responses
         self.must_close = None       # why nothing more may come, or None
         self.close_delimited = False
+        # A refusal whose head has come and whose content has not begun:
+        # (code, fields, length of its head), or None.  Refusals are
+        # written before the server knows or trusts anything of the
+        # request but, when it could parse it, its method: the answer to
+        # a refused HEAD has no content whatever its Content-Length says.
+        self.waiting_refusal = None
+        self.bodiless_refusals = 0
 
     def feed(self, data):
         if self.close_delimited:
@@ -525,7 +534,10 @@ class ResponseReader:
             del buf[:]
             return False
         if len(buf) < start + length:
+            self.waiting_refusal = (code, fields, start) \
+                if code >= 400 and method is None and length else None
             return False
+        self.waiting_refusal = None
         del buf[:start + length]
         self.record(code, fields)
         return True
@@ -562,7 +574,14 @@ class ResponseReader:
     def finish(self):
         # The peer closed.
         if self.buf and not self.close_delimited:
-            raise Violation('response cut short by the close: %r' % bytes(self.buf[:80]))
+            refusal = self.waiting_refusal
+            if refusal and len(self.buf) == refusal[2]:
+                # The refusal of a HEAD request: the head, then the close.
+                self.bodiless_refusals += 1
+                del self.buf[:]
+                self.record(refusal[0], refusal[1])
+                return
+            raise Violation('response cut short by the close: %r' % bytes(self.buf[-80:]))
 
 ###
 ### Connections
@@ -918,6 +937,7 @@ class Campaign:
         reader = conn.reader
         self.stats['responses'] += len(reader.responses)
         self.stats['interim'] += reader.interim
+        self.stats['bodiless_refusals'] += reader.bodiless_refusals
         for code, _, _ in reader.responses:
             self.codes[code] += 1
         if outcome == 'violation':
@@ -1126,6 +1146,7 @@ def summary(c, rss_before, rss_after, hwm):
         'bytes_sent': s['bytes_sent'],
         'responses': s['responses'],
         'interim_100': s['interim'],
+        'bodiless_refusals': s['bodiless_refusals'],
         'codes': {str(k): v for k, v in sorted(c.codes.items())},
         'closed_by_server': s['outcome_closed'],
         'resets': s['outcome_reset'],
@@ -1171,12 +1192,13 @@ def append_results(path, r):
                 'into random-sized writes or paced; so the server reads every input counted '
                 '(a mutant the server cut off by closing while it was being written counts: '
                 'the server read enough of it to refuse it).\n')
-        f.write('- answers by status: %s; 100 Continue: %d.  %d unmutated requests (on %d '
+        f.write('- answers by status: %s; 100 Continue: %d; refusals that came without '
+                'content (of HEAD requests): %d.  %d unmutated requests (on %d '
                 'connections) got exactly the answer expected, in order (200, their method '
                 'and body length).  Connections closed by the server: %d, reset by it: %d; the '
                 'longest wait from the last byte sent to the close: %.1f s.\n'
                 % (', '.join('%s: %d' % kv for kv in r['codes'].items()), r['interim_100'],
-                   r['oracle_answers'], r['oracle_connections'], r['closed_by_server'],
+                   r.get('bodiless_refusals', 0), r['oracle_answers'], r['oracle_connections'], r['closed_by_server'],
                    r['resets'], r['max_close_wait_ms'] / 1000))
         f.write('- the server process was checked (alive, and a control GET answered 200) '
                 '%d times, every %d inputs; RSS is its VmRSS before the first input and after '
