@@ -3,12 +3,12 @@
 ;;; Found by the fuzz driver's calibration (tests/fuzz/http-fuzz.py sends
 ;;; each corpus request alone first): the corpus request of Java's own
 ;;; HTTP client, tests/data/requests/java-httpclient-expect.http, sends
-;;; "Expect: 100-Continue", and plucky refuses it with 417 Expectation
-;;; Failed and closes.  RFC 9110 §10.1.1: "The Expect field value is
+;;; "Expect: 100-Continue", and plucky refused it with 417 Expectation
+;;; Failed and closed.  RFC 9110 §10.1.1: "The Expect field value is
 ;;; case-insensitive."  Guile's header parser keeps the case of the token
-;;; (the symbol 100-Continue), and the loop's unmet-expectation? compares
+;;; (the symbol 100-Continue), and the loop's unmet-expectation? compared
 ;;; it with '100-continue.  So every upload from java.net.http with
-;;; expectContinue(true) fails against plucky.
+;;; expectContinue(true) failed against plucky, until 9f2ca27.
 
 (use-modules (srfi srfi-64)
              (srfi srfi-71)

@@ -1,11 +1,11 @@
 ;;; tests/regress/head-refusal-has-body.scm --- a refused HEAD request gets no content
 ;;;
 ;;; RFC 9110 §6.4.1: "any response to a HEAD request" has no content.  A
-;;; HEAD request that plucky refuses after parsing it (413 for a
+;;; HEAD request that plucky refused after parsing it (413 for a
 ;;; Content-Length over max-body, 417 for an expectation other than
-;;; 100-continue) is answered by write-error-response!, which writes the
+;;; 100-continue) was answered by write-error-response!, which wrote the
 ;;; answer of a GET: the reason phrase as content.  Bytes sent and what
-;;; came back (max-body 100):
+;;; came back before 9f2ca27 (max-body 100):
 ;;;
 ;;;   HEAD / HTTP/1.1 / Host: x / Content-Length: 1000 / (blank)
 ;;;   -> HTTP/1.1 413 Content Too Large ... Content-Length: 18 ... (blank)
@@ -14,7 +14,7 @@
 ;;;   -> HTTP/1.1 417 Expectation Failed ... (blank) Expectation Failed\n
 ;;;
 ;;; A client that reads the answer to its HEAD as a head alone (as it
-;;; must) finds those bytes where the next response should start.  Seen
+;;; must) finds those bytes where the next response should start.  Found
 ;;; while writing the response checks of the fuzz driver for HEAD
 ;;; (tests/fuzz/http-fuzz.py).
 

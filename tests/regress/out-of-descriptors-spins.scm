@@ -2,16 +2,16 @@
 ;;;
 ;;; When accept4 fails with EMFILE (the worker's RLIMIT_NOFILE is
 ;;; reached; max-connections defaults to 10000 while many systems start
-;;; services with a soft limit of 1024), accept-ready! logs "accept: Too
-;;; many open files" and returns, leaving the listener in the epoll set.
-;;; The listener is level-triggered and the connection is still queued,
-;;; so epoll_wait returns at once, and again: the loop spins, and logs a
-;;; line each time.  Measured with `prlimit --nofile=64:64 bin/plucky
-;;; serve apps/hello.scm' and 100 connections that each sent one byte:
-;;; 95,000 log lines (3.5 MB) a second and the worker busy for as long as
-;;; the descriptors stay taken; a slowloris client holds them for the
-;;; header timeout, again and again.  Found while sizing the descriptor
-;;; limits for bench/slowloris.
+;;; services with a soft limit of 1024), accept-ready! logged "accept:
+;;; Too many open files" and returned, leaving the listener in the epoll
+;;; set.  The listener is level-triggered and the connection still
+;;; queued, so epoll_wait returned at once, and again: the loop spun, and
+;;; logged a line each time (until 9f2ca27).  Measured with `prlimit
+;;; --nofile=64:64 bin/plucky serve apps/hello.scm' and 100 connections
+;;; that each sent one byte: 95,000 log lines (3.5 MB) a second, the
+;;; worker busy for as long as the descriptors stayed taken; a slowloris
+;;; client holds them for the header timeout, again and again.  Found
+;;; while sizing the descriptor limits for bench/slowloris.
 ;;;
 ;;; Here the server runs with a limit of 64 descriptors and 80
 ;;; connections each send "G".  Once the first "Too many open files" is

@@ -2,19 +2,19 @@
 ;;;
 ;;; Issue 4, timeouts: "header read, body read idle, keep-alive idle,
 ;;; response write; 408 where a response is still possible."  A head
-;;; that stalls gets "408 Request Timeout", but a body that stalls (a
-;;; Content-Length body, or a chunked one, whose bytes stop coming) is
-;;; closed without a word, though nothing has been answered to that
-;;; request yet: the sweep (plucky/server/loop.scm, sweep!) answers 408
-;;; only in state `head' and closes the states `body' and `chunked' as it
+;;; that stalled got "408 Request Timeout", but a body that stalled (a
+;;; Content-Length body, or a chunked one, whose bytes stop coming) was
+;;; closed without a word, though nothing had been answered to that
+;;; request yet: the sweep (plucky/server/loop.scm, sweep!) answered 408
+;;; only in state `head' and closed the states `body' and `chunked' as it
 ;;; closes an idle keep-alive connection.  The client then cannot tell a
-;;; timeout from a crash.  Seen while checking how the fuzz campaign's
-;;; connections end (tests/fuzz/http-fuzz.py).
+;;; timeout from a crash.  Found while deciding how the fuzz driver's
+;;; connections may end (tests/fuzz/http-fuzz.py); fixed in 9f2ca27.
 ;;;
 ;;; Bytes sent, then silence (body timeout 1 s):
 ;;;   POST / HTTP/1.1 / Host: x / Content-Length: 10 / (blank) / abc
 ;;;   POST / HTTP/1.1 / Host: x / Transfer-Encoding: chunked / (blank) / 5 CRLF ab
-;;; What comes back today: nothing, then the close (about 2 s later).
+;;; What came back before 9f2ca27: nothing, then the close (2 s later).
 ;;; What must: HTTP/1.1 408 ... with Connection: close, then the close.
 
 (use-modules (srfi srfi-64)
