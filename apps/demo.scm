@@ -11,7 +11,11 @@
              (web response)
              (web uri))
 
-(define here (dirname (current-filename)))
+(define here
+  ;; `plucky serve' says where this file is; elsewhere, ask Guile.
+  (if (defined? 'app-directory)
+      app-directory
+      (dirname (current-filename))))
 
 (define (load-app name)
   (load (string-append here "/" name)))

@@ -50,7 +50,8 @@ Options of serve:
 
 FILE is Scheme whose last expression is a procedure
   (lambda (request body) ... (values response body))
-with the contract of Guile's (web server) run-server.
+with the contract of Guile's (web server) run-server.  It is loaded in a
+fresh module where `app-directory' names the directory FILE is in.
 ")
 
 (define version "0.1.0")
@@ -94,10 +95,15 @@ with the contract of Guile's (web server) run-server.
                     ;; An app file may itself `load' the files of other
                     ;; apps (apps/demo.scm does), which Guile allows only
                     ;; in a module that is not declarative.
-                    (let ((module (make-fresh-user-module)))
+                    (let ((module (make-fresh-user-module))
+                          (path (canonicalize-path file)))
                       (set-module-declarative?! module #f)
-                      (set-current-module module))
-                    (load (canonicalize-path file))))))
+                      ;; The app may want files beside it; Guile's
+                      ;; (current-filename) is whatever the cached
+                      ;; compilation recorded, so say it plainly.
+                      (module-define! module 'app-directory (dirname path))
+                      (set-current-module module)
+                      (load path))))))
     (unless (procedure? handler)
       (fail "~a must end with an expression whose value is the handler procedure; got ~s"
             file handler))
