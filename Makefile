@@ -42,3 +42,12 @@ bench: all
 
 clean:
 	rm -rf build
+
+# Headless Chromium loads /_plucky/status while wrk loads the server, and
+# checks that the charts render (tests/observe/browser.scm; a screenshot
+# goes to tests/out/status-page.png).  Not part of `make check': Debian's
+# chromium is large and slow to install.
+.PHONY: check-browser
+check-browser: all
+	@command -v chromium >/dev/null || { echo "make check-browser needs Chromium: apt-get install chromium"; exit 1; }
+	PLUCKY_BROWSER_TEST=1 tests/run tests/observe/browser.scm

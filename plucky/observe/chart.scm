@@ -33,6 +33,7 @@
             sxml->svg-string
             nice-ticks
             format-number
+            number->fixed
             format-percentile
             format-ns
             format-bytes
@@ -46,15 +47,32 @@
 ;;; Numbers as people read them
 ;;;
 
+;; The page is made of thousands of numbers: `format' would make a string
+;; port for each (a kilobyte of buffers), 10 MB a page; these build
+;; strings directly.
+
+(define (number->fixed x digits)
+  "Return the real X written with DIGITS decimals (0: none, no point)."
+  (let* ((scale (expt 10 digits))
+         (n (inexact->exact (round (* (abs x) scale))))
+         (sign (if (and (< x 0) (> n 0)) "-" "")))
+    (if (zero? digits)
+        (string-append sign (number->string n))
+        (let* ((whole (quotient n scale))
+               (fraction (number->string (remainder n scale))))
+          (string-append sign (number->string whole) "."
+                         (make-string (- digits (string-length fraction)) #\0)
+                         fraction)))))
+
+
 (define (format-number x)
   "Return X as a short string: at most 3 significant digits past the
 units, thousands with k, millions with M."
   (define (fixed x digits)
     ;; X with at most DIGITS decimals, no trailing zero or point
     (if (zero? digits)
-        (number->string (inexact->exact (round x)))
-        (let ((text (format #f "~,vf" digits x)))
-          (string-trim-right (string-trim-right text #\0) #\.))))
+        (number->fixed x 0)
+        (string-trim-right (string-trim-right (number->fixed x digits) #\0) #\.)))
   (let ((x (exact->inexact x)))
     (cond
      ((not (finite? x)) "-")
@@ -70,7 +88,7 @@ units, thousands with k, millions with M."
 (define (format-percentile q)
   "Return the fraction Q as a percentile label: 0.5 -> \"p50\", 0.999 ->
 \"p99.9\", 0.9999 -> \"p99.99\"."
-  (let ((text (format #f "~,2f" (* 100 q))))
+  (let ((text (number->fixed (* 100 q) 2)))
     (string-append "p" (string-trim-right (string-trim-right text #\0) #\.))))
 
 (define (format-ns ns)
@@ -78,21 +96,21 @@ units, thousands with k, millions with M."
 \"4.56 ms\", \"1.20 s\"."
   (let ((ns (exact->inexact ns)))
     (cond
-     ((< ns 1e3) (format #f "~a ns" (inexact->exact (round ns))))
-     ((< ns 1e4) (format #f "~,2f µs" (/ ns 1e3)))
-     ((< ns 1e6) (format #f "~,1f µs" (/ ns 1e3)))
-     ((< ns 1e7) (format #f "~,2f ms" (/ ns 1e6)))
-     ((< ns 1e9) (format #f "~,1f ms" (/ ns 1e6)))
-     (else (format #f "~,2f s" (/ ns 1e9))))))
+     ((< ns 1e3) (string-append (number->fixed ns 0) " ns"))
+     ((< ns 1e4) (string-append (number->fixed (/ ns 1e3) 2) " µs"))
+     ((< ns 1e6) (string-append (number->fixed (/ ns 1e3) 1) " µs"))
+     ((< ns 1e7) (string-append (number->fixed (/ ns 1e6) 2) " ms"))
+     ((< ns 1e9) (string-append (number->fixed (/ ns 1e6) 1) " ms"))
+     (else (string-append (number->fixed (/ ns 1e9) 2) " s")))))
 
 (define (format-bytes n)
   "Return N bytes as \"512 B\", \"13.5 KiB\", \"3.6 MiB\"."
   (let ((n (exact->inexact n)))
     (cond
-     ((< n 1024) (format #f "~a B" (inexact->exact (round n))))
-     ((< n (* 1024 1024)) (format #f "~,1f KiB" (/ n 1024)))
-     ((< n (* 1024 1024 1024)) (format #f "~,1f MiB" (/ n 1024 1024)))
-     (else (format #f "~,2f GiB" (/ n 1024 1024 1024))))))
+     ((< n 1024) (string-append (number->fixed n 0) " B"))
+     ((< n (* 1024 1024)) (string-append (number->fixed (/ n 1024) 1) " KiB"))
+     ((< n (* 1024 1024 1024)) (string-append (number->fixed (/ n 1024 1024) 1) " MiB"))
+     (else (string-append (number->fixed (/ n 1024 1024 1024) 2) " GiB")))))
 
 ;;;
 ;;; Axes
@@ -128,11 +146,11 @@ of them: multiples of 1, 2 or 5 times a power of ten."
           (lp (+ e 1) (cons (expt 10. e) acc))))))
 
 (define (fmt x)
-  ;; Coordinates with one decimal: small, exact enough for a screen.
-  (let ((r (/ (round (* 10 x)) 10)))
-    (if (= r (round r))
-        (number->string (inexact->exact (round r)))
-        (number->string (exact->inexact r)))))
+  ;; A coordinate with at most one decimal: exact enough for a screen.
+  (let ((text (number->fixed x 1)))
+    (if (string-suffix? ".0" text)
+        (substring text 0 (- (string-length text) 2))
+        text)))
 
 ;;;
 ;;; Legends: rows of coloured squares and names, wrapped to a width
@@ -303,16 +321,16 @@ series.  X-TICK-LABEL and Y-TICK-LABEL turn a tick value into its text."
      (else (lp (cdr points) '() (if (null? run) runs (cons (reverse run) runs)))))))
 
 (define (path-data points)
-  ;; "M x,y L x,y …", a new M after each gap (#f).  A run of one point
+  ;; "Mx,yLx,y…", a new M after each gap (#f).  A run of one point
   ;; becomes a short dash so that it shows.
   (string-concatenate
    (map (lambda (run)
           (if (null? (cdr run))
-              (format #f "M~a,~aL~a,~a" (fmt (- (caar run) 1.5)) (fmt (cdar run))
-                      (fmt (+ (caar run) 1.5)) (fmt (cdar run)))
+              (string-append "M" (fmt (- (caar run) 1.5)) "," (fmt (cdar run))
+                             "L" (fmt (+ (caar run) 1.5)) "," (fmt (cdar run)))
               (string-concatenate
-               (cons (format #f "M~a,~a" (fmt (caar run)) (fmt (cdar run)))
-                     (map (lambda (p) (format #f "L~a,~a" (fmt (car p)) (fmt (cdr p))))
+               (cons (string-append "M" (fmt (caar run)) "," (fmt (cdar run)))
+                     (map (lambda (p) (string-append "L" (fmt (car p)) "," (fmt (cdr p))))
                           (cdr run))))))
         (split-runs points))))
 

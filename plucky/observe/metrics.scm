@@ -26,6 +26,7 @@
   #:use-module (srfi srfi-1)
   #:use-module (ice-9 format)
   #:use-module (ice-9 match)
+  #:use-module ((ice-9 textual-ports) #:select (put-string put-char))
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe inbox)
@@ -35,6 +36,8 @@
             json->string
             histogram-summary
             all-routes-histogram
+            app-routes
+            status-route?
             phase-names
             route-phase-histogram))
 
@@ -53,11 +56,21 @@
     ((allocated) (route-stats-allocated route))
     (else (error "no such phase" phase))))
 
+(define (status-route? route)
+  "Return #t if ROUTE counts the requests for the status pages
+themselves (/_plucky/…), which the figures of the app leave out."
+  (string-prefix? "/_plucky" (route-stats-name route)))
+
+(define (app-routes observer)
+  "Return OBSERVER's routes but those of the status pages, busiest first."
+  (remove status-route? (observer-all-routes observer)))
+
 (define (all-routes-histogram observer phase)
-  "Return a new histogram of PHASE merged over every route of OBSERVER."
+  "Return a new histogram of PHASE merged over the routes of OBSERVER,
+the status pages' routes (/_plucky/…) left out."
   (fold (lambda (route h) (histogram-merge! h (route-phase-histogram route phase)))
         (make-histogram)
-        (observer-all-routes observer)))
+        (app-routes observer)))
 
 ;;;
 ;;; Prometheus
@@ -67,37 +80,42 @@
   ;; ns: 2^10, 2^12, … 2^34
   (map (lambda (e) (expt 2 e)) (iota 13 10 2)))
 
-(define (escape-label value)
-  (let ((out (open-output-string)))
-    (string-for-each
-     (lambda (c)
-       (case c
-         ((#\\) (display "\\\\" out))
-         ((#\") (display "\\\"" out))
-         ((#\newline) (display "\\n" out))
-         (else (write-char c out))))
-     value)
-    (get-output-string out)))
-
-(define (labels alist)
-  ;; ((name . value) …) -> "{name=\"value\",…}"
-  (string-append
-   "{"
-   (string-join (map (lambda (p) (format #f "~a=\"~a\"" (car p) (escape-label (cdr p))))
-                     alist)
-                ",")
-   "}"))
+(define (write-label-value value port)
+  ;; VALUE between quotes, with \\, \" and newlines escaped
+  (string-for-each
+   (lambda (c)
+     (case c
+       ((#\\) (put-string port "\\\\"))
+       ((#\") (put-string port "\\\""))
+       ((#\newline) (put-string port "\\n"))
+       (else (put-char port c))))
+   value))
 
 (define (seconds ns)
   ;; exact ns -> a decimal number of seconds, as Prometheus reads it
-  (let ((s (exact->inexact (/ ns 1000000000))))
-    (number->string s)))
+  (number->string (exact->inexact (/ ns 1000000000))))
 
 (define (family port name type help)
-  (format port "# HELP ~a ~a\n# TYPE ~a ~a\n" name help name type))
+  (put-string port "# HELP ") (put-string port name) (put-char port #\space)
+  (put-string port help) (put-string port "\n# TYPE ") (put-string port name)
+  (put-char port #\space) (put-string port type) (put-char port #\newline))
 
 (define (sample port name label-alist value)
-  (format port "~a~a ~a\n" name (labels label-alist) value))
+  ;; NAME{label="value",…} VALUE, written piece by piece: a scrape makes
+  ;; hundreds of lines, and a string port per piece would be megabytes.
+  (put-string port name)
+  (put-char port #\{)
+  (let lp ((labels label-alist) (first? #t))
+    (unless (null? labels)
+      (unless first? (put-char port #\,))
+      (put-string port (symbol->string (caar labels)))
+      (put-string port "=\"")
+      (write-label-value (cdar labels) port)
+      (put-char port #\")
+      (lp (cdr labels) #f)))
+  (put-string port "} ")
+  (put-string port (if (string? value) value (number->string value)))
+  (put-char port #\newline))
 
 (define (histogram-samples port name label-alist histogram value->text)
   ;; The _bucket, _sum and _count samples of one histogram.
@@ -112,6 +130,8 @@
   (sample port (string-append name "_sum") label-alist
           (value->text (histogram-sum histogram)))
   (sample port (string-append name "_count") label-alist (histogram-count histogram)))
+
+(define class-names #("other" "1xx" "2xx" "3xx" "4xx" "5xx"))
 
 (define (metrics-text observer)
   "Return OBSERVER's figures in the Prometheus text exposition format."
@@ -139,8 +159,7 @@
               (when (> n 0)
                 (sample out "plucky_requests_total"
                         (append worker `((route . ,(route-stats-name route))
-                                         (code . ,(if (zero? class) "other"
-                                                      (format #f "~axx" class)))))
+                                         (code . ,(vector-ref class-names class))))
                         n))))
           (iota 6))))
      routes)
@@ -153,7 +172,7 @@
                           (route-stats-service route) seconds))
      routes)
     (family out "plucky_request_phase_seconds" "histogram"
-            "Time of one phase of a request (read, parse, handler, serialise; write per answer), all routes.")
+            "Time of one phase of a request (read, parse, handler, serialise; write per answer), all routes but /_plucky/.")
     (for-each
      (lambda (phase)
        (histogram-samples out "plucky_request_phase_seconds"
@@ -255,8 +274,7 @@ p99.9 and max (exact integers, in H's unit)."
                       (requests . ,(route-stats-requests route))
                       (codes . ,(filter-map (lambda (class)
                                               (and (> (vector-ref codes class) 0)
-                                                   (cons (if (zero? class) "other"
-                                                             (format #f "~axx" class))
+                                                   (cons (vector-ref class-names class)
                                                          (vector-ref codes class))))
                                             (iota 6)))
                       (service_ns . ,(histogram-summary (route-stats-service route)))

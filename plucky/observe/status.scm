@@ -177,7 +177,7 @@ loopback address: 127.0.0.0/8, ::1, or ::ffff:127.x.y.z."
       (respond 200 '(text/html (charset . "utf-8"))
                (status-page observer
                             #:refresh (let ((r (assoc-ref query "refresh")))
-                                        (if r (or (string->number r) 0) 2))
+                                        (if r (or (string->number r) 0) 5))
                             #:token (assoc-ref query "token"))
                state))
      ((string=? path "/_plucky/status.json")
@@ -280,7 +280,7 @@ a { color: #0b63b6; }
              (cons (- age) (and (>= v 0) (scale v)))))
          (iota (min seconds length) (- (min seconds length) 1) -1))))
 
-(define* (status-page observer #:key (refresh 2) (token #f))
+(define* (status-page observer #:key (refresh 5) (token #f))
   "Return the HTML text of the status page of OBSERVER.  REFRESH is the
 number of seconds after which the page reloads itself (0: never); TOKEN,
 if given, is carried in the page's links."
@@ -292,6 +292,7 @@ if given, is carried in the page's links."
          (window (min (series-seconds series) 300
                       (max 60 (+ 1 (- (current-time) (observer-started observer))))))
          (routes (observer-all-routes observer))
+         (app (app-routes observer))
          (all-service (all-routes-histogram observer 'service))
          (all-allocated (all-routes-histogram observer 'allocated))
          (requests (histogram-count all-service))
@@ -302,7 +303,7 @@ if given, is carried in the page's links."
                    (/ (fold + 0 (map (lambda (age) (vector-ref rs (modulo (- now age) (series-seconds series))))
                                      (iota 10 1)))
                       10.)))
-         (failures (fold (lambda (r sum) (+ sum (vector-ref (route-stats-codes r) 5))) 0 routes))
+         (failures (fold (lambda (r sum) (+ sum (vector-ref (route-stats-codes r) 5))) 0 app))
          (gc-h (observer-gc-pause observer))
          (workers (observer-workers observer))
          (pid (getpid)))
@@ -335,7 +336,7 @@ if given, is carried in the page's links."
                        ,(format #f "This server runs ~a worker processes and each keeps its own figures: this page shows worker ~a only, the one that answered.  Reloading may reach another worker (compare the PID above).  Figures summed over all workers are not available yet."
                                 workers pid))
                    `(p (@ (class "note"))
-                       "One worker process serves: these are all the server's figures.  Times are measured inside the server (from the read that brought a request to its answer being serialised, plus the write), so they leave out time queued in the kernel."))
+                       "One worker process serves: these are all the server's figures.  Times are measured inside the server (from the read that brought a request to its answer being serialised, plus the write), so they leave out time queued in the kernel.  The tiles, charts and phase table leave out the requests for these pages (/_plucky/…); the route table lists them."))
               (div (@ (class "tiles"))
                    ,(tile "requests" (format-number requests)
                           (format #f "~a answered 5xx" failures))
@@ -398,7 +399,7 @@ if given, is carried in the page's links."
                                        (map (lambda (phase)
                                               (µs (histogram-mean (route-phase-histogram route phase))))
                                             phase-names)))
-                               (take routes (min 12 (length routes))))
+                               (take app (min 12 (length app))))
                           (map (lambda (phase) (list (symbol->string phase) (cadr (assq phase phase-colours))))
                                phase-names)
                           #:id "chart-phases" #:unit " µs" #:normalise? #t)
@@ -411,8 +412,8 @@ if given, is carried in the page's links."
                                        (map (lambda (q)
                                               (cons q (µs (histogram-quantile (route-stats-service route) q))))
                                             '(0 0.25 0.5 0.75 0.9 0.95 0.99 0.995 0.999 0.9999))))
-                               (take routes (min 5 (length routes)))
-                               (take palette (min 5 (length routes))))
+                               (take app (min 5 (length app)))
+                               (take palette (min 5 (length app))))
                           #:id "chart-percentiles"
                           #:x-scale 'percentile #:y-log? #t #:x-min 0 #:x-max 0.9999
                           #:x-ticks '(0 0.9 0.99 0.999 0.9999)
