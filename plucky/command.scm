@@ -27,6 +27,10 @@ Usage: plucky COMMAND [ARGUMENT…]
 
 Commands:
   serve FILE [OPTION…]   serve the handler FILE evaluates to
+  bench TARGET [OPTION…] load a URL or an app with wrk, report like ab
+                         (plucky bench --help)
+  profile APP [OPTION…]  serve APP under load with statprof and print where
+                         each request's time goes (plucky profile --help)
   help                   show this text
   version                show plucky's version
 
@@ -47,6 +51,12 @@ Options of serve:
   --max-request-line B   longest request line, else 414 (default 8192)
   --max-header-bytes B   largest header block, else 431 (default 32768)
   --max-header-count N   most header fields, else 431 (default 100)
+  --status               serve /_plucky/status (a page with charts),
+                         /_plucky/metrics (Prometheus) and
+                         /_plucky/status.json, to loopback clients only,
+                         and account for every request (plucky observe)
+  --status-token T       serve them to any client that gives ?token=T or
+                         Authorization: Bearer T, and only to those
 
 FILE is Scheme whose last expression is a procedure
   (lambda (request body) ... (values response body))
@@ -70,7 +80,10 @@ fresh module where `app-directory' names the directory FILE is in.
   '("--host" "--port" "--workers" "--max-body" "--max-connections"
     "--keep-alive-timeout" "--header-timeout" "--body-timeout"
     "--write-timeout" "--max-request-line" "--max-header-bytes"
-    "--max-header-count"))
+    "--max-header-count" "--status-token"))
+
+(define flag-names
+  '("--status"))
 
 (define (parse-options args)
   ;; -> (values file alist-of-options)
@@ -78,6 +91,8 @@ fresh module where `app-directory' names the directory FILE is in.
     (cond
      ((null? args) (values file options))
      ((member (car args) '("-h" "--help")) (display usage) (exit 0))
+     ((member (car args) flag-names)
+      (lp (cdr args) file (acons (car args) #t options)))
      ((member (car args) option-names)
       (when (null? (cdr args))
         (fail "~a needs a value" (car args)))
@@ -128,11 +143,26 @@ fresh module where `app-directory' names the directory FILE is in.
                         #:header-timeout (option "--header-timeout" 10)
                         #:body-timeout (option "--body-timeout" 30)
                         #:write-timeout (option "--write-timeout" 30))))
-        (run-server handler
-                    #:host (or (assoc-ref options "--host") "127.0.0.1")
-                    #:port (option "--port" 8080)
-                    #:workers (max 1 (option "--workers" 1))
-                    #:settings settings)))))
+        (call-with-values
+            (lambda ()
+              (if (or (assoc-ref options "--status") (assoc-ref options "--status-token"))
+                  ;; Loaded only when asked for: start-up time.
+                  ((observe-cli 'status-wrap) handler
+                   #:workers (max 1 (option "--workers" 1))
+                   #:token (assoc-ref options "--status-token"))
+                  (values handler #f)))
+          (lambda (handler observer)
+            (run-server handler
+                        #:host (or (assoc-ref options "--host") "127.0.0.1")
+                        #:port (option "--port" 8080)
+                        #:workers (max 1 (option "--workers" 1))
+                        #:settings settings
+                        #:observer observer)))))))
+
+(define (observe-cli name)
+  ;; (plucky observe cli) and what it loads are needed only by bench,
+  ;; profile and --status; resolve it then, not at every start.
+  (module-ref (resolve-interface '(plucky observe cli)) name))
 
 (define (main args)
   "Run the plucky command with ARGS, the command line."
@@ -140,6 +170,8 @@ fresh module where `app-directory' names the directory FILE is in.
     (cond
      ((null? args) (display usage))
      ((string=? (car args) "serve") (serve (cdr args)))
+     ((string=? (car args) "bench") ((observe-cli 'bench-command) (cdr args)))
+     ((string=? (car args) "profile") ((observe-cli 'profile-command) (cdr args)))
      ((member (car args) '("help" "--help" "-h")) (display usage))
      ((member (car args) '("version" "--version")) (format #t "plucky ~a~%" version))
      (else (fail "unknown command ~s (see plucky --help)" (car args))))))

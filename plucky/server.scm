@@ -71,7 +71,8 @@ free port; see `listener-port')."
 
 (define worker-signals (list SIGTERM SIGINT SIGHUP SIGUSR1))
 
-(define (serve-in-this-process sockets handler state settings exclusive? grace)
+(define (serve-in-this-process sockets handler state settings exclusive? grace
+                               observer)
   ;; SIGTERM drains; SIGINT drains the first time and stops the second.
   (stop-finalizer-thread!)
   (block-signals! worker-signals)
@@ -87,7 +88,8 @@ free port; see `listener-port')."
     (let ((state (run-loop (map port->fdes sockets) handler
                            #:state state #:settings settings
                            #:exclusive? exclusive?
-                           #:signal-fd signal-fd #:on-signal on-signal)))
+                           #:signal-fd signal-fd #:on-signal on-signal
+                           #:observer observer)))
       (fd-close signal-fd)
       (unblock-signals! worker-signals)
       state)))
@@ -148,6 +150,7 @@ returns, the worker exits with status 0."
                      (settings (make-loop-settings))
                      (sockets #f)
                      (grace 30)
+                     (observer #f)
                      (on-listen #f))
   "Serve HTTP on HOST:PORT with HANDLER until SIGINT or SIGTERM.
 HANDLER is called as (HANDLER request body . STATE) and returns (values
@@ -158,8 +161,10 @@ they have all exited.  SOCKETS, if given, is a list of listening sockets
 to use instead of opening one on HOST:PORT.  SETTINGS holds limits and
 timeouts (`make-loop-settings').  On SIGTERM or SIGINT the server
 drains: it stops accepting, finishes the requests in flight and exits
-within GRACE seconds; a second SIGINT stops it at once.  ON-LISTEN, if
-given, is called with the list of sockets once they listen."
+within GRACE seconds; a second SIGINT stops it at once.  OBSERVER, if
+given, is told where each request's time goes (see `run-loop' and (plucky
+observe accounting)).  ON-LISTEN, if given, is called with the list of
+sockets once they listen."
   (let ((sockets (or sockets (list (open-listener host port)))))
     (ignore-signal! SIGPIPE)
     (for-each (lambda (sock)
@@ -168,12 +173,13 @@ given, is called with the list of sockets once they listen."
               sockets)
     (when on-listen (on-listen sockets))
     (let ((result (if (<= workers 1)
-                      (serve-in-this-process sockets handler state settings #f grace)
+                      (serve-in-this-process sockets handler state settings #f grace
+                                             observer)
                       (supervise-workers
                        workers
                        (lambda ()
                          (serve-in-this-process sockets handler state settings
-                                                #t grace))))))
+                                                #t grace observer))))))
       (for-each close-port sockets)
       result)))
 
