@@ -42,6 +42,7 @@
             fd-set-tcp-nodelay!
             fd-set-defer-accept!
             fd-set-nonblocking!
+            set-parent-death-signal!
             make-iovecs
             iovec-set!
             errno-EAGAIN
@@ -196,5 +197,16 @@ Return 0 or a negated errno."
     (if (< flags 0)
         flags
         (retrying-eintr (%fcntl fd F_SETFL (logior flags O_NONBLOCK))))))
+
+(define %prctl
+  (libc-procedure int "prctl" (list int unsigned-long unsigned-long unsigned-long
+                                    unsigned-long)))
+
+(define PR_SET_PDEATHSIG 1)
+
+(define (set-parent-death-signal! signal)
+  "Ask the kernel to send SIGNAL to this process when its parent dies
+(Linux's prctl(PR_SET_PDEATHSIG)).  Return 0 or a negated errno."
+  (retrying-eintr (%prctl PR_SET_PDEATHSIG signal 0 0 0)))
 
 ;;; (plucky sys libc) ends here

@@ -30,6 +30,12 @@
 ;;; (`stop-finalizer-thread!') and runs finalizers itself, once a second
 ;;; from the event loop (`run-finalizers!').
 ;;;
+;;; Timers go the same way: a POSIX timer (timer_create) raises a
+;;; real-time signal, blocked and read from the same signalfd, so that a
+;;; worker's epoll loop, which offers no timer of its own, hears from it
+;;; like from any signal (plucky server flushes its access log so).  A
+;;; real-time signal, not SIGALRM, leaves `alarm' to whoever else uses it.
+;;;
 ;;; Code:
 
 (define-module (plucky sys signal)
@@ -42,7 +48,12 @@
             read-signal
             ignore-signal!
             stop-finalizer-thread!
-            run-finalizers!))
+            run-finalizers!
+            real-time-signal
+            discard-pending-signals!
+            make-signal-timer
+            set-signal-timer!
+            delete-signal-timer!))
 
 (define libc (dynamic-link))
 
@@ -62,7 +73,10 @@
 child inherits half of (see the Commentary)."
   (%signal signal 1))                   ; SIG_IGN is (void (*)(int)) 1
 
-(define libguile (dynamic-link "libguile-3.0"))
+;; libguile's own functions, found in the program's global namespace (the
+;; guile executable links libguile): no dlopen of a development symlink
+;; such as libguile-3.0.so, which a machine without Guile's headers lacks.
+(define libguile libc)
 
 (define %set-automatic-finalization-enabled
   (pointer->procedure int (dynamic-func "scm_set_automatic_finalization_enabled"
@@ -132,5 +146,100 @@ read with `read-signal'."
       (if (= n siginfo-size)
           (bytevector-u32-native-ref info 0)
           (retry)))))
+
+;;;
+;;; Pending signals
+;;;
+
+(define %sigtimedwait
+  (libc-procedure int "sigtimedwait" (list uintptr_t uintptr_t uintptr_t)))
+
+(define (discard-pending-signals! signals)
+  "Take every pending instance of the blocked SIGNALS without acting on
+it, so that unblocking them afterwards does not run their default action
+(which, for most, ends the process).  Return how many were discarded."
+  (let ((set (make-sigset signals))
+        (timeout (make-bytevector 16 0))) ; struct timespec: zero, do not wait
+    (let lp ((count 0))
+      (call-with-values
+          (lambda ()
+            (%sigtimedwait (bytevector-address set) 0 (bytevector-address timeout)))
+        (lambda (result errno)
+          (cond
+           ((> result 0) (lp (+ count 1)))
+           ((= errno EINTR) (lp count))
+           (else count)))))))
+
+;;;
+;;; Timers that raise a signal
+;;;
+
+(define %current-sigrtmin
+  (pointer->procedure int (dynamic-func "__libc_current_sigrtmin" libc) '()))
+
+(define (real-time-signal n)
+  "Return the number of the real-time signal SIGRTMIN + N, as the C
+library numbers them (it keeps the first few for itself)."
+  (+ (%current-sigrtmin) n))
+
+(define %timer-create
+  (libc-procedure int "timer_create" (list int uintptr_t uintptr_t)))
+(define %timer-settime
+  (libc-procedure int "timer_settime" (list uintptr_t int uintptr_t uintptr_t)))
+(define %timer-delete
+  (libc-procedure int "timer_delete" (list uintptr_t)))
+
+(define CLOCK_MONOTONIC 1)
+(define SIGEV_SIGNAL 0)
+(define sigevent-size 64)               ; struct sigevent on Linux
+(define word-size (sizeof uintptr_t))
+
+(define-syntax-rule (check-result name call)
+  (let retry ()
+    (call-with-values (lambda () call)
+      (lambda (result errno)
+        (cond
+         ((>= result 0) result)
+         ((= errno EINTR) (retry))
+         (else (scm-error 'system-error name "~A" (list (strerror errno))
+                          (list errno))))))))
+
+(define (make-signal-timer signal)
+  "Return a new POSIX timer, on the monotonic clock and disarmed, that
+raises SIGNAL each time it expires (see `set-signal-timer!')."
+  (let ((event (make-bytevector sigevent-size 0))
+        (timer (make-bytevector word-size 0)))
+    ;; struct sigevent: sigev_value (one word), sigev_signo, sigev_notify
+    (bytevector-s32-native-set! event word-size signal)
+    (bytevector-s32-native-set! event (+ word-size 4) SIGEV_SIGNAL)
+    (check-result "timer_create"
+                  (%timer-create CLOCK_MONOTONIC (bytevector-address event)
+                                 (bytevector-address timer)))
+    timer))
+
+(define (seconds->timespec! bv offset seconds)
+  (let* ((whole (inexact->exact (floor seconds)))
+         (nanoseconds (inexact->exact (round (* 1e9 (- seconds whole))))))
+    (bytevector-s64-native-set! bv offset whole)
+    (bytevector-s64-native-set! bv (+ offset 8) (min nanoseconds 999999999))))
+
+(define* (set-signal-timer! timer first #:optional (interval 0))
+  "Arm TIMER to expire FIRST seconds from now (a real number; 0
+disarms it), then every INTERVAL seconds (0: once)."
+  (let ((spec (make-bytevector 32 0)))  ; struct itimerspec
+    (seconds->timespec! spec 0 interval)
+    (seconds->timespec! spec 16 first)
+    (check-result "timer_settime"
+                  (%timer-settime (bytevector-uint-ref timer 0 (native-endianness)
+                                                       word-size)
+                                  0 (bytevector-address spec) 0))
+    *unspecified*))
+
+(define (delete-signal-timer! timer)
+  "Disarm and free TIMER."
+  (check-result "timer_delete"
+                (%timer-delete (bytevector-uint-ref timer 0 (native-endianness)
+                                                    word-size)))
+  *unspecified*)
 
 ;;; (plucky sys signal) ends here
