@@ -8,16 +8,23 @@
 ;;; bin/plucky starts Guile with this module's `main'.  Each subcommand
 ;;; is a procedure of its arguments; options are parsed by hand (not
 ;;; getopt-long) because every module loaded here is start-up time, and
-;;; start-up time is one of plucky's targets.
+;;; start-up time is one of plucky's targets (bench/startup).
 ;;;
 ;;; An app file is loaded with `load', so Guile compiles it once into
 ;;; its cache and later starts load the compiled code; its last
-;;; expression must evaluate to the handler.
+;;; expression must evaluate to the handler.  `serve' loads it in the
+;;; master before listening, so that a broken app never listens, and
+;;; hands `run-server' a thunk that loads it afresh: each reload (SIGHUP)
+;;; runs that thunk in the new workers.  With --user the master, which
+;;; stays root, never loads the app: the workers do, as that user.
 ;;;
 ;;; Code:
 
 (define-module (plucky command)
   #:use-module (plucky server)
+  #:autoload (plucky server socket) (inherited-listeners descriptor->listener
+                                     listener-host?)
+  #:autoload (plucky server privileges) (resolve-identity)
   ;; `load' of an app file needs a module that is not declarative.
   #:declarative? #f
   #:export (main))
@@ -34,12 +41,36 @@ Commands:
   help                   show this text
   version                show plucky's version
 
-Options of serve:
+Options of serve — where:
   --host HOST            address to listen on: a name, an IPv4 or IPv6
-                         address; \"::\" for all of both (default 127.0.0.1)
+                         address (\"::\" for all of both), or unix:PATH
+                         for a Unix-domain socket (default 127.0.0.1)
   --port PORT            TCP port; 0 picks a free one (default 8080)
-  --workers N            worker processes (default 1); with more than
-                         one, a master process restarts any that dies
+  --fd N                 serve the listening socket inherited as
+                         descriptor N instead of opening one
+  --inetd                serve the one connection on standard input and
+                         output, then exit (inetd, systemd Accept=yes)
+Sockets passed by systemd or GNU Shepherd (LISTEN_FDS, LISTEN_PID,
+LISTEN_FDNAMES) are served instead of --host and --port.
+
+How:
+  --workers N            worker processes (default: one per CPU); a
+                         master process replaces any that dies
+  --grace S              seconds to finish the requests in flight when
+                         stopping or reloading (default 30)
+  --user USER            after binding as root, serve as USER; the
+                         workers switch before they load FILE
+  --group GROUP          with --user: this group instead of USER's
+  --allow-root           serve requests as root (refused otherwise)
+
+Logs:
+  --access-log FILE      a line per request to FILE, or - for standard
+                         output (default: none)
+  --log-format FORMAT    common, combined or json (default combined)
+  --error-log FILE       messages and backtraces to FILE instead of
+                         standard error
+
+Limits:
   --max-body BYTES       largest request body accepted, else 413
                          (default 67108864)
   --max-connections N    open connections per worker (default 10000)
@@ -57,6 +88,15 @@ Options of serve:
                          and account for every request (plucky observe)
   --status-token T       serve them to any client that gives ?token=T or
                          Authorization: Bearer T, and only to those
+
+Signals (to the master):
+  SIGTERM, SIGINT        drain: stop accepting, finish the requests in
+                         flight, exit within --grace; a second SIGINT
+                         stops at once
+  SIGHUP                 reload: new workers load FILE afresh, then the
+                         old ones drain; if FILE fails to load, the old
+                         workers keep serving and the error is logged
+  SIGUSR1                reopen the log files (after logrotate)
 
 FILE is Scheme whose last expression is a procedure
   (lambda (request body) ... (values response body))
@@ -76,17 +116,23 @@ fresh module where `app-directory' names the directory FILE is in.
       (fail "~a expects a non-negative whole number, not ~s" name value))
     n))
 
-(define option-names
-  '("--host" "--port" "--workers" "--max-body" "--max-connections"
-    "--keep-alive-timeout" "--header-timeout" "--body-timeout"
-    "--write-timeout" "--max-request-line" "--max-header-bytes"
-    "--max-header-count" "--status-token"))
-
 (define flag-names
-  '("--status"))
+  ;; options without a value
+  '("--inetd" "--allow-root"))
+
+(define option-names
+  ;; every option serve accepts
+  (append
+   '("--host" "--port" "--fd" "--workers" "--grace" "--user" "--group"
+     "--access-log" "--log-format" "--error-log"
+     "--max-body" "--max-connections"
+     "--keep-alive-timeout" "--header-timeout" "--body-timeout"
+     "--write-timeout" "--max-request-line" "--max-header-bytes"
+     "--max-header-count")
+   flag-names))
 
 (define (parse-options args)
-  ;; -> (values file alist-of-options)
+  ;; -> (values file alist-of-options); a flag's value is #t
   (let lp ((args args) (file #f) (options '()))
     (cond
      ((null? args) (values file options))
@@ -103,35 +149,72 @@ fresh module where `app-directory' names the directory FILE is in.
      (else (lp (cdr args) (car args) options)))))
 
 (define (load-handler file)
-  (unless (file-exists? file)
-    (fail "no such file: ~a" file))
+  ;; -> the handler FILE evaluates to; raises an error otherwise
   (let ((handler (save-module-excursion
                   (lambda ()
                     ;; An app file may itself `load' the files of other
                     ;; apps (apps/demo.scm does), which Guile allows only
                     ;; in a module that is not declarative.
-                    (let ((module (make-fresh-user-module))
-                          (path (canonicalize-path file)))
+                    (let ((module (make-fresh-user-module)))
                       (set-module-declarative?! module #f)
                       ;; The app may want files beside it; Guile's
                       ;; (current-filename) is whatever the cached
                       ;; compilation recorded, so say it plainly.
-                      (module-define! module 'app-directory (dirname path))
-                      (set-current-module module)
-                      (load path))))))
+                      (module-define! module 'app-directory (dirname file))
+                      (set-current-module module))
+                    (load file)))))
     (unless (procedure? handler)
-      (fail "~a must end with an expression whose value is the handler procedure; got ~s"
-            file handler))
+      (error (format #f "~a must end with an expression whose value is the handler procedure; got ~s"
+                     file handler)))
     handler))
+
+(define (error-message exception)
+  ;; The text of EXCEPTION as Guile would print it, on one line or more.
+  (call-with-output-string
+    (lambda (port)
+      (print-exception port #f ((@ (ice-9 exceptions) exception-kind) exception)
+                       ((@ (ice-9 exceptions) exception-args) exception)))))
+
+(define (fail-on-error status thunk)
+  ;; Call THUNK; on an exception print its message and exit with STATUS.
+  (with-exception-handler
+      (lambda (exception)
+        (display (string-append "plucky: " (string-trim-right (error-message exception))
+                                "\n")
+                 (current-error-port))
+        (exit status))
+    thunk
+    #:unwind? #t))
+
+(define (stderr-is-the-connection?)
+  ;; inetd gives the connection as descriptors 0, 1 and 2: messages
+  ;; written to standard error would reach the client.
+  (let ((in (false-if-exception (stat 0)))
+        (err (false-if-exception (stat 2))))
+    (and in err
+         (eq? (stat:type err) 'socket)
+         (= (stat:dev in) (stat:dev err))
+         (= (stat:ino in) (stat:ino err)))))
 
 (define (serve args)
   (call-with-values (lambda () (parse-options args))
     (lambda (file options)
       (unless file (fail "serve needs a FILE (see plucky --help)"))
-      (let* ((option (lambda (name default)
-                       (let ((value (assoc-ref options name)))
+      (unless (file-exists? file)
+        (fail "no such file: ~a" file))
+      (let* ((file (canonicalize-path file))
+             (value (lambda (name) (assoc-ref options name)))
+             (option (lambda (name default)
+                       (let ((value (value name)))
                          (if value (number-option name value) default))))
-             (handler (load-handler file))
+             (inetd? (value "--inetd"))
+             (user (value "--user"))
+             (group (value "--group"))
+             (host (or (value "--host") "127.0.0.1"))
+             (log-format (let ((f (or (value "--log-format") "combined")))
+                           (if (member f '("common" "combined" "json"))
+                               (string->symbol f)
+                               (fail "--log-format is common, combined or json, not ~s" f))))
              (settings (make-loop-settings
                         #:parse-limits (make-parse-limits
                                         #:max-request-line (option "--max-request-line" 8192)
@@ -142,27 +225,67 @@ fresh module where `app-directory' names the directory FILE is in.
                         #:keep-alive-timeout (option "--keep-alive-timeout" 60)
                         #:header-timeout (option "--header-timeout" 10)
                         #:body-timeout (option "--body-timeout" 30)
-                        #:write-timeout (option "--write-timeout" 30))))
-        (call-with-values
-            (lambda ()
-              (if (or (assoc-ref options "--status") (assoc-ref options "--status-token"))
-                  ;; Loaded only when asked for: start-up time.
-                  ((observe-cli 'status-wrap) handler
-                   #:workers (max 1 (option "--workers" 1))
-                   #:token (assoc-ref options "--status-token"))
-                  (values handler #f)))
-          (lambda (handler observer)
-            (run-server handler
-                        #:host (or (assoc-ref options "--host") "127.0.0.1")
-                        #:port (option "--port" 8080)
-                        #:workers (max 1 (option "--workers" 1))
-                        #:settings settings
-                        #:observer observer)))))))
-
-(define (observe-cli name)
-  ;; (plucky observe cli) and what it loads are needed only by bench,
-  ;; profile and --status; resolve it then, not at every start.
-  (module-ref (resolve-interface '(plucky observe cli)) name))
+                        #:write-timeout (option "--write-timeout" 30)))
+             (workers (max 1 (option "--workers"
+                                     ((@ (ice-9 threads) current-processor-count)))))
+             (grace (option "--grace" 30))
+             (port (option "--port" 8080))
+             (fd (option "--fd" #f)))
+        (when (and group (not user))
+          (fail "--group needs --user"))
+        (unless (listener-host? host)
+          (fail "--host expects an address, a name or unix:PATH, not ~s" host))
+        (when (and inetd? (equal? (value "--access-log") "-"))
+          (fail "--access-log - would write into the connection under --inetd; give a file"))
+        ;; Who will serve: refuse root unless asked for.
+        (let ((identity (and user (fail-on-error 2 (lambda () (resolve-identity user group))))))
+          (cond
+           ((and identity (not (zero? (geteuid))) (not (= (car identity) (geteuid))))
+            (fail "--user ~a needs root: this process cannot switch users" user))
+           ((and (not (value "--allow-root"))
+                 (if identity (zero? (car identity)) (zero? (geteuid))))
+            (fail "refusing to serve requests as root; give --user USER to switch to \
+USER once the sockets are bound, or --allow-root"))))
+        (when (and inetd? (not (value "--error-log")) (stderr-is-the-connection?))
+          (let ((null (open-fdes "/dev/null" O_WRONLY)))
+            (dup2 null 2)
+            (close-fdes null)))
+        (let* ((reload (lambda () (load-handler file)))
+               ;; Loaded here, before listening, unless the workers must
+               ;; load it as another user.
+               (handler (and (not user)
+                             (fail-on-error 2 reload)))
+               (sockets (and (not inetd?)
+                             (fail-on-error
+                              1 (lambda ()
+                                  (let ((inherited (inherited-listeners)))
+                                    (cond
+                                     ((pair? inherited)
+                                      (for-each (lambda (named)
+                                                  (format (current-error-port)
+                                                          "plucky: socket activation: ~a~%"
+                                                          (or (car named) "unnamed socket")))
+                                                inherited)
+                                      (map cdr inherited))
+                                     (fd (list (descriptor->listener fd)))
+                                     (else #f)))))))
+               (ok (fail-on-error
+                    1 (lambda ()
+                        (run-server handler
+                                    #:host host
+                                    #:port port
+                                    #:sockets sockets
+                                    #:connections (if inetd? (list (cons 0 1)) '())
+                                    #:workers workers
+                                    #:grace grace
+                                    #:reload (and (not inetd?) reload)
+                                    #:settings settings
+                                    #:access-log (value "--access-log")
+                                    #:log-format log-format
+                                    #:error-log (value "--error-log")
+                                    #:user user
+                                    #:group group)))))
+          (exit (if (eq? ok #f) 1 0)))))))
 
 (define (main args)
   "Run the plucky command with ARGS, the command line."

@@ -12,87 +12,201 @@
 ;;; HANDLER has the contract of Guile's (web server): it is called as
 ;;; (HANDLER request body . state) and returns (values response body
 ;;; . state).  `run-server' opens the listening socket(s), then either
-;;; runs the event loop (plucky server loop) itself, with one worker, or
-;;; forks WORKERS processes that each run one loop on the shared sockets
-;;; while this process watches them and starts a new one when one dies.
+;;; runs the event loop (plucky server loop) itself, with one worker and
+;;; no way to reload, or becomes a master process that forks the workers,
+;;; each running one loop, and watches over them:
+;;;
+;;;   master   never reads a request.  Reads its signals from a signalfd
+;;;            (plucky sys signal) in an epoll loop of its own, with a
+;;;            pipe per starting worker and a few timers:
+;;;              SIGCHLD          a worker died: start another at once
+;;;              SIGTERM, SIGINT  pass it on; wait for the workers
+;;;              SIGHUP           reload: start a new generation of
+;;;                               workers; once every one of them has
+;;;                               loaded the app and said so on its pipe,
+;;;                               retire the old ones; if one fails, the
+;;;                               old ones stay and the error is logged
+;;;              SIGUSR1          reopen the log files, tell the workers
+;;;   worker   drops privileges, loads the app (a reload), says "ready",
+;;;            serves.  Its loop reads SIGTERM (drain), SIGINT (drain,
+;;;            then stop), SIGUSR2 (retire: answer each connection's next
+;;;            request with Connection: close), SIGUSR1 (reopen logs) and
+;;;            a timer's signal (flush the access log) from a signalfd.
+;;;
+;;; The listening sockets stay open in the master the whole time, so a
+;;; worker's death or a reload loses no connection waiting to be
+;;; accepted.  With more than one worker, plucky opens one socket per
+;;; worker on the same port with SO_REUSEPORT and worker I accepts on
+;;; socket I (a replacement or the next generation's worker I takes the
+;;; same socket): on this machine the kernel's spread over the sockets is
+;;; even, where waking one of several processes on a shared socket
+;;; (EPOLLEXCLUSIVE) gave one worker 57-68% of new connections and once
+;;; all 100 of a keep-alive run (figures in README, "Workers").  Sockets
+;;; given by the caller or a service manager, and Unix-domain sockets,
+;;; are shared by all workers instead.
+;;;
+;;; Retiring a worker takes two steps, a second apart.  A draining loop
+;;; closes its idle keep-alive connections at once, and a client that
+;;; sent its next request at that moment gets the connection closed in
+;;; its face (wrk counts a read error; a browser retries).  So the
+;;; master first sends SIGUSR2: every answer the worker still gives says
+;;; Connection: close, which busy clients see and reconnect to another
+;;; worker; only then SIGTERM, when the connections left are those that
+;;; have been quiet for a second.
 ;;;
 ;;; Code:
 
 (define-module (plucky server)
   #:use-module (srfi srfi-1)
+  #:use-module (srfi srfi-9)
+  #:use-module (rnrs bytevectors)
+  #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
+  #:use-module ((web response)
+                #:select (response? build-response response-version response-code
+                          response-reason-phrase response-headers response-port))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys signal)
+  #:use-module (plucky sys epoll)
   #:use-module (plucky http parse)
   #:use-module (plucky server loop)
+  #:use-module (plucky server socket)
+  ;; Loaded only when asked for: every module is start-up time.
+  #:autoload (plucky server log) (open-access-log
+                                  access-log-response!
+                                  access-log-flush!
+                                  access-log-reopen!
+                                  access-log-close!
+                                  open-error-log!)
+  #:autoload (plucky server privileges) (resolve-identity drop-privileges!)
   #:re-export (make-loop-settings
                make-parse-limits
                stop-loop!
-               drain-loop!)
-  #:export (open-listener
-            listener-port
-            supervise-workers
+               drain-loop!
+               open-listener
+               listener-port)
+  #:export (supervise-workers
             run-server))
-
-(define* (open-listener host port #:key (backlog 1024))
-  "Return a listening, non-blocking TCP socket (a Guile port, which the
-caller must keep and close) bound to HOST (a name or an IPv4 or IPv6
-address; \"::\" for every address of both families) and PORT (0: any
-free port; see `listener-port')."
-  (let* ((info (car (getaddrinfo host (number->string port)
-                                 (logior AI_NUMERICSERV AI_PASSIVE)
-                                 0 SOCK_STREAM)))
-         (sock (socket (addrinfo:fam info) SOCK_STREAM 0)))
-    (setsockopt sock SOL_SOCKET SO_REUSEADDR 1)
-    (bind sock (addrinfo:addr info))
-    (listen sock backlog)
-    (fcntl sock F_SETFL (logior O_NONBLOCK (fcntl sock F_GETFL)))
-    ;; HTTP clients speak first: let accept(2) return a connection only
-    ;; once its request has arrived, so the loop reads it at once instead
-    ;; of waiting for another epoll round (bench/hello, Connection: close).
-    (fd-set-defer-accept! (port->fdes sock) 1)
-    sock))
-
-(define (listener-port sock)
-  "Return the TCP port the listening socket SOCK is bound to."
-  (sockaddr:port (getsockname sock)))
-
-(define (listener-url sock)
-  (let* ((addr (getsockname sock))
-         (family (sockaddr:fam addr))
-         (host (inet-ntop family (sockaddr:addr addr))))
-    (format #f "http://~a:~a/"
-            (if (= family AF_INET6) (string-append "[" host "]") host)
-            (sockaddr:port addr))))
 
 (define (log-line fmt . args)
   (let ((port (current-error-port)))
     (apply format port (string-append "plucky: " fmt "~%") args)
     (force-output port)))
 
-(define worker-signals (list SIGTERM SIGINT SIGHUP SIGUSR1))
+(define (report-exception what exception)
+  ;; Log WHAT failed and why; never fail in turn.
+  (let ((port (current-error-port)))
+    (false-if-exception
+     (begin
+       (display (string-append "plucky: " what ": ") port)
+       (print-exception port #f (exception-kind exception) (exception-args exception))))
+    (force-output port)))
 
-(define (serve-in-this-process sockets handler state settings exclusive? grace
-                               observer)
-  ;; SIGTERM drains; SIGINT drains the first time and stops the second.
+(define (now)
+  (exact->inexact (/ (get-internal-real-time) internal-time-units-per-second)))
+
+;;;
+;;; A worker: one loop in this process
+;;;
+
+;; The signal of the timer that flushes the access log.
+(define tick-signal (real-time-signal 1))
+
+(define (worker-signals)
+  (list SIGTERM SIGINT SIGHUP SIGUSR1 SIGUSR2 tick-signal))
+
+(define (closing-response response)
+  ;; RESPONSE (a record or a header alist) with Connection: close added.
+  (if (response? response)
+      (build-response #:version (response-version response)
+                      #:code (response-code response)
+                      #:reason-phrase (response-reason-phrase response)
+                      #:headers (cons '(connection close) (response-headers response))
+                      #:port (response-port response))
+      (cons '(connection close) response)))
+
+(define (closing response body . state)
+  (apply values (closing-response response) body state))
+
+(define* (serve-in-this-process sockets handler state settings
+                                #:key (exclusive? #f) (grace 30)
+                                (access-log #f) (error-log #f) (connections '()))
+  ;; Run the loop on SOCKETS (or CONNECTIONS) until it drains or stops;
+  ;; -> the handler's final state.
   (stop-finalizer-thread!)
-  (block-signals! worker-signals)
-  (let ((signal-fd (open-signalfd worker-signals))
+  (block-signals! (worker-signals))
+  (let ((signal-fd (open-signalfd (worker-signals)))
+        (timer (and access-log (make-signal-timer tick-signal)))
+        (served 0)
+        (retiring? #f)
         (interrupted? #f))
+    (define counting-handler
+      ;; Counts requests (logged at exit: how evenly workers share the
+      ;; load) and, once the worker retires, closes each connection after
+      ;; its answer.  The two-argument case makes no list: the loop calls
+      ;; it so when there is no state.
+      (case-lambda
+        ((request body)
+         (set! served (+ served 1))
+         (if retiring?
+             (call-with-values (lambda () (handler request body)) closing)
+             (handler request body)))
+        ((request body . state)
+         (set! served (+ served 1))
+         (if retiring?
+             (call-with-values (lambda () (apply handler request body state)) closing)
+             (apply handler request body state)))))
     (define (on-signal signal)
       (cond
        ((= signal SIGTERM) (drain-loop! grace))
        ((= signal SIGINT)
         (if interrupted?
             (stop-loop!)
-            (begin (set! interrupted? #t) (drain-loop! grace))))))
-    (let ((state (run-loop (map port->fdes sockets) handler
+            (begin (set! interrupted? #t) (drain-loop! grace))))
+       ((= signal SIGUSR2) (set! retiring? #t))
+       ((= signal tick-signal)
+        (when access-log (access-log-flush! access-log)))
+       ((= signal SIGUSR1)
+        (when access-log (access-log-reopen! access-log))
+        (when error-log (open-error-log! error-log)))))
+    (when timer
+      (set-signal-timer! timer 1 1))
+    (let ((state (run-loop (map port->fdes sockets) counting-handler
                            #:state state #:settings settings
                            #:exclusive? exclusive?
-                           #:signal-fd signal-fd #:on-signal on-signal
-                           #:observer observer)))
+                           #:connections connections
+                           #:exit-when-idle? (pair? connections)
+                           #:on-response
+                           (and access-log
+                                (lambda (peer request code bytes)
+                                  (access-log-response! access-log peer request
+                                                        code bytes)))
+                           #:signal-fd signal-fd #:on-signal on-signal)))
+      (when timer
+        (delete-signal-timer! timer))
+      (when access-log
+        (access-log-flush! access-log))
+      (when (null? connections)
+        (log-line "worker ~a served ~a requests" (getpid) served))
       (fd-close signal-fd)
-      (unblock-signals! worker-signals)
+      ;; A SIGHUP or a tick that came late must not run its default
+      ;; action (ending the process) once unblocked.
+      (discard-pending-signals! (worker-signals))
+      (unblock-signals! (worker-signals))
       state)))
+
+;;;
+;;; The master
+;;;
+
+(define-record-type <worker>
+  (make-worker pid generation slot ready state)
+  worker?
+  (pid worker-pid)
+  (generation worker-generation)        ; 0, then one more per reload
+  (slot worker-slot)                    ; 0 … N-1: its socket, with SO_REUSEPORT
+  ;; the read end of the pipe on which it says it has loaded, until it has
+  (ready worker-ready set-worker-ready!)
+  (state worker-state set-worker-state!)) ; starting | ready | retiring
 
 (define master-signals (list SIGTERM SIGINT SIGCHLD SIGHUP SIGUSR1))
 
@@ -101,46 +215,307 @@ free port; see `listener-port')."
         ((status:term-sig status) => (lambda (s) (format #f "signal ~a" s)))
         (else "unknown")))
 
-(define (supervise-workers workers child)
+(define ready-byte (make-bytevector 1 1))
+(define ready-byte-address (bytevector-address ready-byte))
+
+(define* (supervise count make-child
+                    #:key (prepare #f) (grace 30) (on-reopen #f)
+                    (unblock-in-child? #f) (retire-delay 1) (start-timeout 60))
+  ;; Keep COUNT workers running (see the Commentary).  (MAKE-CHILD
+  ;; generation slot) runs in each new worker, after (PREPARE), and
+  ;; returns the thunk the worker then runs; if either raises, the worker
+  ;; logs why and exits before it is ready.  -> #f if the first workers
+  ;; could not start, else #t.
+  (stop-finalizer-thread!)
+  (block-signals! master-signals)
+  (let ((signal-fd (open-signalfd master-signals))
+        (epfd (epoll-create))
+        (events (make-epoll-events 16))
+        (buffer (make-bytevector 16))
+        (master (getpid))
+        (workers '())                   ; <worker>s not yet reaped
+        (current 0)                     ; the generation that serves
+        (next #f)                       ; the generation loading, in a reload
+        (last-generation 0)
+        (serving? #f)                   ; has a whole generation been ready?
+        (stopping? #f)
+        (reload-again? #f)              ; SIGHUP during a reload
+        (failed? #f)
+        (timers '()))                   ; ((due . thunk) …)
+
+    (define (after! seconds thunk)
+      (set! timers (cons (cons (+ (now) seconds) thunk) timers)))
+
+    (define (run-due-timers!)
+      (let* ((t (now))
+             (due (filter (lambda (timer) (<= (car timer) t)) timers)))
+        (set! timers (remove (lambda (timer) (memq timer due)) timers))
+        (for-each (lambda (timer) ((cdr timer))) due)))
+
+    (define (timeout-ms)
+      (if (null? timers)
+          -1
+          (let ((due (apply min (map car timers))))
+            (max 0 (inexact->exact (ceiling (* 1000 (- due (now)))))))))
+
+    (define (alive? w) (memq w workers))
+
+    (define (signal! w signal)
+      ;; Only a worker not yet reaped: a reaped PID may belong to anyone.
+      (when (alive? w)
+        (false-if-exception (kill (worker-pid w) signal))))
+
+    (define (stop-watching! w)
+      (let ((port (worker-ready w)))
+        (when port
+          (epoll-remove! epfd (port->fdes port))
+          (close-port port)
+          (set-worker-ready! w #f))))
+
+    (define (in-child generation slot ready)
+      ;; The new worker.  Never returns: exits, or escapes through a
+      ;; continuation MAKE-CHILD's thunk captured (web server plucky).
+      (let ((thunk
+             (with-exception-handler
+                 (lambda (exception)
+                   (report-exception (format #f "worker ~a could not start" (getpid))
+                                     exception)
+                   (primitive-exit 3))
+               (lambda ()
+                 (fd-close signal-fd)
+                 (fd-close epfd)
+                 (for-each stop-watching! workers)
+                 (close-port (car ready))
+                 ;; Its own process group: a Ctrl-C at the terminal
+                 ;; reaches the master alone, which passes it on once.
+                 ;; And should the master die, the worker drains.
+                 (setpgid 0 0)
+                 (set-parent-death-signal! SIGTERM)
+                 (unless (= (getppid) master)
+                   (primitive-exit 0))
+                 (when prepare (prepare))
+                 (let ((thunk (make-child generation slot)))
+                   (fd-write (port->fdes (cdr ready)) ready-byte-address 0 1)
+                   (close-port (cdr ready))
+                   (when unblock-in-child?
+                     (unblock-signals! master-signals))
+                   thunk)))))
+        (with-exception-handler
+            (lambda (exception)
+              (report-exception (format #f "worker ~a failed" (getpid)) exception)
+              (primitive-exit 70))
+          thunk
+          #:unwind? #t)
+        (force-output (current-error-port))
+        (primitive-exit 0)))
+
+    (define (start-worker! generation slot)
+      (let ((ready (pipe)))
+        (flush-all-ports)
+        (let ((pid (primitive-fork)))
+          (when (zero? pid)
+            (in-child generation slot ready))
+          (close-port (cdr ready))
+          (fd-set-nonblocking! (port->fdes (car ready)))
+          (epoll-add! epfd (port->fdes (car ready)) EPOLLIN)
+          (set! workers (cons (make-worker pid generation slot (car ready) 'starting)
+                              workers)))))
+
+    (define (generation-workers generation)
+      (filter (lambda (w) (eqv? (worker-generation w) generation)) workers))
+
+    (define (all-ready? generation)
+      (let ((ws (generation-workers generation)))
+        (and (= (length ws) count)
+             (every (lambda (w) (eq? (worker-state w) 'ready)) ws))))
+
+    (define (retire! ws)
+      ;; Connection: close on every answer now; drain in RETIRE-DELAY
+      ;; seconds; SIGKILL if still there after the grace period.
+      (for-each (lambda (w)
+                  (set-worker-state! w 'retiring)
+                  (stop-watching! w)
+                  (signal! w SIGUSR2))
+                ws)
+      (after! retire-delay
+              (lambda () (for-each (lambda (w) (signal! w SIGTERM)) ws)))
+      (after! (+ retire-delay grace 5)
+              (lambda ()
+                (for-each (lambda (w)
+                            (when (alive? w)
+                              (log-line "worker ~a outlived its grace period; killing it"
+                                        (worker-pid w))
+                              (signal! w SIGKILL)))
+                          ws))))
+
+    (define (start-generation!)
+      (set! last-generation (+ last-generation 1))
+      (set! next last-generation)
+      (log-line "reload: starting ~a worker~a with fresh code" count
+                (if (= count 1) "" "s"))
+      (for-each (lambda (slot) (start-worker! next slot)) (iota count))
+      (let ((generation next))
+        (after! start-timeout
+                (lambda ()
+                  (when (eqv? next generation)
+                    (abandon-generation!
+                     (format #f "the new workers did not load within ~a s" start-timeout)))))))
+
+    (define (abandon-generation! why)
+      (log-line "reload failed: ~a; the workers serving keep their code" why)
+      (retire! (generation-workers next))
+      (set! next #f)
+      (set! reload-again? #f))
+
+    (define (promote!)
+      ;; The new generation has loaded: it serves, the others retire.
+      (let ((old (filter (lambda (w)
+                           (and (not (eqv? (worker-generation w) next))
+                                (not (eq? (worker-state w) 'retiring))))
+                         workers)))
+        (log-line "reload: new workers ~a serve; old workers ~a drain"
+                  (map worker-pid (generation-workers next)) (map worker-pid old))
+        (set! current next)
+        (set! next #f)
+        (retire! old)
+        (when reload-again?
+          (set! reload-again? #f)
+          (start-generation!))))
+
+    (define (worker-ready! w)
+      (set-worker-state! w 'ready)
+      (stop-watching! w)
+      (cond
+       ((and next (eqv? (worker-generation w) next) (all-ready? next))
+        (promote!))
+       ((and (not serving?) (all-ready? current))
+        (set! serving? #t))))
+
+    (define (ready-event! fd)
+      (let ((w (find (lambda (w)
+                       (and (worker-ready w) (= fd (port->fdes (worker-ready w)))))
+                     workers)))
+        (when w
+          (let ((n (fd-read fd (bytevector-address buffer) 0 1)))
+            (cond
+             ((= n 1) (worker-ready! w))
+             ((= n (- errno-EAGAIN)) #t)
+             ;; End of file without a byte: it is exiting; SIGCHLD says how.
+             (else (stop-watching! w)))))))
+
+    (define (worker-exited! w status)
+      (set! workers (delete w workers eq?))
+      (stop-watching! w)
+      (let ((pid (worker-pid w))
+            (why (describe-status status)))
+        (cond
+         (stopping? #t)
+         ((eq? (worker-state w) 'retiring) #t)
+         ((and next (eqv? (worker-generation w) next))
+          (if (eq? (worker-state w) 'starting)
+              (abandon-generation!
+               (format #f "new worker ~a exited (~a) before it was ready" pid why))
+              (begin
+                (log-line "worker ~a exited (~a); starting another" pid why)
+                (start-worker! next (worker-slot w)))))
+         ((not serving?)
+          (log-line "worker ~a exited (~a) before it was ready; giving up" pid why)
+          (set! failed? #t)
+          (stop! SIGTERM))
+         ((eq? (worker-state w) 'starting)
+          ;; A replacement that could not load the app (changed since?):
+          ;; try again in a second rather than in a tight loop.
+          (log-line "worker ~a exited (~a) before it was ready; starting another in 1 s"
+                    pid why)
+          (let ((generation (worker-generation w))
+                (slot (worker-slot w)))
+            (after! 1 (lambda ()
+                        (unless (or stopping? (not (eqv? generation current)))
+                          (start-worker! generation slot))))))
+         (else
+          (log-line "worker ~a exited (~a); starting another" pid why)
+          (start-worker! (worker-generation w) (worker-slot w))))))
+
+    (define (reap!)
+      (let lp ()
+        (let ((dead (false-if-exception (waitpid WAIT_ANY WNOHANG))))
+          (when (and dead (> (car dead) 0))
+            (let ((w (find (lambda (w) (= (worker-pid w) (car dead))) workers)))
+              (when w (worker-exited! w (cdr dead))))
+            (lp)))))
+
+    (define (stop! signal)
+      (unless stopping?
+        (set! stopping? #t)
+        (after! (+ grace 5)
+                (lambda ()
+                  (for-each (lambda (w)
+                              (log-line "worker ~a outlived its grace period; killing it"
+                                        (worker-pid w))
+                              (signal! w SIGKILL))
+                            workers))))
+      (for-each (lambda (w) (signal! w signal)) workers))
+
+    (define (on-signal signal)
+      (cond
+       ((= signal SIGCHLD) (reap!))
+       ((or (= signal SIGTERM) (= signal SIGINT)) (stop! signal))
+       ((= signal SIGHUP)
+        (cond
+         (stopping? #t)
+         (next (set! reload-again? #t))
+         (else (start-generation!))))
+       ((= signal SIGUSR1)
+        (when on-reopen
+          (with-exception-handler
+              (lambda (exception) (report-exception "reopening the logs" exception))
+            on-reopen
+            #:unwind? #t))
+        (for-each (lambda (w) (signal! w SIGUSR1)) workers))))
+
+    (epoll-add! epfd signal-fd EPOLLIN)
+    (for-each (lambda (slot) (start-worker! 0 slot)) (iota count))
+    (let loop ()
+      (unless (and stopping? (null? workers))
+        (let ((n (epoll-wait epfd events (bytevector-address events) (timeout-ms))))
+          (let lp ((i 0))
+            (when (< i n)
+              (let ((fd (epoll-event-fd events i)))
+                (if (= fd signal-fd)
+                    (on-signal (read-signal signal-fd))
+                    (ready-event! fd)))
+              (lp (+ i 1))))
+          (run-due-timers!)
+          (loop))))
+    (fd-close epfd)
+    (fd-close signal-fd)
+    (discard-pending-signals! master-signals)
+    (unblock-signals! master-signals)
+    (not failed?)))
+
+(define* (supervise-workers workers child #:key (grace 30) (on-reopen #f))
   "Fork WORKERS processes that each run the thunk CHILD, and keep that
 many running — a worker that dies is replaced at once and the event
 logged — until SIGTERM or SIGINT, which are passed on to the workers.
-Return once they have all exited.  CHILD runs with the signals unblocked
-that this process reads from a signalfd (plucky sys signal); if it
-returns, the worker exits with status 0."
-  (stop-finalizer-thread!)
-  (block-signals! master-signals)
-  (let* ((signal-fd (open-signalfd master-signals))
-         (start (lambda ()
-                  (let ((pid (primitive-fork)))
-                    (when (zero? pid)
-                      (fd-close signal-fd)
-                      (unblock-signals! master-signals)
-                      (child)
-                      (primitive-exit 0))
-                    pid))))
-    (let lp ((pids (map (lambda (i) (start)) (iota workers)))
-             (stopping? #f))
-      (unless (null? pids)
-        (let ((signal (read-signal signal-fd)))
-          (cond
-           ((= signal SIGCHLD)
-            (let reap ((pids pids))
-              (let ((dead (false-if-exception (waitpid WAIT_ANY WNOHANG))))
-                (if (and dead (> (car dead) 0))
-                    (reap (if stopping?
-                              (delete (car dead) pids)
-                              (begin
-                                (log-line "worker ~a exited (~a); starting another"
-                                          (car dead) (describe-status (cdr dead)))
-                                (cons (start) (delete (car dead) pids)))))
-                    (lp pids stopping?)))))
-           ((or (= signal SIGTERM) (= signal SIGINT))
-            (for-each (lambda (pid) (false-if-exception (kill pid signal))) pids)
-            (lp pids #t))
-           (else (lp pids stopping?))))))
-    (fd-close signal-fd)
-    (unblock-signals! master-signals)))
+SIGHUP replaces the workers with new ones, the old ones draining;
+SIGUSR1 calls ON-REOPEN, if given, and is passed on.  Return once they
+have all exited, #f if the first workers could not start.  CHILD runs
+with the signals unblocked that this process reads from a signalfd
+(plucky sys signal); if it returns, the worker exits with status 0.
+Workers still running GRACE seconds (plus 5) after being told to stop
+are killed."
+  (supervise workers (lambda (generation slot) child)
+             #:grace grace #:on-reopen on-reopen #:unblock-in-child? #t))
+
+;;;
+;;; run-server
+;;;
+
+(define (handler-from reload)
+  (let ((handler (reload)))
+    (unless (procedure? handler)
+      (error "the reload procedure did not return a handler procedure" handler))
+    handler))
 
 (define* (run-server handler #:key
                      (host "127.0.0.1")
@@ -149,38 +524,93 @@ returns, the worker exits with status 0."
                      (state '())
                      (settings (make-loop-settings))
                      (sockets #f)
+                     (connections '())
                      (grace 30)
-                     (observer #f)
-                     (on-listen #f))
-  "Serve HTTP on HOST:PORT with HANDLER until SIGINT or SIGTERM.
-HANDLER is called as (HANDLER request body . STATE) and returns (values
-response body . STATE), as under Guile's `run-server'.  WORKERS is the
-number of processes serving the socket: 1 serves in this process and
-returns the final state; more fork that many workers and return when
-they have all exited.  SOCKETS, if given, is a list of listening sockets
-to use instead of opening one on HOST:PORT.  SETTINGS holds limits and
-timeouts (`make-loop-settings').  On SIGTERM or SIGINT the server
-drains: it stops accepting, finishes the requests in flight and exits
-within GRACE seconds; a second SIGINT stops it at once.  OBSERVER, if
-given, is told where each request's time goes (see `run-loop' and (plucky
-observe accounting)).  ON-LISTEN, if given, is called with the list of
-sockets once they listen."
-  (let ((sockets (or sockets (list (open-listener host port)))))
-    (ignore-signal! SIGPIPE)
-    (for-each (lambda (sock)
-                (log-line "listening on ~a (~a worker~a)" (listener-url sock)
-                          workers (if (= workers 1) "" "s")))
-              sockets)
+                     (on-listen #f)
+                     (reload #f)
+                     (access-log #f)
+                     (log-format 'common)
+                     (error-log #f)
+                     (user #f)
+                     (group #f))
+  "Serve HTTP with HANDLER until SIGINT or SIGTERM.  HANDLER is called as
+(HANDLER request body . STATE) and returns (values response body
+. STATE), as under Guile's `run-server'.
+
+Where: HOST and PORT (an address, a name, or \"unix:PATH\"; port 0 picks
+a free one), or SOCKETS, a list of listening sockets to use instead, or
+CONNECTIONS, a list of connections already accepted (descriptors, or
+pairs (input . output) such as (0 . 1) for inetd): the server then
+returns once they are done.  ON-LISTEN, if given, is called with the
+list of listening sockets once they listen.
+
+How: WORKERS is the number of processes serving.  With 1 and no RELOAD
+this process serves and returns the final state.  Otherwise it becomes
+a master that forks the workers, replaces any that dies, and returns
+when they have all exited: #t, or #f if none could start.  RELOAD, a
+thunk returning a handler, gives the workers of each reload (SIGHUP)
+their handler: a worker whose RELOAD raises or returns something else
+is not started, and the old workers keep serving.  HANDLER may be #f
+when RELOAD is given: then every worker, the first ones included, calls
+RELOAD after dropping privileges.  SETTINGS holds limits and timeouts
+(`make-loop-settings').  On SIGTERM or SIGINT the server drains: it
+stops accepting, finishes the requests in flight and exits within GRACE
+seconds; a second SIGINT stops it at once.
+
+Logs: ACCESS-LOG, a file name or \"-\" for standard output, gets a line
+per answer in LOG-FORMAT (common, combined or json).  ERROR-LOG, a file
+name, becomes standard error.  SIGUSR1 reopens both.
+
+Privileges: with USER (and GROUP, by default USER's group), the workers
+become that user before they load the app or read a request; the log
+files are created for that user.  Refusing to serve as root is the
+caller's policy (see `plucky serve')."
+  (ignore-signal! SIGPIPE)
+  (let* ((identity (and user (resolve-identity user group)))
+         (_ (when error-log (open-error-log! error-log #:owner identity)))
+         (log (and access-log (open-access-log access-log log-format #:owner identity)))
+         (inetd? (pair? connections))
+         (master? (and (not inetd?) (or (> workers 1) (and reload #t))))
+         (own-sockets? (and (not sockets) (not inetd?)))
+         (sockets (cond (inetd? '())
+                        (sockets sockets)
+                        (else (open-listeners host port (if master? workers 1)))))
+         ;; one socket per worker (SO_REUSEPORT), or all shared
+         (per-worker? (and own-sockets? (> (length sockets) 1))))
+    (unless inetd?
+      (for-each (lambda (sock)
+                  (log-line "listening on ~a (~a worker~a~a)" (listener-url sock)
+                            workers (if (= workers 1) "" "s")
+                            (if per-worker? ", a socket each with SO_REUSEPORT" "")))
+                (if per-worker? (list (car sockets)) sockets)))
     (when on-listen (on-listen sockets))
-    (let ((result (if (<= workers 1)
-                      (serve-in-this-process sockets handler state settings #f grace
-                                             observer)
-                      (supervise-workers
-                       workers
-                       (lambda ()
-                         (serve-in-this-process sockets handler state settings
-                                                #t grace observer))))))
-      (for-each close-port sockets)
+    (let ((result
+           (if (not master?)
+               (begin
+                 (when identity (drop-privileges! identity))
+                 (serve-in-this-process sockets (or handler (handler-from reload))
+                                        state settings
+                                        #:grace grace #:access-log log
+                                        #:error-log error-log
+                                        #:connections connections))
+               (supervise
+                workers
+                (lambda (generation slot)
+                  (let ((handler (if (and handler (or (zero? generation) (not reload)))
+                                     handler
+                                     (handler-from reload)))
+                        (sockets (if per-worker? (list (list-ref sockets slot)) sockets)))
+                    (lambda ()
+                      (serve-in-this-process sockets handler state settings
+                                             #:exclusive? #t #:grace grace
+                                             #:access-log log #:error-log error-log))))
+                #:prepare (and identity (lambda () (drop-privileges! identity)))
+                #:grace grace
+                #:on-reopen (lambda ()
+                              (when error-log (open-error-log! error-log #:owner identity))
+                              (when log (access-log-reopen! log #:owner identity)))))))
+      (for-each (if own-sockets? close-listener close-port) sockets)
+      (when log (access-log-close! log))
       result)))
 
 ;;; (plucky server) ends here

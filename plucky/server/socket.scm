@@ -1,0 +1,218 @@
+;;; (plucky server socket) --- listening sockets: TCP, Unix, inherited
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; Where a server's listening sockets come from:
+;;;
+;;;   open-listener      bind one: "127.0.0.1", "::", a name, or
+;;;                      "unix:/run/app.sock" for a Unix-domain socket
+;;;                      (a stale socket file left by a dead server is
+;;;                      removed; a live one is not)
+;;;   open-listeners     bind N sockets to one TCP port with SO_REUSEPORT,
+;;;                      one per worker: the kernel spreads connections
+;;;                      over them evenly (see README, "Workers")
+;;;   inherited-listeners  the sockets systemd or GNU Shepherd passed
+;;;                      (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES; the
+;;;                      first is descriptor 3), as sd_listen_fds(3) reads
+;;;                      them
+;;;   descriptor->listener  a listening descriptor given with --fd N
+;;;
+;;; Each is a Guile port, so that `getsockname' and `close-port' work on
+;;; it; the event loop only takes its descriptor (`port->fdes').  Every
+;;; listener is non-blocking and close-on-exec.
+;;;
+;;; Code:
+
+(define-module (plucky server socket)
+  #:use-module (plucky sys libc)
+  #:export (open-listener
+            open-listeners
+            listener-port
+            listener-url
+            unix-listener-path
+            close-listener
+            inherited-listeners
+            descriptor->listener
+            listener-host?))
+
+(define SO_ACCEPTCONN 30)               ; Linux
+
+(define unix-prefix "unix:")
+
+(define (unix-path host)
+  ;; -> the path of a "unix:/path" HOST, or #f
+  (and (string-prefix? unix-prefix host)
+       (substring host (string-length unix-prefix))))
+
+(define (listener-host? host)
+  "Return #t if HOST names a place `open-listener' can bind: an address,
+a host name, or \"unix:\" followed by a path."
+  (and (string? host)
+       (not (string-null? host))
+       (let ((path (unix-path host)))
+         (or (not path) (not (string-null? path))))))
+
+(define (make-non-blocking! sock)
+  (fcntl sock F_SETFL (logior O_NONBLOCK (fcntl sock F_GETFL)))
+  (fcntl sock F_SETFD (logior FD_CLOEXEC (fcntl sock F_GETFD))))
+
+(define* (open-listener host port #:key (backlog 1024) (reuse-port? #f))
+  "Return a listening, non-blocking socket (a Guile port, which the caller
+must keep and close with `close-listener') bound to HOST and PORT.  HOST
+is a name or an IPv4 or IPv6 address (\"::\" for every address of both
+families), or \"unix:PATH\" for a Unix-domain socket at PATH (PORT is
+then ignored).  PORT 0 picks any free port (see `listener-port').
+REUSE-PORT? sets SO_REUSEPORT, so that more sockets can bind the same
+port (see `open-listeners')."
+  (let ((path (unix-path host)))
+    (if path
+        (open-unix-listener path backlog)
+        (open-tcp-listener host port backlog reuse-port?))))
+
+(define (open-tcp-listener host port backlog reuse-port?)
+  (let* ((info (car (getaddrinfo host (number->string port)
+                                 (logior AI_NUMERICSERV AI_PASSIVE)
+                                 0 SOCK_STREAM)))
+         (sock (socket (addrinfo:fam info) SOCK_STREAM 0)))
+    (setsockopt sock SOL_SOCKET SO_REUSEADDR 1)
+    (when reuse-port?
+      (setsockopt sock SOL_SOCKET SO_REUSEPORT 1))
+    (bind sock (addrinfo:addr info))
+    (listen sock backlog)
+    (make-non-blocking! sock)
+    ;; HTTP clients speak first: let accept(2) return a connection only
+    ;; once its request has arrived, so the loop reads it at once instead
+    ;; of waiting for another epoll round (bench/hello, Connection: close).
+    (fd-set-defer-accept! (port->fdes sock) 1)
+    sock))
+
+(define (open-unix-listener path backlog)
+  (remove-stale-socket! path)
+  (let ((sock (socket AF_UNIX SOCK_STREAM 0)))
+    (bind sock AF_UNIX path)
+    (listen sock backlog)
+    (make-non-blocking! sock)
+    sock))
+
+(define (remove-stale-socket! path)
+  ;; A socket file nobody accepts on is what a server that died leaves
+  ;; behind: remove it.  Refuse to touch anything else.
+  (let ((st (false-if-exception (lstat path))))
+    (when st
+      (unless (eq? (stat:type st) 'socket)
+        (error (string-append "plucky: " path " exists and is not a socket; not removing it")))
+      (let ((probe (socket AF_UNIX SOCK_STREAM 0)))
+        (let ((live? (catch 'system-error
+                       (lambda () (connect probe AF_UNIX path) #t)
+                       (lambda args
+                         (let ((errno (system-error-errno args)))
+                           (if (or (= errno ECONNREFUSED) (= errno ENOENT))
+                               #f
+                               (apply throw args)))))))
+          (close-port probe)
+          (when live?
+            (error (string-append "plucky: " path
+                                  " is in use: a server accepts connections on it")))
+          (false-if-exception (delete-file path)))))))
+
+(define* (open-listeners host port count #:key (backlog 1024))
+  "Return a list of COUNT listening sockets bound to the same HOST and
+PORT with SO_REUSEPORT, one per worker, or a list of one socket when
+COUNT is 1 or HOST is a Unix-domain socket (\"unix:PATH\"), which
+SO_REUSEPORT does not spread.  With PORT 0 the first socket picks the
+port and the others join it."
+  (if (or (<= count 1) (unix-path host))
+      (list (open-listener host port #:backlog backlog))
+      (let* ((first (open-listener host port #:backlog backlog #:reuse-port? #t))
+             (port (listener-port first)))
+        (cons first
+              (map (lambda (i)
+                     (open-listener host port #:backlog backlog #:reuse-port? #t))
+                   (iota (- count 1)))))))
+
+(define (listener-port sock)
+  "Return the TCP port the listening socket SOCK is bound to."
+  (sockaddr:port (getsockname sock)))
+
+(define (unix-listener-path sock)
+  "Return the path of the Unix-domain listening socket SOCK, or #f when
+SOCK is not a Unix-domain socket or has no path."
+  (let ((addr (getsockname sock)))
+    (and (= (sockaddr:fam addr) AF_UNIX)
+         (let ((path (sockaddr:path addr)))
+           (and (string? path) (not (string-null? path)) path)))))
+
+(define (listener-url sock)
+  "Return where SOCK listens, for people: \"http://127.0.0.1:8080/\",
+\"http://[::1]:8080/\" or \"unix:/run/app.sock\"."
+  (let* ((addr (getsockname sock))
+         (family (sockaddr:fam addr)))
+    (cond
+     ((= family AF_UNIX)
+      (string-append unix-prefix (or (sockaddr:path addr) "")))
+     (else
+      (let ((host (inet-ntop family (sockaddr:addr addr))))
+        (string-append "http://"
+                       (if (= family AF_INET6) (string-append "[" host "]") host)
+                       ":" (number->string (sockaddr:port addr)) "/"))))))
+
+(define (close-listener sock)
+  "Close the listening socket SOCK; remove its file if it is a
+Unix-domain socket this process bound."
+  (let ((path (false-if-exception (unix-listener-path sock))))
+    (close-port sock)
+    (when path
+      (false-if-exception (delete-file path)))))
+
+;;;
+;;; Inherited sockets
+;;;
+
+(define (descriptor->listener fd)
+  "Return a port for FD, a listening stream socket this process
+inherited (from a service manager, or a parent that passed it with
+--fd), made non-blocking and close-on-exec.  Raise an error if FD is not
+a listening stream socket."
+  (let ((sock (catch 'system-error
+                (lambda () (fdopen fd "r+0"))
+                (lambda args
+                  (error (string-append "plucky: descriptor " (number->string fd)
+                                        " is not open"))))))
+    (unless (and (false-if-exception (= SOCK_STREAM (getsockopt sock SOL_SOCKET SO_TYPE)))
+                 (false-if-exception (= 1 (getsockopt sock SOL_SOCKET SO_ACCEPTCONN))))
+      (error (string-append "plucky: descriptor " (number->string fd)
+                            " is not a listening stream socket")))
+    (make-non-blocking! sock)
+    sock))
+
+(define SD_LISTEN_FDS_START 3)
+
+(define (inherited-listeners)
+  "Return the listening sockets a service manager passed to this process
+by socket activation, as a list of (NAME . PORT) pairs, or '() when
+there are none.  Follows sd_listen_fds(3): LISTEN_PID must be this
+process's PID, LISTEN_FDS says how many descriptors there are, starting
+at 3, and LISTEN_FDNAMES, if set, names them (colon-separated; NAME is
+#f otherwise).  The three variables are then removed from the
+environment, lest a child process take the sockets for its own."
+  (let ((pid (getenv "LISTEN_PID"))
+        (count (getenv "LISTEN_FDS"))
+        (names (getenv "LISTEN_FDNAMES")))
+    (cond
+     ((not (and pid count (equal? (string->number pid) (getpid))))
+      '())
+     (else
+      (unsetenv "LISTEN_PID")
+      (unsetenv "LISTEN_FDS")
+      (unsetenv "LISTEN_FDNAMES")
+      (let ((count (or (string->number count) 0))
+            (names (if names (string-split names #\:) '())))
+        (map (lambda (i)
+               (cons (and (< i (length names)) (list-ref names i))
+                     (descriptor->listener (+ SD_LISTEN_FDS_START i))))
+             (iota count)))))))
+
+;;; (plucky server socket) ends here
