@@ -33,6 +33,10 @@
   (dirname (dirname (dirname (search-path %load-path "tests/lib/harness.scm")))))
 
 (define plucky (string-append root "/bin/plucky"))
+
+;; plucky serve refuses to serve as root unless told to; the tests may
+;; run as root.
+(define allow-root (if (zero? (geteuid)) '("--allow-root") '()))
 (define (app name) (string-append root "/apps/" name))
 
 (define (read-all-before port deadline)
@@ -67,7 +71,7 @@
 ;; -> (values process port), port #f if no listening line came within
 ;; the bound (the process is then stopped already).
 (define* (serve file #:optional (args '()) #:key (timeout 30))
-  (let* ((process (spawn plucky (append (list "serve" file "--port" "0") args)))
+  (let* ((process (spawn plucky (append (list "serve" file "--port" "0") allow-root args)))
          (deadline (+ (now-seconds) timeout)))
     (let lp ((seen '()))
       (let ((line (read-line-before (process-stderr process) deadline)))
@@ -174,13 +178,28 @@
     (test-equal "a missing file: exit 2" 2 status)
     (test-assert "names it" (string-contains err "/nonexistent/app.scm"))))
 
+(test-group "options that do not fit together exit 2 with a message"
+  (define (refused args says)
+    (let ((status out err (run plucky (append (list "serve" (app "hello.scm") "--port" "0")
+                                              allow-root args))))
+      (test-equal (string-append (string-join args " ") ": exit 2") 2 status)
+      (test-assert (string-append (string-join args " ") ": says " says)
+        (string-contains err says))))
+  (refused '("--log-format" "xml") "--log-format")
+  (refused '("--group" "nogroup") "--group needs --user")
+  (refused '("--host" "unix:") "--host")
+  (refused '("--inetd" "--access-log" "-") "--access-log")
+  (refused '("--user" "no-such-user-here") "no such user: no-such-user-here")
+  (refused '("--fd" "x") "--fd"))
+
 (test-group "serve of a file that is not a handler"
   (let ((file (let* ((port (mkstemp! (string-copy "/tmp/plucky-test-app-XXXXXX")))
                      (name (port-filename port)))
                 (display "(define answer 42)\n\"the last expression is a string\"\n" port)
                 (close-port port)
                 name)))
-    (let ((status out err (run plucky (list "serve" file "--port" "0") #:timeout 30)))
+    (let ((status out err (run plucky (append (list "serve" file "--port" "0") allow-root)
+                               #:timeout 30)))
       (test-assert "exits non-zero" (and status (not (zero? status))))
       (test-assert "names the file" (string-contains err file))
       (test-assert "says a handler procedure was expected"

@@ -1,0 +1,269 @@
+;;; (tests lib command) --- run bin/plucky as a service manager would
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; The tests of workers, reloads, socket activation, inetd, privileges
+;;; and the access log run the real command, bin/plucky, the way systemd,
+;;; Shepherd or inetd start it: `launch' forks and execs it with exactly
+;;; the descriptors asked for (a listening socket as descriptor 3, a pipe
+;;; or a socket as standard input and output…) and every other
+;;; descriptor of the test process closed, its standard error in a log
+;;; file the test reads with `plucky-log'.
+;;;
+;;; Every wait is a poll with a deadline (`wait-until'); every process
+;;; started here is stopped by its PID, and its workers (found in /proc)
+;;; are killed if they outlive it.
+;;;
+;;; Code:
+
+(define-module (tests lib command)
+  #:use-module (srfi srfi-1)
+  #:use-module (srfi srfi-9)
+  #:use-module (ice-9 match)
+  #:use-module (ice-9 rdelim)
+  #:use-module (ice-9 regex)
+  #:use-module (tests lib server)
+  #:export (source-root
+            plucky-program
+            temporary-directory
+            remove-tree
+            write-file
+            read-file
+            wait-until
+
+            launch
+            plucky?
+            plucky-pid
+            plucky-log
+            plucky-log-file
+            plucky-port
+            plucky-workers
+            plucky-status
+            start-plucky
+            stop-plucky
+            signal-plucky
+            plucky-exit-status
+            call-with-plucky
+
+            proc-status-field))
+
+(define source-root
+  ;; tests/lib/harness.scm is found from the load path
+  (dirname (dirname (dirname (search-path %load-path "tests/lib/harness.scm")))))
+
+(define plucky-program (string-append source-root "/bin/plucky"))
+
+(define (temporary-directory)
+  "Make and return a new directory under $TMPDIR (or /tmp), readable by
+every user (the privileges tests serve from it as nobody)."
+  (let ((dir (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp")
+                                     "/plucky-test-XXXXXX"))))
+    (chmod dir #o755)
+    dir))
+
+(define (remove-tree dir)
+  "Delete DIR and everything under it."
+  (let ((st (false-if-exception (lstat dir))))
+    (when st
+      (if (eq? (stat:type st) 'directory)
+          (begin
+            (for-each (lambda (name)
+                        (unless (member name '("." ".."))
+                          (remove-tree (string-append dir "/" name))))
+                      (let ((d (opendir dir)))
+                        (let lp ((names '()))
+                          (let ((entry (readdir d)))
+                            (if (eof-object? entry)
+                                (begin (closedir d) names)
+                                (lp (cons entry names)))))))
+            (rmdir dir))
+          (delete-file dir)))))
+
+(define (write-file file text)
+  "Write TEXT to FILE (readable by all), replacing it atomically: a
+worker loading FILE sees either the old text or the new."
+  (let ((temporary (string-append file ".new")))
+    (call-with-output-file temporary (lambda (port) (display text port)))
+    (chmod temporary #o644)
+    (rename-file temporary file)))
+
+(define (read-file file)
+  "Return the contents of FILE, or \"\" if it does not exist."
+  (if (file-exists? file)
+      (let ((text (call-with-input-file file (lambda (port) (read-delimited "" port)))))
+        (if (eof-object? text) "" text))
+      ""))
+
+(define* (wait-until thunk #:key (timeout 10) (interval 0.01))
+  "Call THUNK until it returns true or TIMEOUT seconds pass; return its
+last value."
+  (let ((deadline (+ (now-seconds) timeout)))
+    (let lp ()
+      (or (thunk)
+          (and (< (now-seconds) deadline)
+               (begin (usleep (inexact->exact (round (* interval 1e6))))
+                      (lp)))))))
+
+;;;
+;;; Starting a process with chosen descriptors
+;;;
+
+(define (open-descriptors)
+  (let ((dir (opendir "/proc/self/fd")))
+    (let lp ((fds '()))
+      (let ((entry (readdir dir)))
+        (cond
+         ((eof-object? entry) (closedir dir) fds)
+         ((string->number entry) => (lambda (fd) (lp (cons fd fds))))
+         (else (lp fds)))))))
+
+(define* (launch program args #:key (fds '()) (environment #f))
+  "Fork and exec PROGRAM with ARGS.  FDS is a list of (TARGET . SOURCE):
+the child gets descriptor SOURCE of this process as TARGET (0, 1 and 2
+default to /dev/null); every other descriptor is closed.  ENVIRONMENT,
+if given, is the child's whole environment (a list of \"NAME=VALUE\").
+Return the child's PID."
+  (flush-all-ports)
+  (let ((pid (primitive-fork)))
+    (if (zero? pid)
+        (catch #t
+          (lambda ()
+            (let* ((null (open-fdes "/dev/null" O_RDWR))
+                   (fds (append fds
+                                (filter-map (lambda (target)
+                                              (and (not (assv target fds))
+                                                   (cons target null)))
+                                            '(0 1 2))))
+                   ;; Out of the way first, so that placing one does not
+                   ;; clobber the source of another.
+                   (moved (map (lambda (entry i)
+                                 (dup2 (cdr entry) (+ 200 i))
+                                 (cons (car entry) (+ 200 i)))
+                               fds (iota (length fds)))))
+              (for-each (lambda (entry) (dup2 (cdr entry) (car entry))) moved)
+              (for-each (lambda (fd)
+                          (unless (assv fd moved)
+                            (false-if-exception (close-fdes fd))))
+                        (open-descriptors))
+              ;; As under a service manager: no terminal, so no COLUMNS
+              ;; (Guile's backtrace printer reads it).
+              (unsetenv "COLUMNS")
+              (unsetenv "LINES")
+              (if environment
+                  (apply execle program environment program args)
+                  (apply execl program program args))))
+          (lambda args (primitive-exit 127)))
+        pid)))
+
+;;;
+;;; bin/plucky as a server
+;;;
+
+(define-record-type <plucky>
+  (make-plucky pid log-file port status)
+  plucky?
+  (pid plucky-pid)
+  (log-file plucky-log-file)
+  (port plucky-port set-plucky-port!)
+  (status plucky-status set-plucky-status!))      ; #f while running
+
+(define (plucky-log plucky)
+  "Return what PLUCKY has written to its standard error so far."
+  (read-file (plucky-log-file plucky)))
+
+(define listening-rx
+  (make-regexp "listening on http://(127\\.0\\.0\\.1|\\[::1\\]):([0-9]+)/"))
+
+(define* (start-plucky app args #:key (fds '()) (environment #f) (log-file #f)
+                       (timeout 20) (wait? #t))
+  "Start `bin/plucky serve APP ARGS…' with standard error and output to
+a log file (LOG-FILE, or a new temporary one).  With WAIT?, wait until
+it says it listens on a TCP port and note the port (see `plucky-port'),
+or until it exits.  Return a <plucky>."
+  (let* ((log-file (or log-file
+                       (let* ((port (mkstemp! (string-copy "/tmp/plucky-test-log-XXXXXX")))
+                              (name (port-filename port)))
+                         (close-port port)
+                         name)))
+         (log (open-file log-file "a"))
+         (pid (launch plucky-program (cons* "serve" app args)
+                      #:fds (append fds
+                                    (list (cons 1 (port->fdes log))
+                                          (cons 2 (port->fdes log))))
+                      #:environment environment))
+         (plucky (make-plucky pid log-file #f #f)))
+    (close-port log)
+    (when wait?
+      (wait-until (lambda ()
+                    (or (regexp-exec listening-rx (plucky-log plucky))
+                        (plucky-exit-status plucky)))
+                  #:timeout timeout)
+      (let ((m (regexp-exec listening-rx (plucky-log plucky))))
+        (when m
+          (set-plucky-port! plucky (string->number (match:substring m 2))))))
+    plucky))
+
+(define (plucky-exit-status plucky)
+  "Return PLUCKY's exit status once it has exited (reaping it), else #f."
+  (or (plucky-status plucky)
+      (match (waitpid (plucky-pid plucky) WNOHANG)
+        ((0 . _) #f)
+        ((_ . status) (set-plucky-status! plucky status) status))))
+
+(define (plucky-workers plucky)
+  "Return the PIDs of PLUCKY's live worker processes."
+  (sort (child-pids (plucky-pid plucky)) <))
+
+(define (signal-plucky plucky signal)
+  "Send SIGNAL to PLUCKY's master, if it still runs."
+  (unless (plucky-exit-status plucky)
+    (kill (plucky-pid plucky) signal)))
+
+(define* (stop-plucky plucky #:key (timeout 10))
+  "Stop PLUCKY with SIGTERM (SIGKILL after TIMEOUT seconds) and kill any
+worker that outlives it.  Return two values: the exit status and whether
+SIGKILL was needed."
+  (let ((workers (plucky-workers plucky)))
+    (signal-plucky plucky SIGTERM)
+    (let* ((status (wait-until (lambda () (plucky-exit-status plucky)) #:timeout timeout))
+           (killed? (not status)))
+      (when killed?
+        (false-if-exception (kill (plucky-pid plucky) SIGKILL))
+        (set-plucky-status! plucky (cdr (waitpid (plucky-pid plucky)))))
+      (kill-survivors workers)
+      (values (plucky-status plucky) killed?))))
+
+(define (call-with-plucky app args proc . options)
+  "Start plucky (as `start-plucky' with APP, ARGS and OPTIONS), call PROC
+with it, and stop it however PROC exits; then delete its log, unless
+PLUCKY_TEST_KEEP_LOGS is set.  Return PROC's values."
+  (let ((plucky (apply start-plucky app args options)))
+    (dynamic-wind
+      (lambda () #t)
+      (lambda () (proc plucky))
+      (lambda ()
+        (unless (plucky-status plucky)
+          (stop-plucky plucky))
+        (if (getenv "PLUCKY_TEST_KEEP_LOGS")
+            (format (current-error-port) "plucky log: ~a~%" (plucky-log-file plucky))
+            (false-if-exception (delete-file (plucky-log-file plucky))))))))
+
+(define (proc-status-field pid field)
+  "Return the value of FIELD (\"Uid\", \"Groups\"…) in /proc/PID/status as
+a list of numbers, or #f."
+  (false-if-exception
+   (call-with-input-file (string-append "/proc/" (number->string pid) "/status")
+     (lambda (port)
+       (let lp ()
+         (let ((line (read-line port)))
+           (cond
+            ((eof-object? line) #f)
+            ((string-prefix? (string-append field ":") line)
+             (map string->number
+                  (string-tokenize (substring line (+ 1 (string-length field))))))
+            (else (lp)))))))))
+
+;;; (tests lib command) ends here

@@ -1,0 +1,304 @@
+;;; tests/server/workers.scm --- the master: crashes, drains, reloads
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; Runs `bin/plucky serve' on an app file this test writes (and
+;;; rewrites, for reloads) and checks what the master promises:
+;;;
+;;;  - a worker killed with SIGKILL is replaced within a second, and
+;;;    logged;
+;;;  - SIGTERM drains: a slow request in flight gets its whole answer,
+;;;    then the server exits 0;
+;;;  - SIGHUP after the app changed: the new answers appear, and a client
+;;;    hammering the server across the reload sees nothing but 200s;
+;;;  - SIGHUP after the app broke: the error is logged and the old
+;;;    workers, the very same processes, keep serving the old answers;
+;;;  - each worker logs how many requests it served.
+;;;
+;;; The hammering client is a forked process (the test itself must watch
+;;; the server meanwhile); it reports its counts through a pipe.
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
+             (srfi srfi-71)
+             (ice-9 format)
+             (ice-9 match)
+             (ice-9 rdelim)
+             (ice-9 threads)
+             (ice-9 regex)
+             (rnrs bytevectors)
+             (web response)
+             (tests lib harness)
+             (tests lib server)
+             (tests lib command))
+
+(test-begin "server/workers")
+
+;;;
+;;; The app, in versions
+;;;
+
+(define dir (temporary-directory))
+(define app (string-append dir "/app.scm"))
+(define slow-marker (string-append dir "/slow-started"))
+
+(define (app-text answer)
+  ;; An app answering ANSWER on /, its PID on /pid, and slowly on /slow.
+  (format #f "(use-modules (web request) (web uri))
+(define (handler request body)
+  (let ((path (uri-path (request-uri request))))
+    (cond
+     ((string=? path \"/pid\")
+      (values '((content-type . (text/plain))) (number->string (getpid))))
+     ((string=? path \"/slow\")
+      (call-with-output-file ~s (lambda (port) (display \"started\" port)))
+      (sleep 1)
+      (values '((content-type . (text/plain))) \"slow answer, complete\"))
+     (else
+      (values '((content-type . (text/plain))) ~s)))))
+handler
+" slow-marker answer))
+
+(define broken-app-text
+  "(define (handler request body)\n  (values '() \"unbalanced\"\nhandler\n")
+
+(define (get port path)
+  ;; -> (values code body-string), or #f #f
+  (let ((response body (http-get port path)))
+    (if response
+        (values (response-code response) (utf8->string body))
+        (values #f #f))))
+
+(define (body-of port path)
+  (let ((code body (get port path)))
+    (and (eqv? code 200) body)))
+
+(define (call-guarded thunk)
+  (let ((escaped (with-exception-handler
+                     (lambda (e) e)
+                   (lambda () (thunk) #f)
+                   #:unwind? #t)))
+    (test-equal "no exception escaped the group" #f
+      (and escaped
+           (call-with-output-string
+             (lambda (port) (print-exception port #f '%exception (list escaped))))))))
+
+(define-syntax-rule (with-plucky (plucky args ...) body ...)
+  (call-guarded
+   (lambda ()
+     (call-with-plucky app (list "--port" "0" "--allow-root" args ...)
+       (lambda (plucky)
+         (test-assert "listening" (plucky-port plucky))
+         (when (plucky-port plucky)
+           body ...))))))
+
+(define (workers-of plucky n)
+  ;; -> PLUCKY's worker PIDs once there are N of them, or #f
+  (wait-until (lambda ()
+                (let ((w (plucky-workers plucky)))
+                  (and (= n (length w)) w)))))
+
+(define (served-counts log)
+  ;; -> the N of every "worker PID served N requests" line in LOG
+  (map (lambda (m) (string->number (match:substring m 1)))
+       (list-matches "worker [0-9]+ served ([0-9]+) requests" log)))
+
+;;;
+;;; A client that hammers the server from another process
+;;;
+
+(define (hammer port deadline)
+  ;; Send requests until DEADLINE, up to 20 on each keep-alive connection
+  ;; (a new one when the server closes it).  -> (ok failed bodies
+  ;; first-failures)
+  (let ((ok 0) (failed 0) (bodies '()) (failures '()))
+    (define (fail! why)
+      (set! failed (+ failed 1))
+      (set! failures (cons why failures)))
+    (define (session client)
+      ;; -> when to stop using CLIENT
+      (let lp ((i 0))
+        (when (and (< i 20) (< (now-seconds) deadline))
+          (let ((response body (if (client-send! client (request-text "/"))
+                                   (client-read-response client #:timeout 5)
+                                   (values #f #f))))
+            (cond
+             ((not response)
+              (fail! (format #f "no answer to request ~a on a connection: ~a"
+                             (+ i 1) (or (client-error client) "closed"))))
+             ((= 200 (response-code response))
+              (set! ok (+ ok 1))
+              (set! bodies (lset-adjoin string=? bodies (utf8->string body)))
+              (unless (memq 'close (response-connection response))
+                (lp (+ i 1))))
+             (else
+              (fail! (format #f "status ~a" (response-code response)))))))))
+    (let lp ()
+      (when (< (now-seconds) deadline)
+        (let ((client (false-if-exception (connect-client port))))
+          (if client
+              (begin (session client) (client-close! client))
+              (fail! "connect failed")))
+        (lp)))
+    (list ok failed bodies (list-head failures (min 5 (length failures))))))
+
+(define (start-hammer port seconds)
+  ;; Fork a client that hammers PORT for SECONDS and writes its results
+  ;; to a pipe.  -> (pid . input-port)
+  (let ((channel (pipe)))
+    (flush-all-ports)
+    (let ((pid (primitive-fork)))
+      (if (zero? pid)
+          (begin
+            (close-port (car channel))
+            (write (hammer port (+ (now-seconds) seconds)) (cdr channel))
+            (newline (cdr channel))
+            (close-port (cdr channel))
+            (primitive-exit 0))
+          (begin
+            (close-port (cdr channel))
+            (cons pid (car channel)))))))
+
+(define (hammer-results hammer seconds)
+  ;; -> (ok failed bodies failures), or #f if none came within SECONDS
+  (let ((line (read-line-before (cdr hammer) (+ (now-seconds) seconds))))
+    (close-port (cdr hammer))
+    (unless (wait-until (lambda () (match (waitpid (car hammer) WNOHANG)
+                                     ((0 . _) #f)
+                                     (_ #t)))
+                        #:timeout 5)
+      (kill (car hammer) SIGKILL)
+      (waitpid (car hammer)))
+    (and (string? line) (with-input-from-string line read))))
+
+;;;
+;;; The tests
+;;;
+
+(write-file app (app-text "version 1"))
+
+(test-group "a worker killed with SIGKILL is replaced within a second"
+  (with-plucky (plucky "--workers" "2")
+    (let ((workers (workers-of plucky 2)))
+      (test-assert "two workers" workers)
+      (when workers
+        (let ((victim (car workers))
+              (start (now-seconds)))
+          (kill victim SIGKILL)
+          (let ((replaced (wait-until
+                           (lambda ()
+                             (let ((w (plucky-workers plucky)))
+                               (and (= 2 (length w)) (not (memv victim w)) w)))
+                           #:timeout 5 #:interval 0.001)))
+            (test-assert "a new worker takes its place" replaced)
+            (test-assert "within a second" (and replaced (< (- (now-seconds) start) 1)))
+            (test-assert "the other worker is untouched"
+              (and replaced (memv (cadr workers) replaced)))
+            (test-assert "the master logs it"
+              (wait-until (lambda ()
+                            (string-contains
+                             (plucky-log plucky)
+                             (format #f "worker ~a exited (signal ~a); starting another"
+                                     victim SIGKILL)))))
+            (test-equal "and the server answers" "version 1" (body-of (plucky-port plucky) "/"))))))))
+
+(test-group "SIGTERM drains: a slow request in flight completes"
+  (with-plucky (plucky "--workers" "2" "--grace" "10")
+    (false-if-exception (delete-file slow-marker))
+    (let ((client (connect-client (plucky-port plucky))))
+      (client-send! client (request-text "/slow"))
+      (test-assert "the slow handler started"
+        (wait-until (lambda () (file-exists? slow-marker))))
+      (signal-plucky plucky SIGTERM)
+      (let ((response body (client-read-response client #:timeout 10)))
+        (test-equal "the answer arrives" 200 (and response (response-code response)))
+        (test-equal "complete" "slow answer, complete" (and body (utf8->string body))))
+      (test-assert "then the connection closes" (client-eof? client))
+      (client-close! client)
+      (let ((status (wait-until (lambda () (plucky-exit-status plucky)) #:timeout 10)))
+        (test-equal "and the server exits 0" 0 (and status (status:exit-val status))))
+      (test-assert "no new connection is taken once it has exited"
+        (not (false-if-exception (connect-client (plucky-port plucky))))))))
+
+(test-group "SIGHUP with changed code: new answers, no request fails"
+  (write-file app (app-text "version 1"))
+  (with-plucky (plucky "--workers" "2")
+    (let* ((port (plucky-port plucky))
+           (before (workers-of plucky 2))
+           (hammer (start-hammer port 4)))
+      (test-assert "two workers first" before)
+      (test-equal "before: version 1" "version 1" (body-of port "/"))
+      (write-file app (app-text "version 2"))
+      (signal-plucky plucky SIGHUP)
+      (test-assert "the new answer appears"
+        (wait-until (lambda () (equal? "version 2" (body-of port "/"))) #:timeout 10))
+      (test-assert "the old workers exit"
+        (wait-until (lambda ()
+                      (null? (lset-intersection = before (plucky-workers plucky))))
+                    #:timeout 10))
+      (test-assert "two workers again" (workers-of plucky 2))
+      (test-assert "the master logs the reload"
+        (string-contains (plucky-log plucky) "reload: new workers"))
+      (match (hammer-results hammer 15)
+        ((ok failed bodies failures)
+         (test-assert "the hammering client made requests" (> ok 100))
+         (test-equal "not one failed" '(0 ()) (list failed failures))
+         (test-equal "it saw both versions" '("version 1" "version 2")
+           (sort bodies string<?)))
+        (other (test-assert "the hammering client reported" #f))))
+    (test-equal "after: version 2" "version 2" (body-of (plucky-port plucky) "/"))))
+
+(test-group "SIGHUP with broken code: the old workers keep serving"
+  (write-file app (app-text "version 1"))
+  (with-plucky (plucky "--workers" "2")
+    (let ((port (plucky-port plucky))
+          (before (workers-of plucky 2)))
+      (test-assert "two workers first" before)
+      (write-file app broken-app-text)
+      (signal-plucky plucky SIGHUP)
+      (test-assert "the failure is logged"
+        (wait-until (lambda () (string-contains (plucky-log plucky) "reload failed"))))
+      (test-assert "with the reason"
+        (string-match "could not start: .*app\\.scm" (plucky-log plucky)))
+      (test-equal "the old code answers" "version 1" (body-of port "/"))
+      (test-equal "from the very same workers" before
+        (wait-until (lambda ()
+                      (let ((w (plucky-workers plucky)))
+                        (and (equal? w before) w)))))
+      (test-equal "still, ten times over" (make-list 10 "version 1")
+        (map (lambda (i) (body-of port "/")) (iota 10)))
+      ;; Fixed, a reload succeeds.
+      (write-file app (app-text "version 3"))
+      (signal-plucky plucky SIGHUP)
+      (test-assert "a fixed app reloads"
+        (wait-until (lambda () (equal? "version 3" (body-of port "/"))) #:timeout 10)))))
+
+(test-group "workers log how many requests they served"
+  (write-file app (app-text "version 1"))
+  (call-guarded
+   (lambda ()
+     (let ((plucky (start-plucky app (list "--port" "0" "--allow-root" "--workers" "2"))))
+       (test-assert "listening" (plucky-port plucky))
+       (when (plucky-port plucky)
+         (let ((answers (map (lambda (i) (body-of (plucky-port plucky) "/")) (iota 30))))
+           (test-equal "30 answers" 30 (count string? answers)))
+         (let ((status killed? (stop-plucky plucky)))
+           (test-equal "stopped with exit 0" '(0 #f) (list (status:exit-val status) killed?)))
+         (let ((counts (served-counts (plucky-log plucky))))
+           (test-equal "two totals" 2 (length counts))
+           (test-equal "adding up to 30" 30 (apply + counts))))
+       (delete-file (plucky-log-file plucky))))))
+
+(test-group "--workers defaults to one per CPU"
+  (with-plucky (plucky)
+    (test-equal "as many workers as CPUs" (current-processor-count)
+      (length (or (workers-of plucky (current-processor-count)) '())))))
+
+(remove-tree dir)
+
+(test-end "server/workers")
