@@ -83,7 +83,7 @@ json) to the file PATH, created if need be and appended to, or to
 standard output when PATH is \"-\".  OWNER, if given, is a pair (UID
 . GID) to give a file this call creates to (the user workers run as)."
   (unless (memq format log-formats)
-    (error "plucky: unknown access log format" format))
+    (error "unknown access log format" format))
   (let ((buffer (make-bytevector buffer-size)))
     (if (equal? path "-")
         (%make-access-log #f 1 format buffer (bytevector-address buffer) 0)

@@ -32,7 +32,7 @@ number, or #f for USER's own group).  Raise an error naming what does
 not exist."
   (define (lookup what getter name)
     (or (false-if-exception (getter (or (string->number name) name)))
-        (error (string-append "plucky: no such " what ": " name))))
+        (error (string-append "no such " what ": " name))))
   (let* ((pw (lookup "user" getpwnam user))
          (gid (if group
                   (group:gid (lookup "group" getgrnam group))
@@ -50,10 +50,10 @@ an error if any step fails or if root's privileges could be regained."
     (setuid uid)
     (unless (and (= (getuid) uid) (= (geteuid) uid)
                  (= (getgid) gid) (= (getegid) gid))
-      (error "plucky: could not drop privileges" identity))
+      (error "could not drop privileges" identity))
     (unless (zero? uid)
       ;; setuid(0) must fail now; if it does not, nothing was dropped.
       (when (false-if-exception (begin (setuid 0) #t))
-        (error "plucky: still able to become root after dropping privileges")))))
+        (error "still able to become root after dropping privileges")))))
 
 ;;; (plucky server privileges) ends here

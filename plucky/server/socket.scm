@@ -103,7 +103,7 @@ port (see `open-listeners')."
   (let ((st (false-if-exception (lstat path))))
     (when st
       (unless (eq? (stat:type st) 'socket)
-        (error (string-append "plucky: " path " exists and is not a socket; not removing it")))
+        (error (string-append path " exists and is not a socket; not removing it")))
       (let ((probe (socket AF_UNIX SOCK_STREAM 0)))
         (let ((live? (catch 'system-error
                        (lambda () (connect probe AF_UNIX path) #t)
@@ -114,7 +114,7 @@ port (see `open-listeners')."
                                (apply throw args)))))))
           (close-port probe)
           (when live?
-            (error (string-append "plucky: " path
+            (error (string-append path
                                   " is in use: a server accepts connections on it")))
           (false-if-exception (delete-file path)))))))
 
@@ -176,15 +176,16 @@ Unix-domain socket this process bound."
 inherited (from a service manager, or a parent that passed it with
 --fd), made non-blocking and close-on-exec.  Raise an error if FD is not
 a listening stream socket."
-  (let ((sock (catch 'system-error
-                (lambda () (fdopen fd "r+0"))
-                (lambda args
-                  (error (string-append "plucky: descriptor " (number->string fd)
-                                        " is not open"))))))
+  (define (refuse why)
+    (error (string-append "descriptor " (number->string fd) " " why)))
+  (let ((st (false-if-exception (stat fd))))
+    (cond
+     ((not st) (refuse "is not open"))
+     ((not (eq? (stat:type st) 'socket)) (refuse "is not a listening stream socket"))))
+  (let ((sock (fdopen fd "r+0")))
     (unless (and (false-if-exception (= SOCK_STREAM (getsockopt sock SOL_SOCKET SO_TYPE)))
                  (false-if-exception (= 1 (getsockopt sock SOL_SOCKET SO_ACCEPTCONN))))
-      (error (string-append "plucky: descriptor " (number->string fd)
-                            " is not a listening stream socket")))
+      (refuse "is not a listening stream socket"))
     (make-non-blocking! sock)
     sock))
 

@@ -48,7 +48,8 @@
             plucky-exit-status
             call-with-plucky
 
-            proc-status-field))
+            proc-status-field
+            has-open?))
 
 (define source-root
   ;; tests/lib/harness.scm is found from the load path
@@ -124,8 +125,9 @@ last value."
   "Fork and exec PROGRAM with ARGS.  FDS is a list of (TARGET . SOURCE):
 the child gets descriptor SOURCE of this process as TARGET (0, 1 and 2
 default to /dev/null); every other descriptor is closed.  ENVIRONMENT,
-if given, is the child's whole environment (a list of \"NAME=VALUE\").
-Return the child's PID."
+if given, is the child's whole environment (a list of \"NAME=VALUE\"),
+or a procedure that returns it, called in the child (which can thus
+name its own PID, as LISTEN_PID must).  Return the child's PID."
   (flush-all-ports)
   (let ((pid (primitive-fork)))
     (if (zero? pid)
@@ -153,7 +155,9 @@ Return the child's PID."
               (unsetenv "COLUMNS")
               (unsetenv "LINES")
               (if environment
-                  (apply execle program environment program args)
+                  (apply execle program
+                         (if (procedure? environment) (environment) environment)
+                         program args)
                   (apply execl program program args))))
           (lambda args (primitive-exit 127)))
         pid)))
@@ -178,11 +182,12 @@ Return the child's PID."
   (make-regexp "listening on http://(127\\.0\\.0\\.1|\\[::1\\]):([0-9]+)/"))
 
 (define* (start-plucky app args #:key (fds '()) (environment #f) (log-file #f)
-                       (timeout 20) (wait? #t))
+                       (timeout 20) (wait? #t) (error-log #f))
   "Start `bin/plucky serve APP ARGS…' with standard error and output to
 a log file (LOG-FILE, or a new temporary one).  With WAIT?, wait until
-it says it listens on a TCP port and note the port (see `plucky-port'),
-or until it exits.  Return a <plucky>."
+it says it listens on a TCP port (in its log, or in ERROR-LOG if it was
+given --error-log) and note the port (see `plucky-port'), or until it
+exits.  Return a <plucky>."
   (let* ((log-file (or log-file
                        (let* ((port (mkstemp! (string-copy "/tmp/plucky-test-log-XXXXXX")))
                               (name (port-filename port)))
@@ -198,10 +203,10 @@ or until it exits.  Return a <plucky>."
     (close-port log)
     (when wait?
       (wait-until (lambda ()
-                    (or (regexp-exec listening-rx (plucky-log plucky))
+                    (or (regexp-exec listening-rx (read-file (or error-log log-file)))
                         (plucky-exit-status plucky)))
                   #:timeout timeout)
-      (let ((m (regexp-exec listening-rx (plucky-log plucky))))
+      (let ((m (regexp-exec listening-rx (read-file (or error-log log-file)))))
         (when m
           (set-plucky-port! plucky (string->number (match:substring m 2))))))
     plucky))
@@ -265,5 +270,19 @@ a list of numbers, or #f."
              (map string->number
                   (string-tokenize (substring line (+ 1 (string-length field))))))
             (else (lp)))))))))
+
+(define (has-open? pid file)
+  "Return #t if process PID has FILE open (as its name is now)."
+  (let ((dir (false-if-exception (opendir (format #f "/proc/~a/fd" pid)))))
+    (and dir
+         (let lp ()
+           (let ((entry (readdir dir)))
+             (cond
+              ((eof-object? entry) (closedir dir) #f)
+              ((equal? file (false-if-exception
+                             (readlink (format #f "/proc/~a/fd/~a" pid entry))))
+               (closedir dir)
+               #t)
+              (else (lp))))))))
 
 ;;; (tests lib command) ends here
