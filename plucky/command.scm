@@ -55,7 +55,8 @@ LISTEN_FDNAMES) are served instead of --host and --port.
 
 How:
   --workers N            worker processes (default: one per CPU); a
-                         master process replaces any that dies
+                         master process replaces any that dies; with 1
+                         there is no master: the process serves itself
   --grace S              seconds to finish the requests in flight when
                          stopping or reloading (default 30)
   --user USER            after binding as root, serve as USER; the
@@ -96,6 +97,7 @@ Signals (to the master):
   SIGHUP                 reload: new workers load FILE afresh, then the
                          old ones drain; if FILE fails to load, the old
                          workers keep serving and the error is logged
+                         (with --workers 1, FILE is loaded again in place)
   SIGUSR1                reopen the log files (after logrotate)
 
 FILE is Scheme whose last expression is a procedure

@@ -12,9 +12,10 @@
 ;;; HANDLER has the contract of Guile's (web server): it is called as
 ;;; (HANDLER request body . state) and returns (values response body
 ;;; . state).  `run-server' opens the listening socket(s), then either
-;;; runs the event loop (plucky server loop) itself, with one worker and
-;;; no way to reload, or becomes a master process that forks the workers,
-;;; each running one loop, and watches over them:
+;;; runs the event loop (plucky server loop) itself, with one worker (on
+;;; SIGHUP it then loads the app again in place: requests wait meanwhile,
+;;; and a crash ends the server), or becomes a master process that forks
+;;; the workers, each running one loop, and watches over them:
 ;;;
 ;;;   master   never reads a request.  Reads its signals from a signalfd
 ;;;            (plucky sys signal) in an epoll loop of its own, with a
@@ -127,11 +128,26 @@
 (define (closing response body . state)
   (apply values (closing-response response) body state))
 
+(define (handler-from reload)
+  (let ((handler (reload)))
+    (unless (procedure? handler)
+      (error "the reload procedure did not return a handler procedure" handler))
+    handler))
+
+(define (logging-errors what thunk)
+  ;; -> THUNK's value, or #f once an exception it raised is logged
+  (with-exception-handler
+      (lambda (exception) (report-exception what exception) #f)
+    thunk
+    #:unwind? #t))
+
 (define* (serve-in-this-process sockets handler state settings
-                                #:key (exclusive? #f) (grace 30)
+                                #:key (exclusive? #f) (grace 30) (reload #f)
                                 (access-log #f) (error-log #f) (connections '()))
   ;; Run the loop on SOCKETS (or CONNECTIONS) until it drains or stops;
-  ;; -> the handler's final state.
+  ;; -> the handler's final state.  With RELOAD (a single process, no
+  ;; master), SIGHUP loads the app again here; the old handler serves
+  ;; until the new one is loaded, and on if it fails to load.
   (stop-finalizer-thread!)
   (block-signals! (worker-signals))
   (let ((signal-fd (open-signalfd (worker-signals)))
@@ -165,9 +181,20 @@
        ((= signal SIGUSR2) (set! retiring? #t))
        ((= signal tick-signal)
         (when access-log (access-log-flush! access-log)))
+       ((= signal SIGHUP)
+        (if reload
+            (let ((new (logging-errors
+                        "reload failed, the old code keeps serving; the new code"
+                        (lambda () (handler-from reload)))))
+              (when new
+                (set! handler new)
+                (log-line "reload: new code serves")))
+            (log-line "SIGHUP ignored: nothing to reload")))
        ((= signal SIGUSR1)
-        (when access-log (access-log-reopen! access-log))
-        (when error-log (open-error-log! error-log)))))
+        (logging-errors "reopening the logs"
+                        (lambda ()
+                          (when access-log (access-log-reopen! access-log))
+                          (when error-log (open-error-log! error-log)))))))
     (when timer
       (set-signal-timer! timer 1 1))
     (let ((state (run-loop (map port->fdes sockets) counting-handler
@@ -511,12 +538,6 @@ are killed."
 ;;; run-server
 ;;;
 
-(define (handler-from reload)
-  (let ((handler (reload)))
-    (unless (procedure? handler)
-      (error "the reload procedure did not return a handler procedure" handler))
-    handler))
-
 (define* (run-server handler #:key
                      (host "127.0.0.1")
                      (port 8080)
@@ -544,15 +565,16 @@ pairs (input . output) such as (0 . 1) for inetd): the server then
 returns once they are done.  ON-LISTEN, if given, is called with the
 list of listening sockets once they listen.
 
-How: WORKERS is the number of processes serving.  With 1 and no RELOAD
-this process serves and returns the final state.  Otherwise it becomes
-a master that forks the workers, replaces any that dies, and returns
-when they have all exited: #t, or #f if none could start.  RELOAD, a
-thunk returning a handler, gives the workers of each reload (SIGHUP)
-their handler: a worker whose RELOAD raises or returns something else
-is not started, and the old workers keep serving.  HANDLER may be #f
-when RELOAD is given: then every worker, the first ones included, calls
-RELOAD after dropping privileges.  SETTINGS holds limits and timeouts
+How: WORKERS is the number of processes serving.  With 1, this process
+serves and returns the final state.  With more, it becomes a master that
+forks the workers, replaces any that dies, and returns when they have
+all exited: #t, or #f if none could start.  RELOAD, a thunk returning a
+handler, gives the workers of each reload (SIGHUP) their handler: a
+worker whose RELOAD raises or returns something else is not started, and
+the old workers keep serving.  With one worker, SIGHUP calls RELOAD in
+this process, which serves on with the old handler if it fails.  HANDLER
+may be #f when RELOAD is given: then every worker, the first ones
+included, calls RELOAD after dropping privileges.  SETTINGS holds limits and timeouts
 (`make-loop-settings').  On SIGTERM or SIGINT the server drains: it
 stops accepting, finishes the requests in flight and exits within GRACE
 seconds; a second SIGINT stops it at once.
@@ -570,7 +592,7 @@ caller's policy (see `plucky serve')."
          (_ (when error-log (open-error-log! error-log #:owner identity)))
          (log (and access-log (open-access-log access-log log-format #:owner identity)))
          (inetd? (pair? connections))
-         (master? (and (not inetd?) (or (> workers 1) (and reload #t))))
+         (master? (and (not inetd?) (> workers 1)))
          (own-sockets? (and (not sockets) (not inetd?)))
          (sockets (cond (inetd? '())
                         (sockets sockets)
@@ -590,7 +612,7 @@ caller's policy (see `plucky serve')."
                  (when identity (drop-privileges! identity))
                  (serve-in-this-process sockets (or handler (handler-from reload))
                                         state settings
-                                        #:grace grace #:access-log log
+                                        #:grace grace #:reload reload #:access-log log
                                         #:error-log error-log
                                         #:connections connections))
                (supervise

@@ -38,16 +38,6 @@ handler
 
 (define allow-root (if (zero? (geteuid)) '("--allow-root") '()))
 
-(define (call-guarded thunk)
-  (let ((escaped (with-exception-handler
-                     (lambda (e) e)
-                   (lambda () (thunk) #f)
-                   #:unwind? #t)))
-    (test-equal "no exception escaped the group" #f
-      (and escaped
-           (call-with-output-string
-             (lambda (port) (print-exception port #f '%exception (list escaped))))))))
-
 (define* (get port path #:key (headers '()))
   ;; -> the status code, or #f
   (with-client port

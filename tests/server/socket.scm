@@ -45,16 +45,6 @@ handler
 
 (define allow-root (if (zero? (geteuid)) '("--allow-root") '()))
 
-(define (call-guarded thunk)
-  (let ((escaped (with-exception-handler
-                     (lambda (e) e)
-                   (lambda () (thunk) #f)
-                   #:unwind? #t)))
-    (test-equal "no exception escaped the group" #f
-      (and escaped
-           (call-with-output-string
-             (lambda (port) (print-exception port #f '%exception (list escaped))))))))
-
 (define (tcp-listener)
   ;; -> a listening socket on 127.0.0.1 and a port the kernel picked
   (let ((sock (socket AF_INET SOCK_STREAM 0)))

@@ -78,16 +78,6 @@ handler
   (let ((code body (get port path)))
     (and (eqv? code 200) body)))
 
-(define (call-guarded thunk)
-  (let ((escaped (with-exception-handler
-                     (lambda (e) e)
-                   (lambda () (thunk) #f)
-                   #:unwind? #t)))
-    (test-equal "no exception escaped the group" #f
-      (and escaped
-           (call-with-output-string
-             (lambda (port) (print-exception port #f '%exception (list escaped))))))))
-
 (define-syntax-rule (with-plucky (plucky args ...) body ...)
   (call-guarded
    (lambda ()
@@ -277,6 +267,26 @@ handler
       (signal-plucky plucky SIGHUP)
       (test-assert "a fixed app reloads"
         (wait-until (lambda () (equal? "version 3" (body-of port "/"))) #:timeout 10)))))
+
+(test-group "--workers 1: no master, SIGHUP reloads in place"
+  (write-file app (app-text "version 1"))
+  (with-plucky (plucky "--workers" "1")
+    (let ((port (plucky-port plucky)))
+      (test-equal "no worker processes: it serves itself" '() (plucky-workers plucky))
+      (test-equal "version 1" "version 1" (body-of port "/"))
+      (test-equal "answered by the process started" (number->string (plucky-pid plucky))
+        (body-of port "/pid"))
+      (write-file app broken-app-text)
+      (signal-plucky plucky SIGHUP)
+      (test-assert "broken code: the failure is logged"
+        (wait-until (lambda () (string-contains (plucky-log plucky) "reload failed"))))
+      (test-equal "and the old code serves on" "version 1" (body-of port "/"))
+      (write-file app (app-text "version 2"))
+      (signal-plucky plucky SIGHUP)
+      (test-assert "fixed code: the new answer appears"
+        (wait-until (lambda () (equal? "version 2" (body-of port "/")))))
+      (test-equal "from the same process" (number->string (plucky-pid plucky))
+        (body-of port "/pid")))))
 
 (test-group "workers log how many requests they served"
   (write-file app (app-text "version 1"))
