@@ -34,7 +34,7 @@ check: all
 
 run: all
 	scripts/install-deps run
-	bin/plucky serve apps/demo.scm --host $(HOST) --port $(PORT)
+	bin/plucky serve apps/demo.scm --host $(HOST) --port $(PORT) $(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: all
 	scripts/install-deps bench

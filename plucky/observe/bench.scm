@@ -142,8 +142,11 @@ answers (at most TIMEOUT seconds), and return (pid . url).  Its output
 goes to the file LOG."
   (let* ((port (free-port))
          (plucky (string-append (source-root) "/bin/plucky"))
-         (process (spawn-process plucky (list "serve" app "--host" "127.0.0.1"
-                                              "--port" (number->string port))
+         (process (spawn-process plucky (append
+                                         (list "serve" app "--host" "127.0.0.1"
+                                               "--port" (number->string port))
+                                         ;; plucky serve refuses root otherwise
+                                         (if (zero? (geteuid)) '("--allow-root") '()))
                                  #:output log))
          (pid (car process))
          (url (format #f "http://127.0.0.1:~a/" port))

@@ -1116,6 +1116,8 @@ def server_command(args):
             '--body-timeout', str(args.body_timeout),
             '--keep-alive-timeout', str(args.keep_alive_timeout),
             '--write-timeout', '5', '--max-body', str(args.max_body)]
+    if os.geteuid() == 0:
+        cmd.append('--allow-root')  # plucky serve refuses root otherwise
     return cmd
 
 def stop_plucky(proc):
