@@ -70,6 +70,12 @@ Logs:
   --log-format FORMAT    common, combined or json (default combined)
   --error-log FILE       messages and backtraces to FILE instead of
                          standard error
+  --status               serve /_plucky/status (a page with charts),
+                         /_plucky/metrics (Prometheus) and
+                         /_plucky/status.json, to loopback clients only,
+                         and account for every request (plucky observe)
+  --status-token T       serve them to any client that gives ?token=T or
+                         Authorization: Bearer T, and only to those
 
 Limits:
   --max-body BYTES       largest request body accepted, else 413
@@ -120,13 +126,13 @@ fresh module where `app-directory' names the directory FILE is in.
 
 (define flag-names
   ;; options without a value
-  '("--inetd" "--allow-root"))
+  '("--inetd" "--allow-root" "--status"))
 
 (define option-names
   ;; every option serve accepts
   (append
    '("--host" "--port" "--fd" "--workers" "--grace" "--user" "--group"
-     "--access-log" "--log-format" "--error-log"
+     "--access-log" "--log-format" "--error-log" "--status-token"
      "--max-body" "--max-connections"
      "--keep-alive-timeout" "--header-timeout" "--body-timeout"
      "--write-timeout" "--max-request-line" "--max-header-bytes"
@@ -252,7 +258,10 @@ USER once the sockets are bound, or --allow-root"))))
           (let ((null (open-fdes "/dev/null" O_WRONLY)))
             (dup2 null 2)
             (close-fdes null)))
-        (let* ((reload (lambda () (load-handler file)))
+        (let* ((status (and (or (value "--status") (value "--status-token"))
+                            (status-wrapper workers (value "--status-token"))))
+               (wrap (if status (car status) (lambda (handler) handler)))
+               (reload (lambda () (wrap (load-handler file))))
                ;; Loaded here, before listening, unless the workers must
                ;; load it as another user.
                (handler (and (not user)
@@ -285,9 +294,26 @@ USER once the sockets are bound, or --allow-root"))))
                                     #:access-log (value "--access-log")
                                     #:log-format log-format
                                     #:error-log (value "--error-log")
+                                    #:observer (and status (cdr status))
                                     #:user user
                                     #:group group)))))
           (exit (if (eq? ok #f) 1 0)))))))
+
+(define (observe name module)
+  ;; (plucky observe …) and what it loads are needed only by bench,
+  ;; profile and --status; resolve them then, not at every start.
+  (module-ref (resolve-interface (list 'plucky 'observe module)) name))
+
+(define (status-wrapper workers token)
+  ;; -> (WRAP . OBSERVER): WRAP makes a handler serve /_plucky/… from one
+  ;; observer, and OBSERVER is the procedure to pass to run-loop's
+  ;; #:observer, which feeds it.  One observer for the app and all its
+  ;; reloads, so that the figures outlive them (each worker process has
+  ;; its own copy).
+  (let ((observer ((observe 'make-observer 'accounting) #:workers workers)))
+    (cons (lambda (handler)
+            ((observe 'observed-handler 'status) handler observer #:token token))
+          ((observe 'observer-procedure 'accounting) observer))))
 
 (define (main args)
   "Run the plucky command with ARGS, the command line."
@@ -295,8 +321,8 @@ USER once the sockets are bound, or --allow-root"))))
     (cond
      ((null? args) (display usage))
      ((string=? (car args) "serve") (serve (cdr args)))
-     ((string=? (car args) "bench") ((observe-cli 'bench-command) (cdr args)))
-     ((string=? (car args) "profile") ((observe-cli 'profile-command) (cdr args)))
+     ((string=? (car args) "bench") ((observe 'bench-command 'cli) (cdr args)))
+     ((string=? (car args) "profile") ((observe 'profile-command 'cli) (cdr args)))
      ((member (car args) '("help" "--help" "-h")) (display usage))
      ((member (car args) '("version" "--version")) (format #t "plucky ~a~%" version))
      (else (fail "unknown command ~s (see plucky --help)" (car args))))))

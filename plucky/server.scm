@@ -143,7 +143,8 @@
 
 (define* (serve-in-this-process sockets handler state settings
                                 #:key (exclusive? #f) (grace 30) (reload #f)
-                                (access-log #f) (error-log #f) (connections '()))
+                                (access-log #f) (error-log #f) (connections '())
+                                (observer #f))
   ;; Run the loop on SOCKETS (or CONNECTIONS) until it drains or stops;
   ;; -> the handler's final state.  With RELOAD (a single process, no
   ;; master), SIGHUP loads the app again here; the old handler serves
@@ -207,7 +208,8 @@
                                 (lambda (peer request code bytes)
                                   (access-log-response! access-log peer request
                                                         code bytes)))
-                           #:signal-fd signal-fd #:on-signal on-signal)))
+                           #:signal-fd signal-fd #:on-signal on-signal
+                           #:observer observer)))
       (when timer
         (delete-signal-timer! timer))
       (when access-log
@@ -552,6 +554,7 @@ are killed."
                      (access-log #f)
                      (log-format 'common)
                      (error-log #f)
+                     (observer #f)
                      (user #f)
                      (group #f))
   "Serve HTTP with HANDLER until SIGINT or SIGTERM.  HANDLER is called as
@@ -581,7 +584,9 @@ seconds; a second SIGINT stops it at once.
 
 Logs: ACCESS-LOG, a file name or \"-\" for standard output, gets a line
 per answer in LOG-FORMAT (common, combined or json).  ERROR-LOG, a file
-name, becomes standard error.  SIGUSR1 reopens both.
+name, becomes standard error.  SIGUSR1 reopens both.  OBSERVER, if given,
+is told where each request's time goes (see `run-loop' and (plucky
+observe accounting)).
 
 Privileges: with USER (and GROUP, by default USER's group), the workers
 become that user before they load the app or read a request; the log
@@ -613,7 +618,7 @@ caller's policy (see `plucky serve')."
                  (serve-in-this-process sockets (or handler (handler-from reload))
                                         state settings
                                         #:grace grace #:reload reload #:access-log log
-                                        #:error-log error-log
+                                        #:error-log error-log #:observer observer
                                         #:connections connections))
                (supervise
                 workers
@@ -625,7 +630,8 @@ caller's policy (see `plucky serve')."
                     (lambda ()
                       (serve-in-this-process sockets handler state settings
                                              #:exclusive? #t #:grace grace
-                                             #:access-log log #:error-log error-log))))
+                                             #:access-log log #:error-log error-log
+                                             #:observer observer))))
                 #:prepare (and identity (lambda () (drop-privileges! identity)))
                 #:grace grace
                 #:on-reopen (lambda ()
