@@ -89,12 +89,6 @@ Limits:
   --max-request-line B   longest request line, else 414 (default 8192)
   --max-header-bytes B   largest header block, else 431 (default 32768)
   --max-header-count N   most header fields, else 431 (default 100)
-  --status               serve /_plucky/status (a page with charts),
-                         /_plucky/metrics (Prometheus) and
-                         /_plucky/status.json, to loopback clients only,
-                         and account for every request (plucky observe)
-  --status-token T       serve them to any client that gives ?token=T or
-                         Authorization: Bearer T, and only to those
 
 Signals (to the master):
   SIGTERM, SIGINT        drain: stop accepting, finish the requests in
