@@ -51,6 +51,8 @@
             observer-detach!
             declare-route!
             note-request-body!
+            noted-request
+            noted-body
 
             observer-routes
             observer-route
@@ -148,15 +150,21 @@ sampled requests, or #f when none was sampled."
 
 ;; Latency over time is kept per second in a coarse histogram: two
 ;; buckets per octave (the histogram's buckets, four by four), so that
-;; p50/p99 per second cost 76 counters a second.
-(define coarse-buckets (+ 1 (quotient (- bucket-count 1) 4)))
+;; p50/p99 per second cost 76 counters a second.  A second's counters
+;; start at a multiple of 128, found by a shift: a multiplication by 76
+;; would be a call into C on every request (Guile's JIT does not inline
+;; `*'; bench/instructions counts it).
+(define coarse-buckets 76)              ; (bucket-count - 1) / 4 + 1
+(define coarse-shift 7)
+(define-inlinable (coarse-base slot) (ash slot coarse-shift))
 
 (define-record-type <series>
-  (%make-series seconds now requests errors gc-ns gc-count heap heap-free rss
+  (%make-series seconds now slot requests errors gc-ns gc-count heap heap-free rss
                 allocated latency last-allocated)
   series?
   (seconds series-seconds)                 ; length of the rings
   (now series-now set-series-now!)         ; the current second, or #f
+  (slot series-slot set-series-slot!)      ; its index in the rings
   (requests series-requests)               ; vectors indexed by second mod length
   (errors series-errors)                   ; answers >= 500
   (gc-ns series-gc-ns)                     ; GC CPU time in the second
@@ -165,17 +173,17 @@ sampled requests, or #f when none was sampled."
   (heap-free series-heap-free)
   (rss series-rss)                         ; resident bytes, -1 when unsampled
   (allocated series-allocated)             ; bytes allocated in the second, or -1
-  (latency series-latency)                 ; seconds * coarse-buckets counts
+  (latency series-latency)                 ; per second, 128 slots, coarse-buckets used
   ;; heap-total-allocated when the current second began
   (last-allocated series-last-allocated set-series-last-allocated!))
 
 (define (make-series seconds)
-  (%make-series seconds #f
+  (%make-series seconds #f 0
                 (make-vector seconds 0) (make-vector seconds 0)
                 (make-vector seconds 0) (make-vector seconds 0)
                 (make-vector seconds -1) (make-vector seconds -1)
                 (make-vector seconds -1) (make-vector seconds -1)
-                (make-vector (* seconds coarse-buckets) 0)
+                (make-vector (ash seconds coarse-shift) 0)
                 #f))
 
 (define (clear-slot! series slot)
@@ -187,7 +195,7 @@ sampled requests, or #f when none was sampled."
   (vector-set! (series-heap-free series) slot -1)
   (vector-set! (series-rss series) slot -1)
   (vector-set! (series-allocated series) slot -1)
-  (let ((base (* slot coarse-buckets)))
+  (let ((base (coarse-base slot)))
     (vector-fill! (series-latency series) 0 base (+ base coarse-buckets))))
 
 (define (process-memory)
@@ -226,6 +234,7 @@ from /proc/self/status, or #f where there is none)."
             (clear-slot! series (modulo s length))
             (lp (+ s 1)))))
       (set-series-now! series second)
+      (set-series-slot! series (modulo second length))
       (let* ((memory (process-memory))
              (slot (modulo second length))
              (total (assq-ref memory 'heap-total-allocated))
@@ -246,7 +255,7 @@ none was answered then or SECOND is out of the ring."
   (let* ((length (series-seconds series))
          (now (series-now series)))
     (and now (<= second now) (> second (- now length))
-         (let* ((base (* (modulo second length) coarse-buckets))
+         (let* ((base (coarse-base (modulo second length)))
                 (latency (series-latency series))
                 (n (let lp ((i 0) (n 0))
                      (if (= i coarse-buckets) n
@@ -373,11 +382,20 @@ them do not each make a route."
 (define current-request #f)
 (define current-body #f)
 
-(define-inlinable (note-request-body! request body)
+(define (note-request-body! request body)
   "Remember BODY as the body of REQUEST, for the error inbox to keep
 should REQUEST fail.  (plucky observe status)'s wrapper calls it."
   (set! current-request request)
   (set! current-body body))
+
+(define (noted-request)
+  "Return the request last given to `note-request-body!', or #f once it
+has been accounted for."
+  current-request)
+
+(define (noted-body)
+  "Return the body last given to `note-request-body!'."
+  current-body)
 
 (define (observer-route observer name)
   "Return the <route-stats> of route NAME, or #f."
@@ -428,7 +446,9 @@ first."
   (let* ((route (route-for observer (route-key observer request code)))
          (service (+ read parse handler serialise))
          (codes (route-stats-codes route))
-         (class (if (and (>= code 100) (< code 600)) (quotient code 100) 0))
+         ;; comparisons, not `quotient': a call into C
+         (class (cond ((< code 100) 0) ((< code 200) 1) ((< code 300) 2)
+                      ((< code 400) 3) ((< code 500) 4) ((< code 600) 5) (else 0)))
          (series (observer-series observer))
          (second (now-second)))
     (vector-set! codes class (+ 1 (vector-ref codes class)))
@@ -442,11 +462,11 @@ first."
     (set-observer-write-route! observer route)
     (unless (eqv? second (series-now series))
       (advance-series! series second))
-    (let ((slot (modulo second (series-seconds series)))
+    (let ((slot (series-slot series))
           (latency (series-latency series)))
       (vector-set! (series-requests series) slot
                    (+ 1 (vector-ref (series-requests series) slot)))
-      (let ((i (+ (* slot coarse-buckets) (ash (value->bucket service) -2))))
+      (let ((i (+ (coarse-base slot) (ash (value->bucket service) -2))))
         (vector-set! latency i (+ 1 (vector-ref latency i))))
       (when (>= code 500)
         (vector-set! (series-errors series) slot
@@ -473,10 +493,17 @@ first."
 
 (define (observer-procedure observer)
   "Return the procedure to pass as `run-loop''s #:observer so that it
-accounts for every request in OBSERVER."
+accounts for every request in OBSERVER.  Besides the loop's events it
+takes (OBSERVER 'failure request exception stack), a handler's exception
+and the stack where it was raised, which it keeps for the error inbox."
   (case-lambda
     ((event request code read parse handler serialise allocated)
      (observe-request! observer request code read parse handler serialise allocated))
+    ((event request exception stack)
+     ;; 'failure: the loop caught EXCEPTION from the handler of REQUEST
+     ;; and took STACK where it was raised; the 500 follows.
+     (when (eq? event 'failure)
+       (inbox-note-exception! (observer-inbox observer) request exception stack)))
     ((event answers ns)
      (observe-write! observer answers ns))
     ((event ns)

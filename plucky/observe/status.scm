@@ -77,14 +77,14 @@ costs an exception handler per request."
     (define (call request body state)
       (note-request-body! request body)
       (if catch-errors?
-          (with-exception-handler
-              (lambda (exception)
-                (inbox-note-exception! inbox request exception)
-                (raise-exception exception))
-            (lambda ()
-              (if (null? state)
-                  (handler request body)
-                  (apply handler request body state))))
+          (begin
+            ;; The exception handler and the thunk are closures made
+            ;; once; what they need for this request is in variables:
+            ;; no allocation per request but the handler's own.
+            (set! current-inbox inbox)
+            (set! current-handler handler)
+            (set! current-state state)
+            (with-exception-handler note-and-raise call-current-handler))
           (if (null? state)
               (handler request body)
               (apply handler request body state))))
@@ -99,6 +99,25 @@ costs an exception handler per request."
          (if (status-path? path)
              (serve-status observer request path token state)
              (call request body state)))))))
+
+;; The request being handled under `observed-handler': one loop runs per
+;; process, on one thread.  The request and its body are those
+;; `note-request-body!' noted.
+(define current-inbox #f)
+(define current-handler #f)
+(define current-state '())
+
+(define (call-current-handler)
+  (let ((request (noted-request))
+        (body (noted-body))
+        (state current-state))
+    (if (null? state)
+        (current-handler request body)
+        (apply current-handler request body state))))
+
+(define (note-and-raise exception)
+  (inbox-note-exception! current-inbox (noted-request) exception)
+  (raise-exception exception))
 
 ;;;
 ;;; Who may look

@@ -14,6 +14,7 @@
 
 (use-modules (srfi srfi-1)
              (srfi srfi-64)
+             (ice-9 exceptions)
              (tests lib harness)
              (web request)
              (web uri)
@@ -172,6 +173,25 @@
       (map failure-id (inbox-failures (observer-inbox obs))))
     (test-equal "a body noted for another request is not taken" #f
       (failure-body (car (inbox-failures (observer-inbox obs)))))))
+
+(test-group "the loop's 'failure event brings the backtrace"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (observer-procedure obs))
+            (r (request "/raise"))
+            (caught #f))
+       ;; As the loop does: a handler that does not unwind takes the
+       ;; stack where the exception was raised.
+       (with-exception-handler
+           (lambda (e) (set! caught (cons e (make-stack #t))) #f)
+         (lambda () (raise-continuable (make-exception-with-message "broken on purpose")))
+         #:unwind? #f)
+       (observe 'failure r (car caught) (cdr caught))
+       (observe 'request r 500 1 1 1 1 #f)
+       (let ((f (car (inbox-failures (observer-inbox obs)))))
+         (test-assert "a backtrace" (string? (failure-backtrace f)))
+         (test-assert "the message" (string-contains (failure-message f) "broken on purpose")))))))
 
 (test-end "observe/accounting")
 
