@@ -761,6 +761,9 @@ to call from a signal handler."
             (values response body)))))
     (lambda (k request exception stack)
       (report-handler-error request exception stack)
+      (let ((observer (loop-observer loop)))
+        (when observer
+          (observer 'failure request exception stack)))
       (values #f #f))))
 
 (define (respond! loop conn request body)
@@ -1045,6 +1048,8 @@ loop's thread (it must not block):
     request that came pipelined behind another), parsing, the handler,
     and serialising; ALLOCATED is the bytes the handler and serialising
     allocated, measured on one request in 16 and #f on the others;
+  (OBSERVER 'failure request exception stack) when the handler raised
+    EXCEPTION (STACK: where it was raised); the 500 is reported after;
   (OBSERVER 'write answers ns) after each write(2) of ANSWERS answers;
   (OBSERVER 'accept ns) after each accepted connection;
   (OBSERVER 'close ns) after each close(2)."
