@@ -202,14 +202,17 @@ Options:
                    #:hz (inexact->exact (number-option options "--hz" 1000))
                    #:gc? (assoc-ref options "--gc")))))
 
-(define* (status-wrap handler #:key (workers 1) (token #f))
+(define* (status-wrap handler #:key (workers 1) (token #f) (catch-errors? #t))
   "Return two values: HANDLER wrapped to serve /_plucky/… (see
 (plucky observe status)) and the procedure to pass as run-loop's
 #:observer, both sharing one new observer.  WORKERS is the number of
 worker processes, for the page to say; TOKEN, if a string, is the
---status-token."
+--status-token.  CATCH-ERRORS? makes the wrapper catch the handler's
+exceptions for the inbox's backtraces; a loop that sends the observer
+'failure events (exception and stack) makes that unnecessary: pass #f."
   (let ((observer (make-observer #:workers workers)))
-    (values (observed-handler handler observer #:token token)
+    (values (observed-handler handler observer #:token token
+                              #:catch-errors? catch-errors?)
             (observer-procedure observer))))
 
 ;;; (plucky observe cli) ends here

@@ -129,15 +129,18 @@
 ;; Bodies are kept up to this size; a larger one is cut (and says so).
 (define max-body 65536)
 
-(define* (inbox-note-exception! inbox request exception #:optional stack)
+(define* (inbox-note-exception! inbox request exception #:optional (stack 'caller))
   "Note that REQUEST is failing with EXCEPTION, for the failure
 `inbox-add-failure!' will file: its message, and its backtrace from
-STACK or, without one, from the stack of the caller, which must then be
-an exception handler that does not unwind."
+STACK: a stack, #f for none, or 'caller (the default) to take it from
+the caller, which must then be an exception handler that does not
+unwind."
   (let ((backtrace
          ;; From the frame that raised outwards: the frames of this
          ;; procedure and of the exception machinery are cut off.
-         (let ((stack (or stack (false-if-exception (make-stack #t raise-exception)))))
+         (let ((stack (if (eq? stack 'caller)
+                          (false-if-exception (make-stack #t raise-exception))
+                          stack)))
            (and stack
                 (false-if-exception
                  (call-with-output-string

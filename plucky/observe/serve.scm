@@ -25,6 +25,7 @@
 ;;;
 ;;;   guile -L . -C build -e '(plucky observe serve)' -- \
 ;;;         APP.scm [--port P] [--mode full] [--requests N] [--port-file F]
+;;;         [--samples-per-second N]
 ;;;
 ;;; Code:
 
@@ -65,7 +66,8 @@ evaluates to, as `plucky serve' does; raise an error otherwise."
 
 (define* (serve-app handler #:key (host "127.0.0.1") (port 0) (mode 'full)
                     (requests #f) (on-listen #f) (observer #f)
-                    (settings (make-loop-settings)) (socket #f))
+                    (settings (make-loop-settings)) (socket #f)
+                    (samples-per-second 2000))
   "Serve HANDLER on HOST:PORT in this process until the process is
 killed or, when REQUESTS is a number, until that many requests are
 answered (0: return after one turn of the loop).  MODE is 'off, 'loop,
@@ -73,8 +75,10 @@ answered (0: return after one turn of the loop).  MODE is 'off, 'loop,
 is called with the TCP port once the socket listens.  SOCKET, if given,
 is a listening socket to serve instead of opening one (it is left open).
 OBSERVER is the observer to fill in modes account, nocatch and full
-(default: a new one).  Return the observer, or #f in modes off and loop."
-  (let* ((observer (and (memq mode '(full nocatch account)) (or observer (make-observer))))
+(default: a new one, with SAMPLES-PER-SECOND, see `make-observer').
+Return the observer, or #f in modes off and loop."
+  (let* ((observer (and (memq mode '(full nocatch account))
+                        (or observer (make-observer #:samples-per-second samples-per-second))))
          (app (if (and requests (> requests 0)) (stop-after requests handler) handler))
          (handler (if (memq mode '(full nocatch))
                       (observed-handler app observer #:catch-errors? (eq? mode 'full))
@@ -99,7 +103,8 @@ OBSERVER is the observer to fill in modes account, nocatch and full
   (let lp ((args (cdr args)) (options '()) (files '()))
     (cond
      ((and (pair? args) (pair? (cdr args))
-           (member (car args) '("--host" "--port" "--mode" "--requests" "--port-file")))
+           (member (car args) '("--host" "--port" "--mode" "--requests" "--port-file"
+                                "--samples-per-second")))
       (lp (cddr args) (acons (car args) (cadr args) options) files))
      ((and (pair? args) (not (string-prefix? "-" (car args))))
       (lp (cdr args) options (cons (car args) files)))
@@ -110,6 +115,8 @@ OBSERVER is the observer to fill in modes account, nocatch and full
                    #:port (string->number (or (option "--port") "0"))
                    #:mode (string->symbol (or (option "--mode") "full"))
                    #:requests (and (option "--requests") (string->number (option "--requests")))
+                   #:samples-per-second (let ((n (option "--samples-per-second")))
+                                          (if n (string->number n) 2000))
                    #:on-listen
                    (lambda (port)
                      (format (current-error-port) "serve: listening on http://~a:~a/ (mode ~a)~%"
@@ -124,7 +131,7 @@ OBSERVER is the observer to fill in modes account, nocatch and full
                          (rename-file (string-append file ".tmp") file)))))))
      (else
       (format (current-error-port)
-              "usage: guile -e '(plucky observe serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|account|nocatch|full] [--requests N] [--port-file FILE]~%")
+              "usage: guile -e '(plucky observe serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|account|nocatch|full] [--requests N] [--port-file FILE] [--samples-per-second N]~%")
       (exit 2)))))
 
 ;;; (plucky observe serve) ends here

@@ -191,7 +191,38 @@
        (observe 'request r 500 1 1 1 1 #f)
        (let ((f (car (inbox-failures (observer-inbox obs)))))
          (test-assert "a backtrace" (string? (failure-backtrace f)))
-         (test-assert "the message" (string-contains (failure-message f) "broken on purpose")))))))
+         (test-assert "the message" (string-contains (failure-message f) "broken on purpose")))
+       ;; A failure without a stack (the loop took none) keeps its message.
+       (observe 'failure r (car caught) #f)
+       (observe 'request r 500 1 1 1 1 #f)
+       (let ((f (car (inbox-failures (observer-inbox obs)))))
+         (test-equal "no stack, no backtrace" #f (failure-backtrace f))
+         (test-assert "but the message" (string-contains (failure-message f) "broken on purpose")))))))
+
+(test-group "sampling keeps totals exact"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (observer-procedure obs)))
+       ;; As after a busy second: one request in 4 accounted for in full.
+       ((@@ (plucky observe accounting) set-observer-every!) obs 4)
+       ((@@ (plucky observe accounting) set-observer-countdown!) obs 4)
+       (for-each (lambda (i)
+                   (observe 'request (request "/") (if (= i 50) 500 200) 10 10 1000 10 #f)
+                   (observe 'write 1 2000))
+                 (iota 100))
+       (let ((root (observer-route obs "/")))
+         (test-equal "every request counted" 100 (route-stats-requests root))
+         (test-equal "every 2xx" 99 (vector-ref (route-stats-codes root) 2))
+         (test-equal "the 5xx, exactly" 1 (vector-ref (route-stats-codes root) 5))
+         (test-equal "sums are weighed" (* 100 1030) (histogram-sum (route-stats-service root)))
+         (test-equal "writes are weighed" 100 (histogram-count (observer-write obs)))
+         (test-assert "fewer samples than requests"
+           ;; the bucket counts come from 25 samples of weight 4 (and the 5xx)
+           (< (length (filter positive? (vector->list (histogram-buckets (route-stats-service root)))))
+              100)))
+       (test-equal "the failure is in the inbox" 1
+         (length (inbox-failures (observer-inbox obs))))))))
 
 (test-end "observe/accounting")
 
