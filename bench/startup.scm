@@ -1,0 +1,181 @@
+;;; bench/startup.scm --- time from exec to the first 200 response
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; What bench/startup runs (see there).  Usage:
+;;;
+;;;   guile bench/startup.scm RUNS COMMAND ARG…
+;;;
+;;; COMMAND ARG… is a server command line in which the word PORT stands
+;;; for a free port of 127.0.0.1 (a fresh one each run), say
+;;;
+;;;   guile bench/startup.scm 20 bin/plucky serve apps/hello.scm --port PORT
+;;;
+;;; Each run forks, execs COMMAND, and polls: every 100 us it tries to
+;;; connect to 127.0.0.1:PORT; once connected it sends a GET / and
+;;; reads the status line.  The time is from just before the fork to the
+;;; moment a "200" status line has arrived.  Then the server gets
+;;; SIGTERM (SIGKILL after 5 s) and is reaped.  Interleaved with those
+;;; runs, as many runs of bare `guile -c 1' (fork, exec, exit, reap)
+;;; measure what Guile itself costs in the same conditions.  One run of
+;;; each comes first and is not counted: it fills the page cache and, for
+;;; the server, lets Guile compile the app file into its cache.
+;;;
+;;; Prints one line per run and then, for both, the median, p90, min and
+;;; max in milliseconds, as lines "startup: LABEL median P90 MIN MAX"
+;;; that bench/startup reads.  Every wait is bounded: a server that does
+;;; not answer 200 within 10 s counts as a failed run (exit status 1).
+;;;
+;;; Code:
+
+(use-modules (ice-9 format)
+             (ice-9 rdelim)
+             (ice-9 match)
+             (srfi srfi-1)
+             (rnrs bytevectors))
+
+(define (now-ms)
+  (/ (get-internal-real-time) (/ internal-time-units-per-second 1000.)))
+
+(define (free-port)
+  (let ((sock (socket AF_INET SOCK_STREAM 0)))
+    (bind sock AF_INET INADDR_LOOPBACK 0)
+    (let ((port (sockaddr:port (getsockname sock))))
+      (close-port sock)
+      port)))
+
+(define (spawn program args log)
+  ;; fork + exec PROGRAM with stdout and stderr to the file LOG
+  (let ((pid (primitive-fork)))
+    (if (zero? pid)
+        (catch #t
+          (lambda ()
+            (let ((null (open-input-file "/dev/null"))
+                  (out (open-file log "a")))
+              (dup2 (port->fdes null) 0)
+              (dup2 (port->fdes out) 1)
+              (dup2 (port->fdes out) 2)
+              (apply execlp program program args)))
+          (lambda _ (primitive-exit 127)))
+        pid)))
+
+(define (wait-exit pid timeout-ms)
+  ;; -> status, or #f if PID still runs after TIMEOUT-MS
+  (let ((deadline (+ (now-ms) timeout-ms)))
+    (let lp ()
+      (match (waitpid pid WNOHANG)
+        ((0 . _) (and (< (now-ms) deadline) (begin (usleep 1000) (lp))))
+        ((_ . status) status)))))
+
+(define (stop pid)
+  (false-if-exception (kill pid SIGTERM))
+  (unless (wait-exit pid 5000)
+    (false-if-exception (kill pid SIGKILL))
+    (waitpid pid)))
+
+(define request
+  (string->utf8 "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
+
+(define (try-get port)
+  ;; -> #t when 127.0.0.1:PORT answers GET / with a 200, #f when nothing
+  ;; listens yet or the answer is not a 200
+  (let ((sock (socket AF_INET SOCK_STREAM 0)))
+    (catch 'system-error
+      (lambda ()
+        (connect sock AF_INET INADDR_LOOPBACK port)
+        (send sock request)
+        (let ((buf (make-bytevector 64)))
+          ;; at most 2 s for the status line once connected
+          (let lp ((have 0) (deadline (+ (now-ms) 2000)))
+            (if (or (>= have 12) (> (now-ms) deadline))
+                (begin
+                  (close-port sock)
+                  (and (>= have 12)
+                       (string=? (utf8->string
+                                  (let ((bv (make-bytevector 12)))
+                                    (bytevector-copy! buf 0 bv 0 12)
+                                    bv))
+                                 "HTTP/1.1 200")))
+                (match (select (list sock) '() '() 0 100000)
+                  (((_) () ())
+                   (let ((n (recv! sock buf)))
+                     (if (zero? n)
+                         (lp 64 deadline) ; closed early: judged below
+                         (lp (+ have n) deadline))))
+                  (_ (lp have deadline)))))))
+      (lambda args
+        (close-port sock)
+        #f))))
+
+(define (time-server command log)
+  ;; -> milliseconds from fork to a 200, or #f
+  (let* ((port (free-port))
+         (args (map (lambda (a) (if (string=? a "PORT") (number->string port) a))
+                    command))
+         (start (now-ms))
+         (pid (spawn (car args) (cdr args) log)))
+    (let lp ()
+      (cond
+       ((try-get port)
+        (let ((elapsed (- (now-ms) start)))
+          (stop pid)
+          elapsed))
+       ((or (> (- (now-ms) start) 10000)
+            (match (waitpid pid WNOHANG) ((0 . _) #f) (_ #t)))
+        (stop pid)
+        #f)
+       (else (usleep 100) (lp))))))
+
+(define (time-guile log)
+  (let* ((start (now-ms))
+         (pid (spawn "guile" '("-c" "1") log)))
+    (let ((status (wait-exit pid 10000)))
+      (and status (zero? (or (status:exit-val status) 1))
+           (- (now-ms) start)))))
+
+(define (percentile sorted p)
+  ;; nearest-rank percentile of a sorted list
+  (list-ref sorted (max 0 (- (inexact->exact (ceiling (* p (length sorted)))) 1))))
+
+(define (summary label times)
+  (let ((sorted (sort times <)))
+    (format #t "startup: ~a ~,1f ~,1f ~,1f ~,1f~%" label
+            (percentile sorted 0.5) (percentile sorted 0.9)
+            (first sorted) (last sorted))))
+
+(define (main args)
+  (match args
+    ((_ runs command ...)
+     (let* ((runs (string->number runs))
+            (log (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-startup-"
+                                (number->string (getpid)) ".log")))
+       (format #t "warm-up: server ~a ms, guile -c 1 ~a ms~%"
+               (let ((t (time-server command log))) (if t (format #f "~,1f" t) "FAILED"))
+               (let ((t (time-guile log))) (if t (format #f "~,1f" t) "FAILED")))
+       (let lp ((i 0) (server '()) (guile '()) (failed 0))
+         (if (< i runs)
+             (let* ((s (time-server command log))
+                    (g (time-guile log)))
+               (format #t "run ~2d: server ~a ms, guile -c 1 ~a ms~%" (+ i 1)
+                       (if s (format #f "~,1f" s) "FAILED")
+                       (if g (format #f "~,1f" g) "FAILED"))
+               (lp (+ i 1) (if s (cons s server) server) (if g (cons g guile) guile)
+                   (+ failed (if (and s g) 0 1))))
+             (begin
+               (unless (null? server) (summary "server" server))
+               (unless (null? guile) (summary "guile-c-1" guile))
+               (when (> failed 0)
+                 (format #t "startup: ~a failed runs; the server's output is in ~a~%"
+                         failed log))
+               (when (zero? failed) (false-if-exception (delete-file log)))
+               (exit (if (zero? failed) 0 1)))))))
+    (_
+     (format (current-error-port) "usage: guile bench/startup.scm RUNS COMMAND ARG…~%")
+     (exit 2))))
+
+(main (command-line))
+
+;;; bench/startup.scm ends here
