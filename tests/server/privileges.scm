@@ -165,6 +165,19 @@ handler
 
 (unless root?
   (test-skip 1))
+(test-group "--user with an app that does not load: the workers say why, exit 1"
+  ;; The master does not load the app itself (it stays root): the first
+  ;; workers do, and when they cannot, there is nothing to serve with.
+  (write-file app "(define (handler request body)\n  (values '() \"unbalanced\"\nhandler\n")
+  (let ((status log (run-to-exit '("--port" "0" "--workers" "2" "--user" "nobody"))))
+    (test-equal "exit 1" 1 status)
+    (test-assert "a worker could not start, and says where"
+      (string-match "worker [0-9]+ could not start: .*app\\.scm" log))
+    (test-assert "the master gives up" (string-contains log "giving up")))
+  (write-file app (app-text "v1")))
+
+(unless root?
+  (test-skip 1))
 (test-group "root is refused without --user or --allow-root"
   (let ((status log (run-to-exit '("--port" "0"))))
     (test-equal "exit 2" 2 status)
