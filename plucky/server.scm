@@ -142,13 +142,15 @@
     #:unwind? #t))
 
 (define* (serve-in-this-process sockets handler state settings
-                                #:key (exclusive? #f) (grace 30) (reload #f)
+                                #:key (worker? #f) (grace 30) (reload #f)
                                 (access-log #f) (error-log #f) (connections '())
                                 (observer #f))
   ;; Run the loop on SOCKETS (or CONNECTIONS) until it drains or stops;
-  ;; -> the handler's final state.  With RELOAD (a single process, no
-  ;; master), SIGHUP loads the app again here; the old handler serves
-  ;; until the new one is loaded, and on if it fails to load.
+  ;; -> the handler's final state.  WORKER? says a master started this
+  ;; process (it shares the sockets: EPOLLEXCLUSIVE).  With RELOAD (a
+  ;; single process, no master), SIGHUP loads the app again here; the old
+  ;; handler serves until the new one is loaded, and on if it fails to
+  ;; load.
   (stop-finalizer-thread!)
   (block-signals! (worker-signals))
   (let ((signal-fd (open-signalfd (worker-signals)))
@@ -190,7 +192,9 @@
               (when new
                 (set! handler new)
                 (log-line "reload: new code serves")))
-            (log-line "SIGHUP ignored: nothing to reload")))
+            ;; A worker's reloads are its master's business.
+            (unless worker?
+              (log-line "SIGHUP ignored: nothing to reload"))))
        ((= signal SIGUSR1)
         (logging-errors "reopening the logs"
                         (lambda ()
@@ -200,7 +204,7 @@
       (set-signal-timer! timer 1 1))
     (let ((state (run-loop (map port->fdes sockets) counting-handler
                            #:state state #:settings settings
-                           #:exclusive? exclusive?
+                           #:exclusive? worker?
                            #:connections connections
                            #:exit-when-idle? (pair? connections)
                            #:on-response
@@ -629,7 +633,7 @@ caller's policy (see `plucky serve')."
                         (sockets (if per-worker? (list (list-ref sockets slot)) sockets)))
                     (lambda ()
                       (serve-in-this-process sockets handler state settings
-                                             #:exclusive? #t #:grace grace
+                                             #:worker? #t #:grace grace
                                              #:access-log log #:error-log error-log
                                              #:observer observer))))
                 #:prepare (and identity (lambda () (drop-privileges! identity)))
