@@ -331,6 +331,10 @@
                    (fd-write (port->fdes (cdr ready)) ready-byte-address 0 1)
                    (close-port (cdr ready))
                    (when unblock-in-child?
+                     ;; A worker that does not read its signals (the
+                     ;; drop-in's): those the master passes on that it
+                     ;; has no use for must not end it.
+                     (for-each ignore-signal! (list SIGHUP SIGUSR1 SIGUSR2))
                      (unblock-signals! master-signals))
                    thunk)))))
         (with-exception-handler

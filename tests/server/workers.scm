@@ -309,6 +309,67 @@ handler
     (test-equal "as many workers as CPUs" (current-processor-count)
       (length (or (workers-of plucky (current-processor-count)) '())))))
 
+(define (ignored-signals pid)
+  ;; -> the signal numbers PID ignores, from /proc/PID/status's SigIgn
+  (let ((mask (false-if-exception
+               (call-with-input-file (format #f "/proc/~a/status" pid)
+                 (lambda (port)
+                   (let lp ()
+                     (let ((line (read-line port)))
+                       (cond
+                        ((eof-object? line) #f)
+                        ((string-prefix? "SigIgn:" line)
+                         (string->number (string-trim-both (substring line 7)) 16))
+                        (else (lp))))))))))
+    (if mask
+        (filter (lambda (n) (logbit? (- n 1) mask)) (iota 64 1))
+        '())))
+
+(test-group "the drop-in's workers: SIGHUP replaces them, SIGUSR1 does not kill them"
+  ;; Guile's run-server with 'plucky: workers that do not read their
+  ;; signals, under the same master.
+  (call-guarded
+   (lambda ()
+     (let* ((server (start-child
+                     (lambda (report)
+                       (let ((sock (socket AF_INET SOCK_STREAM 0)))
+                         (setsockopt sock SOL_SOCKET SO_REUSEADDR 1)
+                         (bind sock AF_INET INADDR_LOOPBACK 0)
+                         (listen sock 128)
+                         (report (sockaddr:port (getsockname sock)))
+                         ((@ (web server) run-server)
+                          (lambda (request body)
+                            (values '((content-type . (text/plain)))
+                                    (number->string (getpid))))
+                          'plucky (list #:socket sock #:workers 2))))))
+            (port (server-port server))
+            (pid (server-pid server))
+            (workers-now (lambda () (sort (child-pids pid) <)))
+            (first (wait-until (lambda ()
+                                 (let ((w (workers-now))) (and (= 2 (length w)) w))))))
+       (test-assert "two workers" first)
+       (test-assert "which answer" (member (body-of port "/") (map number->string (or first '()))))
+       (test-equal "they ignore SIGHUP, SIGUSR1 and SIGUSR2, which the master passes on"
+         (map (lambda (w) (list SIGHUP SIGUSR1 SIGUSR2)) (or first '()))
+         (map (lambda (w) (lset-intersection = (ignored-signals w) (list SIGHUP SIGUSR1 SIGUSR2)))
+              (or first '())))
+       (kill pid SIGUSR1)
+       (kill pid SIGHUP)
+       (let ((second (wait-until (lambda ()
+                                   (let ((w (workers-now)))
+                                     (and (= 2 (length w))
+                                          (null? (lset-intersection = w (or first '())))
+                                          w)))
+                                 #:timeout 10)))
+         (test-assert "SIGHUP: two new workers" second)
+         (test-assert "which answer" (member (body-of port "/")
+                                             (map number->string (or second '()))))
+         (let ((status killed? (stop-server server)))
+           (test-equal "SIGTERM stops it all, exit 0" '(0 #f)
+             (list (status:exit-val status) killed?)))
+         (test-equal "no worker outlives the master" '()
+           (kill-survivors (or second '()))))))))
+
 (remove-tree dir)
 
 (test-end "server/workers")
