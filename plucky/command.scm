@@ -306,7 +306,10 @@ USER once the sockets are bound, or --allow-root"))))
   ;; its own copy).
   (let ((observer ((observe 'make-observer 'accounting) #:workers workers)))
     (cons (lambda (handler)
-            ((observe 'observed-handler 'status) handler observer #:token token))
+            ;; The loop tells the observer of a handler's exceptions
+            ;; ('failure events): no catching wrapper needed.
+            ((observe 'observed-handler 'status) handler observer #:token token
+             #:catch-errors? #f))
           ((observe 'observer-procedure 'accounting) observer))))
 
 (define (main args)
