@@ -243,6 +243,11 @@
 
 (define master-signals (list SIGTERM SIGINT SIGCHLD SIGHUP SIGUSR1))
 
+;; A draining loop gives up on its connections GRACE seconds in, checked
+;; once a second; a worker still there a little later is stuck in the
+;; app's code, and is killed.
+(define kill-margin 2)
+
 (define (describe-status status)
   (cond ((status:exit-val status) => (lambda (v) (format #f "status ~a" v)))
         ((status:term-sig status) => (lambda (s) (format #f "signal ~a" s)))
@@ -376,7 +381,7 @@
                 ws)
       (after! retire-delay
               (lambda () (for-each (lambda (w) (signal! w SIGTERM)) ws)))
-      (after! (+ retire-delay grace 5)
+      (after! (+ retire-delay grace kill-margin)
               (lambda ()
                 (for-each (lambda (w)
                             (when (alive? w)
@@ -484,7 +489,7 @@
     (define (stop! signal)
       (unless stopping?
         (set! stopping? #t)
-        (after! (+ grace 5)
+        (after! (+ grace kill-margin)
                 (lambda ()
                   (for-each (lambda (w)
                               (log-line "worker ~a outlived its grace period; killing it"
@@ -539,7 +544,7 @@ SIGUSR1 calls ON-REOPEN, if given, and is passed on.  Return once they
 have all exited, #f if the first workers could not start.  CHILD runs
 with the signals unblocked that this process reads from a signalfd
 (plucky sys signal); if it returns, the worker exits with status 0.
-Workers still running GRACE seconds (plus 5) after being told to stop
+Workers still running GRACE seconds (plus 2) after being told to stop
 are killed."
   (supervise workers (lambda (generation slot) child)
              #:grace grace #:on-reopen on-reopen #:unblock-in-child? #t))

@@ -59,10 +59,14 @@
       (call-with-output-file ~s (lambda (port) (display \"started\" port)))
       (sleep 1)
       (values '((content-type . (text/plain))) \"slow answer, complete\"))
+     ((string=? path \"/stuck\")
+      (call-with-output-file ~s (lambda (port) (display \"started\" port)))
+      (sleep 60)
+      (values '((content-type . (text/plain))) \"too late\"))
      (else
       (values '((content-type . (text/plain))) ~s)))))
 handler
-" slow-marker answer))
+" slow-marker slow-marker answer))
 
 (define broken-app-text
   "(define (handler request body)\n  (values '() \"unbalanced\"\nhandler\n")
@@ -214,6 +218,23 @@ handler
         (test-equal "and the server exits 0" 0 (and status (status:exit-val status))))
       (test-assert "no new connection is taken once it has exited"
         (not (false-if-exception (connect-client (plucky-port plucky))))))))
+
+(test-group "--grace bounds the drain: a worker stuck in the app is killed"
+  (with-plucky (plucky "--workers" "2" "--grace" "1")
+    (false-if-exception (delete-file slow-marker))
+    (let ((client (connect-client (plucky-port plucky))))
+      (client-send! client (request-text "/stuck"))
+      (test-assert "the stuck handler started"
+        (wait-until (lambda () (file-exists? slow-marker))))
+      (let ((start (now-seconds)))
+        (signal-plucky plucky SIGTERM)
+        (let ((status (wait-until (lambda () (plucky-exit-status plucky)) #:timeout 15)))
+          (test-equal "the server exits, status 0" 0 (and status (status:exit-val status)))
+          (test-assert "within --grace plus 2 s, and a second for the master's turn"
+            (< (- (now-seconds) start) 4.5))
+          (test-assert "saying it killed the worker"
+            (string-contains (plucky-log plucky) "outlived its grace period; killing it"))))
+      (client-close! client))))
 
 (test-group "SIGHUP with changed code: new answers, no request fails"
   (write-file app (app-text "version 1"))
