@@ -617,6 +617,15 @@ caller's policy (see `plucky serve')."
                         (else (open-listeners host port (if master? workers 1)))))
          ;; one socket per worker (SO_REUSEPORT), or all shared
          (per-worker? (and own-sockets? (> (length sockets) 1))))
+    (when (and identity own-sockets?)
+      ;; A Unix-domain socket bound as root: connecting takes write
+      ;; permission on its file, so give it to the user who serves (a
+      ;; proxy in front typically runs as that user or its group).
+      (for-each (lambda (sock)
+                  (let ((path (unix-listener-path sock)))
+                    (when path
+                      (chown path (car identity) (cdr identity)))))
+                sockets))
     (unless inetd?
       (for-each (lambda (sock)
                   (log-line "listening on ~a (~a worker~a~a)" (listener-url sock)

@@ -165,6 +165,22 @@ handler
 
 (unless root?
   (test-skip 1))
+(test-group "--user nobody on unix:PATH: the socket file is nobody's"
+  (call-guarded
+   (lambda ()
+     (let* ((path (string-append dir "/plucky.sock"))
+            (plucky (start-plucky app (list "--host" (string-append "unix:" path)
+                                            "--workers" "2" "--user" "nobody")
+                                  #:wait? #f)))
+       (test-assert "listening"
+         (wait-until (lambda () (string-contains (plucky-log plucky) "listening on unix:"))))
+       (test-equal "owned by nobody, who can thus let a proxy of its group in"
+         (passwd:uid nobody) (and (file-exists? path) (stat:uid (stat path))))
+       (stop-plucky plucky)
+       (delete-file (plucky-log-file plucky))))))
+
+(unless root?
+  (test-skip 1))
 (test-group "--user with an app that does not load: the workers say why, exit 1"
   ;; The master does not load the app itself (it stays root): the first
   ;; workers do, and when they cannot, there is nothing to serve with.
