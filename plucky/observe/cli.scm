@@ -202,14 +202,14 @@ Options:
                    #:hz (inexact->exact (number-option options "--hz" 1000))
                    #:gc? (assoc-ref options "--gc")))))
 
-(define* (status-wrap handler #:key (workers 1) (token #f) (catch-errors? #t))
+(define* (status-wrap handler #:key (workers 1) (token #f) (catch-errors? #f))
   "Return two values: HANDLER wrapped to serve /_plucky/… (see
 (plucky observe status)) and the procedure to pass as run-loop's
 #:observer, both sharing one new observer.  WORKERS is the number of
 worker processes, for the page to say; TOKEN, if a string, is the
 --status-token.  CATCH-ERRORS? makes the wrapper catch the handler's
-exceptions for the inbox's backtraces; a loop that sends the observer
-'failure events (exception and stack) makes that unnecessary: pass #f."
+exceptions for the inbox's backtraces, for a loop that does not send
+the observer 'failure events (plucky's does)."
   (let ((observer (make-observer #:workers workers)))
     (values (observed-handler handler observer #:token token
                               #:catch-errors? catch-errors?)

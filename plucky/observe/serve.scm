@@ -13,9 +13,11 @@
 ;;;   off      the handler alone, no observer: what `plucky serve' does
 ;;;   loop     an observer that does nothing: the loop's own timers only
 ;;;   account  the accounting, and the handler alone (`plucky profile')
-;;;   nocatch  the accounting, and the /_plucky/ wrapper without its
-;;;            per-request exception handler
-;;;   full     the accounting and the wrapper: what --status turns on
+;;;   nocatch  the accounting and the /_plucky/ wrapper: what --status
+;;;            turns on (the loop reports handlers' exceptions itself)
+;;;   full     the same, the wrapper also catching the handler's
+;;;            exceptions itself (#:catch-errors?), for servers that do
+;;;            not report them: an exception handler per request
 ;;;
 ;;; It can stop by itself after N requests (bench/instructions: a run of
 ;;; exactly N requests under callgrind; 0 serves none and returns after

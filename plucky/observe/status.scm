@@ -15,10 +15,11 @@
 ;;;           /_plucky/status.json  the same figures as JSON
 ;;;           /_plucky/inbox/N      one failed request: head, backtrace
 ;;;           /_plucky/inbox/N.scm  the same as data, for `fetch-failure'
-;;;   any other path -> the app's handler, inside an exception handler
-;;;        that does not unwind: on an exception it files the backtrace
-;;;        with the error inbox (plucky observe inbox) and re-raises, so
-;;;        the loop answers 500 and logs exactly as without the wrapper.
+;;;   any other path -> the app's handler; its exceptions reach the
+;;;        error inbox (plucky observe inbox) through the loop, which
+;;;        tells the observer of each with its stack ('failure).  With
+;;;        #:catch-errors? the wrapper catches them itself instead, in an
+;;;        exception handler that does not unwind, and re-raises them.
 ;;;
 ;;; The figures come from the observer (plucky observe accounting) that
 ;;; the loop calls; wire both with the same observer:
@@ -64,15 +65,17 @@
        (or (string=? path "/_plucky")
            (string-prefix? status-path-prefix path))))
 
-(define* (observed-handler handler observer #:key (token #f) (catch-errors? #t))
+(define* (observed-handler handler observer #:key (token #f) (catch-errors? #f))
   "Return a handler that serves /_plucky/… from OBSERVER's figures and
 passes every other request to HANDLER (which may thread state, as under
 Guile's `run-server').  The /_plucky/ pages go to loopback clients only
 or, when TOKEN (a string) is given, to any client that presents it as
 ?token=TOKEN or \"Authorization: Bearer TOKEN\", and only to those.
-CATCH-ERRORS? files each exception HANDLER raises, with its backtrace,
-in OBSERVER's inbox (re-raising it: the server still answers 500); it
-costs an exception handler per request."
+The loop tells the observer of each exception a handler raises, with its
+stack ('failure), and the inbox keeps it; for a server that does not,
+CATCH-ERRORS? makes this wrapper catch them itself, with their
+backtrace, and re-raise them (the server still answers 500), at the
+cost of an exception handler per request."
   (let ((inbox (observer-inbox observer)))
     (define (call request body state)
       (note-request-body! request body)

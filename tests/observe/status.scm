@@ -66,7 +66,7 @@
    #:env (current-module)
    #:to 'value))
 
-(define* (start-observed #:key (token #f) (workers 1))
+(define* (start-observed #:key (token #f) (workers 1) (mode 'nocatch))
   (start-child
    (lambda (report)
      (let ((observer (make-observer #:workers workers)))
@@ -74,7 +74,9 @@
                       ;; serve-app's wrapper has no token: wrap here
                       (observed-handler app observer #:token token)
                       app)
-                  #:mode (if token 'off 'full)
+                  ;; nocatch: what --status runs; the loop reports the
+                  ;; handler's exceptions to the observer itself
+                  #:mode (if token 'off mode)
                   #:observer observer
                   #:on-listen report)))))
 
@@ -331,6 +333,16 @@
                                                             (utf8->string body)))))))
         (test-equal "replay against a mended handler" '(200 "/fail payload")
           (list (response-code response) body))))))
+
+(test-group "the wrapper's own catching (#:catch-errors?)"
+  (with-observed-server (server #:mode 'full)
+    (test-equal "the failure answers 500" 500 (code-of server "/fail"))
+    (let ((code headers text (get server "/_plucky/inbox/1.scm")))
+      (test-equal "filed" 200 code)
+      (test-assert "with a backtrace through the handler"
+        (let ((failure (sexp->failure (read (open-input-string text)))))
+          (and (failure-backtrace failure)
+               (string-contains (failure-backtrace failure) "fail-on-purpose")))))))
 
 (test-group "with a token, the token is required"
   (with-observed-server (server #:token "s3cret")
