@@ -252,14 +252,9 @@ USER once the sockets are bound, or --allow-root"))))
           (let ((null (open-fdes "/dev/null" O_WRONLY)))
             (dup2 null 2)
             (close-fdes null)))
-        (let* ((status (and (or (value "--status") (value "--status-token"))
-                            (status-wrapper workers (value "--status-token"))))
-               (wrap (if status (car status) (lambda (handler) handler)))
-               (reload (lambda () (wrap (load-handler file))))
-               ;; Loaded here, before listening, unless the workers must
-               ;; load it as another user.
-               (handler (and (not user)
-                             (fail-on-error 2 reload)))
+        (let* (;; Inherited descriptors first, before loading the app or
+               ;; anything else opens a file: a closed --fd N must be
+               ;; seen closed, not taken by a file this process opened.
                (sockets (and (not inetd?)
                              (fail-on-error
                               1 (lambda ()
@@ -274,6 +269,14 @@ USER once the sockets are bound, or --allow-root"))))
                                       (map cdr inherited))
                                      (fd (list (descriptor->listener fd)))
                                      (else #f)))))))
+               (status (and (or (value "--status") (value "--status-token"))
+                            (status-wrapper workers (value "--status-token"))))
+               (wrap (if status (car status) (lambda (handler) handler)))
+               (reload (lambda () (wrap (load-handler file))))
+               ;; Loaded here, before listening, unless the workers must
+               ;; load it as another user.
+               (handler (and (not user)
+                             (fail-on-error 2 reload)))
                (ok (fail-on-error
                     1 (lambda ()
                         (run-server handler
