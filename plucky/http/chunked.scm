@@ -36,6 +36,7 @@
   #:export (make-chunked-decoder
             chunked-decoder?
             chunked-decoder-total
+            chunked-decoder-done?
             decode-chunked!
             encode-chunk!))
 
@@ -59,6 +60,10 @@
 size (beyond it: 413), MAX-LINE a chunk-size line with its extensions,
 MAX-TRAILER the trailer section (beyond either: 400)."
   (%make-chunked-decoder 'size 0 0 0 0 max-total max-line max-trailer))
+
+(define (chunked-decoder-done? decoder)
+  "True once DECODER has seen the whole body, trailer section included."
+  (eq? (decoder-state decoder) 'done))
 
 (define-inlinable (hex-value byte)
   (cond ((<= 48 byte 57) (- byte 48))

@@ -54,6 +54,8 @@
             output-put-slice!
             write-response!
             write-error-response!
+            streamed-response?
+            write-streamed-head!
             copy-limit))
 
 ;;;
@@ -216,19 +218,19 @@
 ;;; The writer
 ;;;
 
-(define (write-response! out request response body close?)
+(define* (write-response! out request response body close? #:optional (cache? #t))
   "Append to OUT the bytes of the answer (RESPONSE, BODY) to REQUEST, as
 a handler returned them.  CLOSE? is true when the connection will be
 closed after this response whatever it says.  Return two values: whether
 the connection must close after it, and #f or a bytevector too large to
 copy that must be sent right after OUT's contents.  Raise an error for a
 response Guile's `sanitize-response' would refuse (a Content-Length that
-does not match the body, a body on a 204 or 304, a bad body type)."
+does not match the body, a body on a 204 or 304, a bad body type).
+CACHE? #f renders every header afresh instead of using the caches, which
+only the loop's thread may use (see `write-streamed-head!')."
   (let* ((record? (response? response))
          (headers (if record? (response-headers response) response))
          (code (if record? (response-code response) 200))
-         (reason (and record? ((@@ (web response) %response-reason-phrase) response)))
-         (version (request-version request))
          (head? (eq? (request-method request) 'HEAD))
          (textual? (or (string? body) (procedure? body)))
          (type (and textual?
@@ -239,7 +241,36 @@ does not match the body, a body on a 204 or 304, a bad body type)."
          (bodiless? (must-not-include-body? code)))
     (when (and bodiless? (> length 0))
       (error "response with this status code must not include body" code))
-    (output-put-bytes! out (status-line version code reason))
+    (let ((close? (put-head! out request response headers code textual?
+                             length head? payload bodiless? close? cache? #f)))
+      (cond
+       ((or head? (not payload) (zero? length))
+        (values close? #f))
+       ((<= length copy-limit)
+        (output-put-bytes! out payload)
+        (values close? #f))
+       (else
+        (values close? payload))))))
+
+(define (put-head! out request response headers code textual? length head?
+                   payload bodiless? close? cache? streamed)
+  ;; The status line and the headers, up to and with the empty line.
+  ;; STREAMED is #f for a body of LENGTH bytes, else how a body sent as it
+  ;; is produced is framed: 'length (the handler declared its
+  ;; Content-Length), 'chunked or 'close.  -> whether to close after.
+  (define (header! name value)
+    (if cache?
+        (put-header! out name value)
+        (output-put-bytes! out (render-header name value))))
+  (define (type! type)
+    (if cache?
+        (put-textual-content-type! out type)
+        (output-put-bytes! out (render-header 'content-type (with-charset type "utf-8")))))
+  (let ((version (request-version request)))
+    (output-put-bytes!
+     out (status-line version code
+                      (and (response? response)
+                           ((@@ (web response) %response-reason-phrase) response))))
     (let lp ((headers headers) (length-seen? #f) (date-seen? #f)
              (type-seen? #f) (close? close?))
       (if (pair? headers)
@@ -250,33 +281,43 @@ does not match the body, a body on a 204 or 304, a bad body type)."
               ((content-length)
                ;; A HEAD answer may declare the length of the body it
                ;; does not send.
-               (unless (or (eqv? value length) (and head? (not payload)))
+               (unless (or streamed (eqv? value length) (and head? (not payload)))
                  (error "bad content-length" value length))
-               (put-header! out name value)
+               (header! name value)
                (lp (cdr headers) #t date-seen? type-seen? close?))
               ((content-type)
-               (if textual?
-                   (put-textual-content-type! out value)
-                   (put-header! out name value))
+               (if textual? (type! value) (header! name value))
                (lp (cdr headers) length-seen? date-seen? #t close?))
               ((date)
-               (put-header! out name value)
+               (header! name value)
                (lp (cdr headers) length-seen? #t type-seen? close?))
               ((connection)
                ;; Written once, below, where the server's own decision
                ;; is known.
                (lp (cdr headers) length-seen? date-seen? type-seen?
                    (or close? (and (pair? value) (memq 'close value) #t))))
+              ((transfer-encoding)
+               ;; Framing is the server's: written below when streamed.
+               (if streamed
+                   (lp (cdr headers) length-seen? date-seen? type-seen? close?)
+                   (begin
+                     (header! name value)
+                     (lp (cdr headers) length-seen? date-seen? type-seen? close?))))
               (else
-               (put-header! out name value)
+               (header! name value)
                (lp (cdr headers) length-seen? date-seen? type-seen? close?))))
-          (begin
+          (let ((close? (or close? (eq? streamed 'close))))
             (when (and textual? (not type-seen?))
-              (put-textual-content-type! out default-text-type))
-            (unless (or length-seen? bodiless?)
+              (type! default-text-type))
+            (cond
+             ((eq? streamed 'chunked)
+              (unless bodiless?
+                (output-put-bytes! out transfer-encoding-chunked-line)))
+             ((or streamed length-seen? bodiless?) #t)
+             (else
               (output-put-bytes! out content-length-prefix)
               (output-put-decimal! out length)
-              (output-put-bytes! out crlf))
+              (output-put-bytes! out crlf)))
             (unless date-seen?
               (output-put-bytes! out (date-line)))
             (let ((connection (assq-ref headers 'connection)))
@@ -284,18 +325,53 @@ does not match the body, a body on a 204 or 304, a bad body type)."
                (close?
                 (output-put-bytes! out connection-close-line))
                (connection
-                (put-header! out 'connection connection))
+                (header! 'connection connection))
                ((eqv? (cdr version) 0)
                 (output-put-bytes! out connection-keep-alive-line))))
             (output-put-bytes! out crlf)
-            (cond
-             ((or head? (not payload) (zero? length))
-              (values close? #f))
-             ((<= length copy-limit)
-              (output-put-bytes! out payload)
-              (values close? #f))
-             (else
-              (values close? payload))))))))
+            close?)))))
+
+(define transfer-encoding-chunked-line (string->utf8 "Transfer-Encoding: chunked\r\n"))
+
+;;;
+;;; Streamed answers
+;;;
+
+(define (streamed-response? response body)
+  "True when the answer (RESPONSE, BODY) a handler returned asks to be
+sent as BODY produces it rather than collected first: BODY is a
+procedure and RESPONSE (a record or a header alist) declares
+Transfer-Encoding: chunked or Content-Type text/event-stream.  Any other
+procedure body is collected, as Guile's `sanitize-response' does, so
+that the answer gets a Content-Length."
+  (and (procedure? body)
+       (let ((headers (if (response? response) (response-headers response) response)))
+         (or (assq 'transfer-encoding headers)
+             (let ((type (assq-ref headers 'content-type)))
+               (and (pair? type) (eq? (car type) 'text/event-stream)))))
+       #t))
+
+(define (write-streamed-head! out request response)
+  "Append to OUT the head of a streamed answer (see `streamed-response?')
+to REQUEST.  Return two values: the framing of the body that follows,
+'length (RESPONSE declares a Content-Length: send that many bytes as
+they are), 'chunked (HTTP/1.1: each write is a chunk, then the last
+chunk), 'close (HTTP/1.0: the body ends when the connection closes) or
+'none (HEAD, 204, 304: no body at all), and whether to close the
+connection after it.  Headers are rendered afresh, without the caches,
+so that any thread may call it."
+  (let* ((record? (response? response))
+         (headers (if record? (response-headers response) response))
+         (code (if record? (response-code response) 200))
+         (head? (eq? (request-method request) 'HEAD))
+         (bodiless? (must-not-include-body? code))
+         (framing (cond
+                   ((assq 'content-length headers) 'length)
+                   ((equal? (request-version request) '(1 . 0)) 'close)
+                   (else 'chunked))))
+    (let ((close? (put-head! out request response headers code #t 0 head? #f
+                             bodiless? #f #f framing)))
+      (values (if (or head? bodiless?) 'none framing) close?))))
 
 (define plain-text '((content-type . (text/plain))))
 

@@ -36,6 +36,8 @@
             fd-writev
             fd-close
             fd-shutdown-write
+            fd-shutdown
+            fd-wait
             fd-accept
             fd-accept/peer
             sockaddr->string
@@ -94,6 +96,7 @@ must keep BV reachable while it uses the address."
 (define %setsockopt
   (libc-procedure int "setsockopt" (list int int int uintptr_t unsigned-int)))
 (define %fcntl (libc-procedure int "fcntl" (list int int int)))
+(define %poll (libc-procedure int "poll" (list uintptr_t unsigned-long int)))
 
 (define (fd-read fd address start count)
   "Read at most COUNT bytes from FD into the buffer at ADDRESS (from
@@ -139,6 +142,31 @@ retry could close a descriptor another part of the program just opened."
   "Shut down the sending side of the socket FD (the peer reads end of
 file).  Return 0 or a negated errno."
   (retrying-eintr (%shutdown fd SHUT_WR)))
+
+(define SHUT_RDWR 2)
+
+(define (fd-shutdown fd)
+  "Shut down both directions of the socket FD: a thread blocked reading
+or writing it wakes with end of file or an error.  The descriptor stays
+open.  Return 0 or a negated errno."
+  (retrying-eintr (%shutdown fd SHUT_RDWR)))
+
+(define POLLIN 1)
+(define POLLOUT 4)
+
+(define (fd-wait fd direction milliseconds)
+  "Wait until FD is ready for DIRECTION ('read or 'write), has an error or
+hung up, or MILLISECONDS have passed.  Return #t when it is ready (or in
+error: the next read or write says which), #f on time-out.  For a thread
+that does blocking I/O on a non-blocking descriptor; an EINTR (the
+collector stopping the world, for one) waits again for the whole time."
+  ;; struct pollfd { int fd; short events; short revents; }, per call:
+  ;; threads may wait at once.
+  (let ((pollfd (make-bytevector 8 0)))
+    (bytevector-s32-native-set! pollfd 0 fd)
+    (bytevector-s16-native-set! pollfd 4 (if (eq? direction 'read) POLLIN POLLOUT))
+    (let ((n (retrying-eintr (%poll (bytevector-address pollfd) 1 milliseconds))))
+      (> n 0))))
 
 (define (fd-accept/peer fd sockaddr sockaddr-address length-address)
   "Like `fd-accept', and also store the peer's address in SOCKADDR (a
