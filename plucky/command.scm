@@ -272,7 +272,12 @@ USER once the sockets are bound, or --allow-root"))))
                (status (and (or (value "--status") (value "--status-token"))
                             (status-wrapper workers (value "--status-token"))))
                (wrap (if status (car status) (lambda (handler) handler)))
-               (reload (lambda () (wrap (load-handler file))))
+               (reload (lambda ()
+                         (let ((handler (load-handler file)))
+                           ;; A wrapper takes bodies as the app does.
+                           (if (body-port-handler? handler)
+                               (with-body-port (wrap handler))
+                               (wrap handler)))))
                ;; Loaded here, before listening, unless the workers must
                ;; load it as another user.
                (handler (and (not user)

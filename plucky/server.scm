@@ -81,6 +81,8 @@
   #:autoload (plucky server privileges) (resolve-identity drop-privileges!)
   #:re-export (make-loop-settings
                make-parse-limits
+               with-body-port
+               body-port-handler?
                stop-loop!
                drain-loop!
                open-listener
@@ -190,6 +192,11 @@
                         "reload failed, the old code keeps serving; the new code"
                         (lambda () (handler-from reload)))))
               (when new
+                (unless (eq? (body-port-handler? new) (body-port-handler? handler))
+                  (log-line "reload: the new code ~a with-body-port; bodies stay ~a \
+until a restart"
+                            (if (body-port-handler? new) "uses" "drops")
+                            (if (body-port-handler? handler) "ports" "bytevectors")))
                 (set! handler new)
                 (log-line "reload: new code serves")))
             ;; A worker's reloads are its master's business.
@@ -203,6 +210,7 @@
     (when timer
       (set-signal-timer! timer 1 1))
     (let ((state (run-loop (map port->fdes sockets) counting-handler
+                           #:body-port? (body-port-handler? handler)
                            #:state state #:settings settings
                            #:exclusive? worker?
                            #:connections connections

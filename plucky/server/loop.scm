@@ -45,7 +45,12 @@
   #:use-module (ice-9 match)
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
   #:use-module (web request)
-  #:use-module ((web response) #:select (response? response-code))
+  #:use-module ((web response) #:select (response? response-code response-headers))
+  ;; Threads serve only handed-off connections: loaded when one is.
+  #:autoload (ice-9 threads) (make-mutex make-condition-variable lock-mutex
+                              unlock-mutex call-with-new-thread
+                              signal-condition-variable wait-condition-variable
+                              broadcast-condition-variable)
   #:use-module (plucky sys libc)
   #:use-module (plucky sys epoll)
   #:use-module ((plucky sys signal) #:select (read-signal run-finalizers!))
@@ -54,6 +59,7 @@
   #:use-module (plucky http date)
   #:use-module (plucky http response)
   #:use-module (plucky http chunked)
+  #:use-module (plucky server stream)
   #:use-module ((srfi srfi-1) #:select (every))
   #:export (make-loop-settings
             loop-settings?
@@ -62,6 +68,8 @@
             stop-loop!
             drain-loop!
             current-request-peer
+            with-body-port
+            body-port-handler?
             close-loop-connections!))
 
 ;;;
@@ -71,7 +79,7 @@
 (define-record-type <loop-settings>
   (%make-loop-settings parse-limits max-body max-connections
                        keep-alive-timeout header-timeout body-timeout
-                       write-timeout)
+                       write-timeout max-threads)
   loop-settings?
   (parse-limits settings-parse-limits)            ; <parse-limits>
   (max-body settings-max-body)                    ; bytes; larger -> 413
@@ -79,7 +87,8 @@
   (keep-alive-timeout settings-keep-alive-timeout) ; seconds idle between requests
   (header-timeout settings-header-timeout)        ; seconds for a whole head
   (body-timeout settings-body-timeout)            ; seconds without body progress
-  (write-timeout settings-write-timeout))         ; seconds without write progress
+  (write-timeout settings-write-timeout)          ; seconds without write progress
+  (max-threads settings-max-threads))             ; threads for handed-off connections
 
 (define* (make-loop-settings #:key
                              (parse-limits %default-parse-limits)
@@ -88,12 +97,15 @@
                              (keep-alive-timeout 60)
                              (header-timeout 10)
                              (body-timeout 30)
-                             (write-timeout 30))
+                             (write-timeout 30)
+                             (max-threads 32))
   "Return the settings of a worker loop.  Sizes are in bytes, timeouts in
-seconds."
+seconds.  MAX-THREADS bounds the threads that serve connections handed
+off by the loop (request bodies read as ports, streamed answers); past
+it, such connections wait for a thread."
   (%make-loop-settings parse-limits max-body max-connections
                        keep-alive-timeout header-timeout body-timeout
-                       write-timeout))
+                       write-timeout max-threads))
 
 (define %default-loop-settings (make-loop-settings))
 
@@ -109,7 +121,7 @@ seconds."
   (fd connection-fd)                    ; read from it; a socket, or stdin
   (out-fd connection-out-fd)            ; write to it; the socket, or stdout
   (peer connection-peer)                ; "address" of the client, or #f
-  ;; idle | head | body | chunked | writing | lingering
+  ;; idle | head | body | chunked | writing | lingering | handed-off
   (state connection-state set-connection-state!)
   ;; #f, or a bytevector of the connection's own holding bytes not yet
   ;; served, in [start, end)
@@ -146,7 +158,8 @@ seconds."
               handler state settings now running? paused? exclusive?
               guarded on-response exit-when-idle? wake-ports drain-request
               drain-deadline peer-buffer signal-fd on-signal
-              observer read-ns parse-ns batch sampled serving accept-resume)
+              observer read-ns parse-ns batch sampled serving accept-resume
+              body-port? pool)
   loop?
   (epfd loop-epfd)
   (listeners loop-listeners)                 ; list of listening descriptors
@@ -187,7 +200,11 @@ seconds."
   (batch loop-batch set-loop-batch!)           ; answers waiting for the next write
   (sampled loop-sampled set-loop-sampled!)     ; requests until the next allocation sample
   (serving loop-serving set-loop-serving!)     ; the connection whose request is handled
-  (accept-resume loop-accept-resume set-loop-accept-resume!)) ; second to accept again
+  (accept-resume loop-accept-resume set-loop-accept-resume!) ; second to accept again
+  ;; Does the handler take request bodies as ports (`with-body-port')?
+  (body-port? loop-body-port?)
+  ;; #f, or the <pool> of threads serving handed-off connections
+  (pool loop-pool set-loop-pool!))
 
 (define input-size 65536)
 (define max-events 256)
@@ -216,9 +233,10 @@ return.  Safe to call from a signal handler."
 answering, as a string (\"127.0.0.1\", \"::1\", \"unix\"), or #f when it
 is not known: the address is learnt only when the loop has an ON-RESPONSE
 or OBSERVER (see `run-loop'), and inetd connections have none."
-  (let* ((loop current-loop)
-         (conn (and loop (loop-serving loop))))
-    (and conn (connection-peer conn))))
+  (or (fluid-ref thread-peer)
+      (let* ((loop current-loop)
+             (conn (and loop (loop-serving loop))))
+        (and conn (connection-peer conn)))))
 
 (define (drain-loop! grace)
   "Ask the loop running in this process to drain: stop accepting, close
@@ -410,7 +428,7 @@ to call from a signal handler."
          (close-connection! loop conn))))
     ((body) (read-body! loop conn))
     ((chunked) (read-chunked! loop conn))
-    ((writing) #t)                      ; not watched for input; ignore
+    ((writing handed-off) #t)           ; not watched for input; ignore
     (else (read-head! loop conn))))
 
 (define (read-head! loop conn)
@@ -509,10 +527,10 @@ to call from a signal handler."
             (set-connection-request! conn #f)
             (set-connection-body! conn #f)
             (set-connection-state! conn 'idle)
-            (let ((close? (respond! loop conn request body)))
-              (if close?
-                  (finish! loop conn #t #f)
-                  (serve-input! loop conn (loop-input loop) 0 0)))))))
+            (case (respond! loop conn request body)
+              ((handed-off) #t)
+              ((#f) (serve-input! loop conn (loop-input loop) 0 0))
+              (else (finish! loop conn #t #f)))))))
      ((= n (- errno-EAGAIN)) #t)
      (else (close-connection! loop conn)))))
 
@@ -569,6 +587,11 @@ to call from a signal handler."
               (cond
                ((unmet-expectation? request)
                 (refuse! loop conn request 417 #f))
+               ((and (loop-body-port? loop)
+                     (or (eq? length 'chunked)
+                         (< 0 length (+ 1 (settings-max-body settings)))))
+                ;; The handler reads the body itself, on a thread.
+                (hand-off-call! loop conn request length bv index end))
                ((eq? length 'chunked)
                 (let ((decoder (make-chunked-decoder
                                 #:max-total (settings-max-body settings)))
@@ -585,11 +608,14 @@ to call from a signal handler."
                                     (bytevector-copy! bv index body 0 length)
                                     body)))
                        (close? (respond! loop conn request body)))
-                  (if close?
-                      (begin
-                        (set-connection-input! conn #f)
-                        (finish! loop conn #t #f))
-                      (lp (+ index length)))))
+                  (case close?
+                    ((handed-off)
+                     ;; Requests behind it wait for the thread to finish.
+                     (keep-input! conn bv (+ index length) end))
+                    ((#f) (lp (+ index length)))
+                    (else
+                     (set-connection-input! conn #f)
+                     (finish! loop conn #t #f)))))
                (else
                 ;; The body has not all arrived: give it storage of its
                 ;; own and read the rest straight into it.
@@ -658,9 +684,10 @@ to call from a signal handler."
             (set-connection-request! conn #f)
             (set-connection-body! conn #f)
             (set-connection-state! conn 'idle)
-            (if (respond! loop conn request (and (> (bytevector-length body) 0) body))
-                (finish! loop conn #t #f)
-                (serve-input! loop conn bv index end))))
+            (case (respond! loop conn request (and (> (bytevector-length body) 0) body))
+              ((handed-off) (keep-input! conn bv index end))
+              ((#f) (serve-input! loop conn bv index end))
+              (else (finish! loop conn #t #f)))))
          ((eq? status 'more)
           (unless (eq? (connection-state conn) 'chunked)
             (continue-if-expected! loop conn (connection-request conn))
@@ -716,8 +743,18 @@ to call from a signal handler."
     (when stack
       ;; The 30 innermost frames: the handler's, not the loop's.
       (false-if-exception (display-backtrace stack port 0 30)))
+    ;; The message can hold any value the application handed over, a
+    ;; request body for one: a client must not be able to fill the log.
     (false-if-exception
-     (print-exception port #f (exception-kind exception) (exception-args exception)))
+     (let ((text (call-with-output-string
+                   (lambda (out)
+                     (print-exception out #f (exception-kind exception)
+                                      (exception-args exception))))))
+       (if (> (string-length text) 2000)
+           (begin
+             (display (substring text 0 2000) port)
+             (format port "... (~a more characters)~%" (- (string-length text) 2000)))
+           (display text port))))
     (force-output port)))
 
 ;; Exceptions are caught by one handler installed around the whole loop
@@ -803,8 +840,15 @@ to call from a signal handler."
             (report-response! loop conn request 500 (- (output-fill out) mark))
             (observe! 500 handled)
             #t)
-          (if (not response)
-              (fail)
+          (cond
+           ((not response)
+            (fail))
+           ((streamed-response? response response-body)
+            ;; Sent as it is written, by a thread: see `hand-off!'.
+            (hand-off! loop conn (make-job conn 'stream request response response-body
+                                           #f close? '()))
+            'handed-off)
+           (else
               ;; Serialising can fail too (a bad header value, a
               ;; Content-Length that does not match): that is the
               ;; application's error as well, and becomes a 500.
@@ -828,7 +872,334 @@ to call from a signal handler."
                       close?)))
                 (lambda (k request exception stack)
                   (report-handler-error request exception #f)
-                  (fail)))))))))
+                  (fail))))))))))
+
+;;;
+;;; Handing a connection to a thread
+;;;
+
+;; Two kinds of answer cannot be made without blocking: a handler that
+;; reads its request body from a port (`with-body-port'), and a streamed
+;; answer (see `streamed-response?' in (plucky http response)), whose
+;; body procedure writes as it goes.  The loop hands such a connection to
+;; a thread of its pool: out of the epoll set, state 'handed-off, no
+;; deadline (the thread has its own time-outs).  The thread reads and
+;; writes the socket with (plucky server stream), then gives the
+;; connection back through the pool's done list and the wake pipe; the
+;; loop reports the answer, and serves, closes or lingers as the thread
+;; says.  The common case (no body, or a body read whole) never gets
+;; here: bench/hello is what it was.
+
+(define (with-body-port handler)
+  "Return a handler that is HANDLER but receives each request body that
+is not empty as an input port rather than a bytevector: it reads what it
+wants (Content-Length and chunked framing decoded, \"100 Continue\" sent
+when it first reads), and the body's unread bytes are never buffered.
+Such requests are answered on a thread of the worker, so the handler may
+block; its threaded state, if any, is the state when the request
+arrived, and what it returns becomes the state again."
+  (let ((wrapped (lambda args (apply handler args))))
+    (set-procedure-property! wrapped 'plucky-body-port #t)
+    (set-procedure-property! wrapped 'name (procedure-name handler))
+    wrapped))
+
+(define (body-port-handler? handler)
+  "True when HANDLER was made by `with-body-port'."
+  (and (procedure? handler) (procedure-property handler 'plucky-body-port) #t))
+
+;; The peer of the connection a thread serves, for `current-request-peer'.
+(define thread-peer (make-thread-local-fluid #f))
+
+(define-record-type <job>
+  (%make-job conn kind request response body reader close? pending state
+             outcome code bytes handler-ns leftover)
+  job?
+  (conn job-conn)
+  (kind job-kind)                 ; call: run the handler | stream: send BODY
+  (request job-request)
+  (response job-response)         ; stream: the handler's answer
+  (body job-body)                 ; stream: the body procedure
+  (reader job-reader)             ; call: the request body's <body-reader>
+  (close? job-close?)             ; close after the answer, whatever it says
+  (pending job-pending set-job-pending!) ; earlier answers to send first
+  (state job-state set-job-state!)       ; call: the handler's state, in and out
+  ;; Set by the thread: keep | close | linger; the status sent (#f if
+  ;; none); bytes sent; the handler's ns; bytes read past the body.
+  (outcome job-outcome set-job-outcome!)
+  (code job-code set-job-code!)
+  (bytes job-bytes set-job-bytes!)
+  (handler-ns job-handler-ns set-job-handler-ns!)
+  (leftover job-leftover set-job-leftover!))
+
+(set-record-type-printer! <job>
+  (lambda (job port)
+    (format port "#<job ~a ~a>" (job-kind job) (job-conn job))))
+
+(define (make-job conn kind request response body reader close? state)
+  (%make-job conn kind request response body reader close? '() state
+             'close #f 0 0 #f))
+
+(define-record-type <pool>
+  (make-pool mutex condition jobs done threads idle stopping?)
+  pool?
+  (mutex pool-mutex)
+  (condition pool-condition)             ; signalled when a job is queued
+  (jobs pool-jobs set-pool-jobs!)        ; waiting for a thread, oldest first
+  (done pool-done set-pool-done!)        ; finished, for the loop
+  (threads pool-threads set-pool-threads!) ; started
+  (idle pool-idle set-pool-idle!)        ; waiting for a job
+  (stopping? pool-stopping? set-pool-stopping!))
+
+(define (pool-submit! loop job)
+  (let ((pool (or (loop-pool loop)
+                  (let ((pool (make-pool (make-mutex) (make-condition-variable)
+                                         '() '() 0 0 #f)))
+                    (set-loop-pool! loop pool)
+                    pool))))
+    (lock-mutex (pool-mutex pool))
+    (set-pool-jobs! pool (append (pool-jobs pool) (list job)))
+    (when (and (zero? (pool-idle pool))
+               (< (pool-threads pool) (settings-max-threads (loop-settings loop))))
+      (set-pool-threads! pool (+ 1 (pool-threads pool)))
+      (call-with-new-thread (lambda () (pool-thread loop pool))))
+    (signal-condition-variable (pool-condition pool))
+    (unlock-mutex (pool-mutex pool))))
+
+(define (pool-thread loop pool)
+  (let next ()
+    (lock-mutex (pool-mutex pool))
+    (let wait ()
+      (when (and (null? (pool-jobs pool)) (not (pool-stopping? pool)))
+        (set-pool-idle! pool (+ 1 (pool-idle pool)))
+        (wait-condition-variable (pool-condition pool) (pool-mutex pool))
+        (set-pool-idle! pool (- (pool-idle pool) 1))
+        (wait)))
+    (if (pool-stopping? pool)
+        (begin
+          (set-pool-threads! pool (- (pool-threads pool) 1))
+          ;; `stop-pool!' waits for the count to reach 0.
+          (broadcast-condition-variable (pool-condition pool))
+          (unlock-mutex (pool-mutex pool)))
+        (let ((job (car (pool-jobs pool))))
+          (set-pool-jobs! pool (cdr (pool-jobs pool)))
+          (unlock-mutex (pool-mutex pool))
+          (run-job! loop job)
+          (lock-mutex (pool-mutex pool))
+          (set-pool-done! pool (cons job (pool-done pool)))
+          (unlock-mutex (pool-mutex pool))
+          (wake! loop)
+          (next)))))
+
+(define (take-done-jobs! pool)
+  (lock-mutex (pool-mutex pool))
+  (let ((done (reverse (pool-done pool))))
+    (set-pool-done! pool '())
+    (unlock-mutex (pool-mutex pool))
+    done))
+
+(define (hand-off! loop conn job)
+  ;; Give CONN to a thread for JOB.  Answers to requests that came
+  ;; before (pipelined) and are not sent yet go with it, to be sent first.
+  (let ((out (loop-output loop)))
+    (when (> (output-fill out) 0)
+      (queue-output! loop conn (output-bytes out) 0 (output-fill out))
+      (output-reset! out))
+    (set-job-pending! job (connection-pending conn))
+    (set-connection-pending! conn '())
+    (set-connection-state! conn 'handed-off)
+    (set-connection-deadline! conn never)
+    (when (connection-watched? conn)
+      (epoll-remove! (loop-epfd loop) (connection-fd conn))
+      (set-connection-watched?! conn #f))
+    ;; Streamed writes are small (an event at a time): Nagle's algorithm
+    ;; would hold each one until the client's delayed ACK.
+    (fd-set-tcp-nodelay! (connection-out-fd conn))
+    (pool-submit! loop job)))
+
+(define never (ash 1 60))
+
+(define (hand-off-call! loop conn request framing bv start end)
+  ;; Hand CONN to a thread that calls the handler with the body of
+  ;; REQUEST as a port; BV [START, END) are the bytes after its head.
+  (let* ((settings (loop-settings loop))
+         (out-fd (connection-out-fd conn))
+         (continue? (and (assq 'expect (request-headers request))
+                         (equal? (request-version request) '(1 . 1))))
+         (reader (make-body-reader
+                  (connection-fd conn) framing bv start end
+                  #:timeout (settings-body-timeout settings)
+                  #:max-body (settings-max-body settings)
+                  #:continue (and continue?
+                                  (lambda ()
+                                    (write-all! out-fd continue-line 0
+                                                (bytevector-length continue-line)
+                                                (settings-write-timeout settings)))))))
+    (set-connection-input! conn #f)
+    (hand-off! loop conn
+               (make-job conn 'call request #f #f reader
+                         (or (not (request-keep-alive? request))
+                             (and (loop-drain-deadline loop) #t))
+                         (loop-state loop)))))
+
+(define (call-caught thunk)
+  ;; -> (#t value ...) or (#f exception stack): THUNK's values, or what
+  ;; it raised and where.
+  (let ((tag (make-prompt-tag "job")))
+    (call-with-prompt tag
+      (lambda ()
+        (with-exception-handler
+            (lambda (exception)
+              (abort-to-prompt tag exception (make-stack #t 3)))
+          (lambda ()
+            (call-with-values thunk (lambda values (cons #t values))))))
+      (lambda (k exception stack)
+        (list #f exception stack)))))
+
+(define (run-job! loop job)
+  ;; On a pool thread: answer JOB's request on its connection.  Sets the
+  ;; job's outcome; never closes the descriptor, never raises.
+  (let* ((conn (job-conn job))
+         (out-fd (connection-out-fd conn))
+         (timeout (settings-write-timeout (loop-settings loop)))
+         (request (job-request job)))
+    (define (send! bv start count)
+      (write-all! out-fd bv start count timeout)
+      (set-job-bytes! job (+ (job-bytes job) count)))
+    (define (send-output! out)
+      (send! (output-bytes out) 0 (output-fill out)))
+    (define (refuse! code close-how)
+      ;; An error answer, if the client still reads.
+      (let ((out (make-output 512)))
+        (write-error-response! out (request-version request) code #f
+                               (request-method request))
+        (set-job-code! job code)
+        (set-job-outcome! job close-how)
+        (call-caught (lambda () (send-output! out)))))
+    (define (complete? reader)
+      (or (not reader) (body-reader-complete? reader)))
+    (define (answer! response body)
+      ;; -> outcome; raises on the application's errors
+      (let* ((reader (job-reader job))
+             (close? (or (job-close? job) (not (complete? reader))))
+             (code (if (response? response) (response-code response) 200)))
+        (if (streamed-response? response body)
+            (let ((out (make-output 1024)))
+              (call-with-values (lambda () (write-streamed-head! out request response))
+                (lambda (framing head-close?)
+                  (set-job-code! job code)
+                  (send-output! out)
+                  (unless (eq? framing 'none)
+                    (stream-body! job send! out-fd timeout response body framing))
+                  (if (or close? head-close?) 'close 'keep))))
+            (let ((out (make-output 4096)))
+              (call-with-values
+                  (lambda () (write-response! out request response body close? #f))
+                (lambda (close? large)
+                  (set-job-code! job code)
+                  (send-output! out)
+                  (when large (send! large 0 (bytevector-length large)))
+                  (if close? 'close 'keep)))))))
+    (define (failed exception stack)
+      (cond
+       ((connection-lost? exception)
+        (set-job-outcome! job 'close))
+       ((body-error? exception)
+        (refuse! (body-error-status exception) 'linger))
+       ((job-code job)
+        ;; The head is out: all that can be said is to stop.
+        (report-handler-error request exception stack)
+        (set-job-outcome! job 'close))
+       (else
+        (report-handler-error request exception stack)
+        (refuse! 500 (if (complete? (job-reader job)) 'close 'linger)))))
+    (fluid-set! thread-peer (connection-peer conn))
+    (match (call-caught
+            (lambda ()
+              (for-each (match-lambda ((bv start . end) (send! bv start (- end start))))
+                        (job-pending job))
+              (set-job-pending! job '())
+              (case (job-kind job)
+                ((call)
+                 (let* ((start (clock))
+                        (state (job-state job))
+                        (port (body-reader-port (job-reader job)))
+                        (result (call-caught
+                                 (lambda ()
+                                   (if (null? state)
+                                       ((loop-handler loop) request port)
+                                       (apply (loop-handler loop) request port state))))))
+                   (set-job-handler-ns! job (- (clock) start))
+                   (match result
+                     ((#t response body . state)
+                      (set-job-state! job state)
+                      (answer! response body))
+                     ((#f exception stack)
+                      (failed exception stack)
+                      (job-outcome job)))))
+                ((stream)
+                 (answer! (job-response job) (job-body job))))))
+      ((#t outcome)
+       (set-job-outcome! job outcome))
+      ((#f exception stack)
+       (failed exception stack)))
+    ;; Bytes read beyond the body belong to the next request.
+    (let ((reader (job-reader job)))
+      (when (and reader (eq? (job-outcome job) 'keep))
+        (call-with-values (lambda () (body-reader-leftover reader))
+          (lambda (bv start end)
+            (when (< start end)
+              (set-job-leftover! job (bytevector-copy-range bv start end)))))))
+    (fluid-set! thread-peer #f)))
+
+(define (stream-body! job send! out-fd timeout response body framing)
+  ;; Call the body procedure with a port that sends as it is written.
+  (let* ((headers (if (response? response) (response-headers response) response))
+         (type (assq-ref headers 'content-type))
+         (charset (and type (assq-ref (cdr type) 'charset)))
+         (port (open-stream-writer
+                out-fd framing #:timeout timeout
+                #:length (assq-ref headers 'content-length)
+                #:encoding (if charset (if (symbol? charset) (symbol->string charset) charset)
+                               "UTF-8"))))
+    (body port)
+    (close-port port)))
+
+(define (finish-jobs! loop)
+  ;; On the loop's thread: take back the connections threads are done
+  ;; with.
+  (let ((pool (loop-pool loop)))
+    (when pool
+      (for-each (lambda (job) (job-done! loop job)) (take-done-jobs! pool)))))
+
+(define (job-done! loop job)
+  (let ((conn (job-conn job))
+        (observer (loop-observer loop)))
+    (when (eq? (connection-ref loop (connection-fd conn)) conn)
+      (when (and (eq? (job-kind job) 'call) (pair? (job-state job)))
+        (set-loop-state! loop (job-state job)))
+      (when (job-code job)
+        (report-response! loop conn (job-request job) (job-code job) (job-bytes job))
+        (when observer
+          (observer 'request (job-request job) (job-code job) 0 0
+                    (job-handler-ns job) 0 #f)))
+      (case (job-outcome job)
+        ((keep)
+         (if (loop-drain-deadline loop)
+             (close-connection! loop conn)
+             (begin
+               (set-connection-state! conn 'idle)
+               (set-connection-deadline!
+                conn (+ (loop-now loop) (settings-keep-alive-timeout (loop-settings loop))))
+               (watch! loop conn EPOLLIN)
+               (let ((leftover (job-leftover job)))
+                 (when leftover
+                   (keep-input! conn leftover 0 (bytevector-length leftover))))
+               (let ((own (connection-input conn)))
+                 (when own
+                   (serve-input! loop conn own (connection-start conn)
+                                 (connection-end conn)))))))
+        ((linger) (linger! loop conn))
+        (else (close-connection! loop conn))))))
 
 ;;;
 ;;; Telling whoever listens (the access log)
@@ -1021,7 +1392,8 @@ to call from a signal handler."
                    (on-response #f)
                    (signal-fd #f)
                    (on-signal #f)
-                   (observer #f))
+                   (observer #f)
+                   (body-port? (body-port-handler? handler)))
   "Serve connections arriving on LISTENERS (a list of listening,
 non-blocking socket descriptors) with HANDLER until `stop-loop!' is
 called or a drain (`drain-loop!') completes.  HANDLER is called as
@@ -1039,6 +1411,10 @@ the size of the whole answer.  SIGNAL-FD, a signalfd (plucky sys
 signal), is watched with the connections; ON-SIGNAL is called on the
 loop's thread with each signal number read from it, and may call
 `drain-loop!' or `stop-loop!'.
+
+BODY-PORT? (by default: whether HANDLER was made by `with-body-port')
+makes the loop call HANDLER with each request body that is not empty as
+an input port, on a thread (see `with-body-port').
 
 OBSERVER, if given, is told where the time goes, in nanoseconds, on the
 loop's thread (it must not block):
@@ -1068,7 +1444,8 @@ loop's thread (it must not block):
                            wake-ports #f #f
                            (cons peer-buffer (bytevector-address peer-buffer))
                            signal-fd on-signal
-                           observer 0 0 0 0 #f 0)))
+                           observer 0 0 0 0 #f 0
+                           body-port? #f)))
     (for-each (lambda (port)
                 (fcntl port F_SETFL (logior O_NONBLOCK (fcntl port F_GETFL))))
               (list (car wake-ports) (cdr wake-ports)))
@@ -1132,8 +1509,10 @@ loop's thread (it must not block):
                  ((memv fd listeners)
                   (accept-ready! loop fd))
                  ((= fd wake-fd)
-                  ;; Whoever woke us set a flag; empty the pipe.
-                  (fd-read wake-fd (loop-input-address loop) 0 input-size))
+                  ;; Whoever woke us set a flag or finished a job; empty
+                  ;; the pipe.
+                  (fd-read wake-fd (loop-input-address loop) 0 input-size)
+                  (finish-jobs! loop))
                  ((eqv? fd (loop-signal-fd loop))
                   ((loop-on-signal loop) (read-signal fd))
                   (let ((grace (loop-drain-request loop)))
@@ -1167,8 +1546,34 @@ loop's thread (it must not block):
               (begin (sweep! loop) (round now))
               (round last-sweep)))))))
 
+(define (stop-pool! loop pool)
+  ;; Make the threads give their connections back: shut the sockets down
+  ;; under them (their reads and writes fail at once), then wait up to
+  ;; two seconds for them to finish; a handler still computing after that
+  ;; finds its descriptor closed.
+  (let ((table (loop-connections loop)))
+    (let lp ((fd 0))
+      (when (< fd (vector-length table))
+        (let ((conn (vector-ref table fd)))
+          (when (and conn (eq? (connection-state conn) 'handed-off))
+            (fd-shutdown (connection-fd conn))
+            (fd-shutdown (connection-out-fd conn))))
+        (lp (+ fd 1)))))
+  (lock-mutex (pool-mutex pool))
+  (set-pool-stopping! pool #t)
+  (broadcast-condition-variable (pool-condition pool))
+  (let ((deadline (+ (current-time) 2)))
+    (let wait ()
+      (when (and (> (pool-threads pool) 0) (< (current-time) deadline))
+        (wait-condition-variable (pool-condition pool) (pool-mutex pool) deadline)
+        (wait))))
+  (unlock-mutex (pool-mutex pool))
+  (set-loop-pool! loop #f))
+
 (define (close-all! loop)
   ;; Close every connection the loop holds, and its epoll descriptor.
+  (let ((pool (loop-pool loop)))
+    (when pool (stop-pool! loop pool)))
   (let ((table (loop-connections loop)))
     (let lp ((fd 0))
       (when (< fd (vector-length table))

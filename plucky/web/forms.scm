@@ -297,11 +297,14 @@ calls raise the same error."
 (define* (read-multipart-form body content-type #:key (spool-directory (default-spool-directory))
                               (max-parts 1000) (max-file-size #f)
                               (max-field-size (* 1024 1024)) (max-header-bytes 8192))
-  "Return the form in BODY, a whole multipart/form-data request body (a
-bytevector) of CONTENT-TYPE: ((name . value) ...) in the order sent,
-fields as strings and files as <form-file> records whose data has been
-spooled to temporary files under SPOOL-DIRECTORY.  The limits and the
-errors raised are those of `multipart-form-collector'."
+  "Return the form in BODY, a multipart/form-data request body of
+CONTENT-TYPE — a whole bytevector, or an input port (the body port of a
+`with-body-port' handler) read to its end 64 KiB at a time, so that a
+file of any size goes to disk without being held in memory —
+as ((name . value) ...) in the order sent, fields as strings and files
+as <form-file> records whose data has been spooled to temporary files
+under SPOOL-DIRECTORY.  The limits and the errors raised are those of
+`multipart-form-collector'."
   (call-with-values
       (lambda ()
         (multipart-form-collector content-type #:spool-directory spool-directory
@@ -309,7 +312,16 @@ errors raised are those of `multipart-form-collector'."
                                   #:max-field-size max-field-size
                                   #:max-header-bytes max-header-bytes))
     (lambda (feed finish)
-      (feed body)
+      (if (port? body)
+          (let ((buffer (make-bytevector 65536)))
+            (let lp ()
+              (let ((n (get-bytevector-n! body buffer 0 65536)))
+                (unless (eof-object? n)
+                  ;; Past the close delimiter the rest is ignored, but
+                  ;; still read: the connection must reach the body's end.
+                  (feed buffer 0 n)
+                  (lp)))))
+          (feed body))
       (finish))))
 
 ;;; (plucky web forms) ends here

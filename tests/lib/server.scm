@@ -62,6 +62,13 @@
             client-read-until-close
             client-eof?
             client-close!
+            client-pending
+            set-client-pending!
+            receive-some!
+            find-head-end
+            sub-bytevector
+            utf8->string*
+            process-peak-rss
             with-client
 
             http-get
@@ -255,6 +262,21 @@ listening on HOST and a port the kernel picks; return a <server> whose
   "Return what SERVER's process has written to its standard error so far."
   (let ((text (read-file (server-log-file server))))
     (if (eof-object? text) "" text)))
+
+(define (process-peak-rss pid)
+  "Return the peak resident set size of process PID in KiB (VmHWM), or #f
+if it cannot be read."
+  (let ((file (string-append "/proc/" (number->string pid) "/status")))
+    (and (file-exists? file)
+         (call-with-input-file file
+           (lambda (port)
+             (let lp ()
+               (let ((line (read-line port)))
+                 (cond
+                  ((eof-object? line) #f)
+                  ((string-prefix? "VmHWM:" line)
+                   (string->number (car (string-tokenize (substring line 6)))))
+                  (else (lp))))))))))
 
 (define (server-alive? server)
   "Return #t if SERVER's process has not exited."
