@@ -81,6 +81,9 @@ Limits:
   --max-body BYTES       largest request body accepted, else 413
                          (default 67108864)
   --max-connections N    open connections per worker (default 10000)
+  --max-threads N        threads per worker for requests whose body the
+                         app reads as a port (with-body-port) and for
+                         streamed answers; more wait (default 32)
   --keep-alive-timeout S seconds an idle connection is kept (default 60)
   --header-timeout S     seconds a client has to send a request head,
                          else 408 (default 10)
@@ -127,7 +130,7 @@ fresh module where `app-directory' names the directory FILE is in.
   (append
    '("--host" "--port" "--fd" "--workers" "--grace" "--user" "--group"
      "--access-log" "--log-format" "--error-log" "--status-token"
-     "--max-body" "--max-connections"
+     "--max-body" "--max-connections" "--max-threads"
      "--keep-alive-timeout" "--header-timeout" "--body-timeout"
      "--write-timeout" "--max-request-line" "--max-header-bytes"
      "--max-header-count")
@@ -224,6 +227,7 @@ fresh module where `app-directory' names the directory FILE is in.
                                         #:max-header-count (option "--max-header-count" 100))
                         #:max-body (option "--max-body" (* 64 1024 1024))
                         #:max-connections (option "--max-connections" 10000)
+                        #:max-threads (max 1 (option "--max-threads" 32))
                         #:keep-alive-timeout (option "--keep-alive-timeout" 60)
                         #:header-timeout (option "--header-timeout" 10)
                         #:body-timeout (option "--body-timeout" 30)
