@@ -68,6 +68,7 @@
             find-head-end
             sub-bytevector
             utf8->string*
+            process-status-field
             process-peak-rss
             with-client
 
@@ -263,20 +264,28 @@ listening on HOST and a port the kernel picks; return a <server> whose
   (let ((text (read-file (server-log-file server))))
     (if (eof-object? text) "" text)))
 
+(define (process-status-field pid name)
+  "Return the value of field NAME (\"VmRSS\", \"SigIgn\"…) of
+/proc/PID/status as a string, without the name and the blanks around it,
+or #f if the process or the field is not there."
+  (let ((file (string-append "/proc/" (number->string pid) "/status"))
+        (prefix (string-append name ":")))
+    (false-if-exception
+     (call-with-input-file file
+       (lambda (port)
+         (let lp ()
+           (let ((line (read-line port)))
+             (cond
+              ((eof-object? line) #f)
+              ((string-prefix? prefix line)
+               (string-trim-both (substring line (string-length prefix))))
+              (else (lp))))))))))
+
 (define (process-peak-rss pid)
   "Return the peak resident set size of process PID in KiB (VmHWM), or #f
 if it cannot be read."
-  (let ((file (string-append "/proc/" (number->string pid) "/status")))
-    (and (file-exists? file)
-         (call-with-input-file file
-           (lambda (port)
-             (let lp ()
-               (let ((line (read-line port)))
-                 (cond
-                  ((eof-object? line) #f)
-                  ((string-prefix? "VmHWM:" line)
-                   (string->number (car (string-tokenize (substring line 6)))))
-                  (else (lp))))))))))
+  (let ((value (process-status-field pid "VmHWM")))
+    (and value (string->number (car (string-tokenize value))))))
 
 (define (server-alive? server)
   "Return #t if SERVER's process has not exited."

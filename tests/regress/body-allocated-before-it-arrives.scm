@@ -36,15 +36,8 @@
 
 (define (rss-kib pid)
   ;; VmRSS of PID, in KiB
-  (call-with-input-file (format #f "/proc/~a/status" pid)
-    (lambda (port)
-      (let lp ()
-        (let ((line (read-line port)))
-          (cond
-           ((eof-object? line) #f)
-           ((string-prefix? "VmRSS:" line)
-            (string->number (cadr (string-tokenize line))))
-           (else (lp))))))))
+  (let ((value (process-status-field pid "VmRSS")))
+    (and value (string->number (car (string-tokenize value))))))
 
 (test-begin "regress/body-allocated-before-it-arrives")
 

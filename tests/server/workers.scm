@@ -332,16 +332,8 @@ handler
 
 (define (ignored-signals pid)
   ;; -> the signal numbers PID ignores, from /proc/PID/status's SigIgn
-  (let ((mask (false-if-exception
-               (call-with-input-file (format #f "/proc/~a/status" pid)
-                 (lambda (port)
-                   (let lp ()
-                     (let ((line (read-line port)))
-                       (cond
-                        ((eof-object? line) #f)
-                        ((string-prefix? "SigIgn:" line)
-                         (string->number (string-trim-both (substring line 7)) 16))
-                        (else (lp))))))))))
+  (let ((mask (let ((value (process-status-field pid "SigIgn")))
+                (and value (string->number value 16)))))
     (if mask
         (filter (lambda (n) (logbit? (- n 1) mask)) (iota 64 1))
         '())))
