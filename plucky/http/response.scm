@@ -376,11 +376,11 @@ so that any thread may call it."
 (define plain-text '((content-type . (text/plain))))
 
 (define* (write-error-response! out version code #:optional (message #f)
-                                (method 'GET))
+                                (method 'GET) (cache? #t))
   "Append to OUT a complete plain-text response with status CODE for
 HTTP VERSION, whose body is MESSAGE (default: the reason phrase), that
 closes the connection; for METHOD HEAD, the head alone.  Used for
-requests that never reach a handler."
+requests that never reach a handler.  CACHE? as for `write-response!'."
   (let ((request ((@@ (web request) make-request)
                   method #f (if (equal? version '(1 . 0)) '(1 . 0) '(1 . 1))
                   '() '() #f)))
@@ -388,6 +388,6 @@ requests that never reach a handler."
                      (build-response #:code code #:headers plain-text
                                      #:version version)
                      (string-append (or message (status-reason code)) "\n")
-                     #t)))
+                     #t cache?)))
 
 ;;; (plucky http response) ends here

@@ -1071,7 +1071,7 @@ arrived, and what it returns becomes the state again."
       ;; An error answer, if the client still reads.
       (let ((out (make-output 512)))
         (write-error-response! out (request-version request) code #f
-                               (request-method request))
+                               (request-method request) #f)
         (set-job-code! job code)
         (set-job-outcome! job close-how)
         (call-caught (lambda () (send-output! out)))))
@@ -1129,6 +1129,9 @@ arrived, and what it returns becomes the state again."
                                        ((loop-handler loop) request port)
                                        (apply (loop-handler loop) request port state))))))
                    (set-job-handler-ns! job (- (clock) start))
+                   ;; The connection goes back to the loop: a handler that
+                   ;; kept the port must not read it any more.
+                   (body-reader-finish! (job-reader job))
                    (match result
                      ((#t response body . state)
                       (set-job-state! job state)
@@ -1155,14 +1158,24 @@ arrived, and what it returns becomes the state again."
   ;; Call the body procedure with a port that sends as it is written.
   (let* ((headers (if (response? response) (response-headers response) response))
          (type (assq-ref headers 'content-type))
-         (charset (and type (assq-ref (cdr type) 'charset)))
-         (port (open-stream-writer
-                out-fd framing #:timeout timeout
-                #:length (assq-ref headers 'content-length)
-                #:encoding (if charset (if (symbol? charset) (symbol->string charset) charset)
-                               "UTF-8"))))
-    (body port)
-    (close-port port)))
+         (charset (and type (assq-ref (cdr type) 'charset))))
+    (call-with-values
+        (lambda ()
+          (open-stream-writer out-fd framing #:timeout timeout
+                              #:length (assq-ref headers 'content-length)
+                              #:encoding (cond ((not charset) "UTF-8")
+                                               ((symbol? charset) (symbol->string charset))
+                                               (else charset))))
+      (lambda (port abandon!)
+        (with-exception-handler
+            (lambda (exception)
+              ;; Nothing more may reach the socket, from the port's buffer
+              ;; or its close (the last chunk would say the answer is
+              ;; whole).
+              (abandon!)
+              (raise-exception exception))
+          (lambda () (body port)))
+        (close-port port)))))
 
 (define (finish-jobs! loop)
   ;; On the loop's thread: take back the connections threads are done

@@ -51,6 +51,7 @@
             body-reader-port
             body-reader-complete?
             body-reader-leftover
+            body-reader-finish!
             open-stream-writer))
 
 ;;;
@@ -119,9 +120,11 @@ client is gone or the time runs out."
 
 (define-record-type <body-reader>
   (%make-body-reader fd timeout port continue remaining decoder
-                     raw raw-start raw-end data data-start data-end)
+                     raw raw-start raw-end data data-start data-end finished?)
   body-reader?
   (fd reader-fd)
+  ;; #t once the handler has returned: the socket is the loop's again
+  (finished? reader-finished? set-reader-finished!)
   (timeout reader-timeout)                  ; seconds a read may wait
   (port body-reader-port set-reader-port!)
   ;; #f, or a thunk that sends "100 Continue", called before the first read
@@ -159,7 +162,7 @@ is the port the handler reads; errors reading it raise a &body-error."
                   fd timeout #f continue (and (not chunked?) framing)
                   (and chunked? (make-chunked-decoder #:max-total max-body))
                   raw 0 have
-                  (and chunked? (make-bytevector (bytevector-length raw))) 0 0)))
+                  (and chunked? (make-bytevector (bytevector-length raw))) 0 0 #f)))
     (bytevector-copy! bv start raw 0 have)
     (let ((port (make-custom-binary-input-port
                  "request body"
@@ -171,6 +174,8 @@ is the port the handler reads; errors reading it raise a &body-error."
 (define (reader-read! reader bv start count)
   ;; The port's read!: -> bytes put in BV [START, START+COUNT), 0 at the
   ;; end of the body.
+  (when (reader-finished? reader)
+    (error "request body read after its handler returned"))
   (let ((continue (reader-continue reader)))
     (when continue
       (set-reader-continue! reader #f)
@@ -248,6 +253,11 @@ kept in `body-reader-leftover')."
       (and (chunked-decoder-done? (reader-decoder reader))
            (= (reader-data-start reader) (reader-data-end reader)))))
 
+(define (body-reader-finish! reader)
+  "Make READER's port refuse to read: its handler has returned and the
+connection is going back to the loop."
+  (set-reader-finished! reader #t))
+
 (define (body-reader-leftover reader)
   "Return the bytes read from the socket beyond the body (the start of a
 pipelined request) as three values: a bytevector, start and end."
@@ -269,13 +279,20 @@ as they are: fewer when the port is closed, or more, is an error), or
 'close (as they are; the connection closes after).  Textual output is
 encoded in ENCODING.  Writes wait up to TIMEOUT seconds for the client;
 past that, or when it is gone, they raise &connection-lost.  Output is
-buffered up to BUFFER bytes; `force-output' sends it at once."
+buffered up to BUFFER bytes; `force-output' sends it at once.  Return two
+values: the port, and a thunk that abandons it (whatever is written,
+flushed or closed after is dropped), for an answer that failed."
   (let* ((sent 0)
+         ;; Set when the answer fails half-way: the port's buffer can still
+         ;; be flushed, or its close called, after that (by the code that
+         ;; unwinds, or a finalizer), and none of it may reach the socket,
+         ;; which may by then be another connection's.
+         (abandoned? #f)
          (port
           (make-custom-binary-output-port
            "streamed answer"
            (lambda (bv start count)
-             (when (> count 0)
+             (when (and (> count 0) (not abandoned?))
                (case framing
                  ((chunked)
                   ;; Size line, data and CRLF as the chunk encoder lays
@@ -297,7 +314,7 @@ buffered up to BUFFER bytes; `force-output' sends it at once."
              count)
            #f #f
            (lambda ()
-             (case framing
+             (case (and (not abandoned?) framing)
                ((chunked) (write-all! fd last-chunk 0 (bytevector-length last-chunk)
                                       timeout))
                ((length)
@@ -305,6 +322,6 @@ buffered up to BUFFER bytes; `force-output' sends it at once."
                   (error "streamed body shorter than its Content-Length" sent length))))))))
     (set-port-encoding! port encoding)
     (setvbuf port 'block buffer)
-    port))
+    (values port (lambda () (set! abandoned? #t)))))
 
 ;;; (plucky server stream) ends here
