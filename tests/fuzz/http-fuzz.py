@@ -47,6 +47,7 @@
 #
 # Usage:
 #   tests/fuzz/http-fuzz.py --serve --inputs 20000        # start plucky itself
+#   tests/fuzz/http-fuzz.py --serve --app tests/fuzz/port-app.scm   # bodies read as ports
 #   tests/fuzz/http-fuzz.py --port P --pid PID ...        # a server already running
 # The last line printed is a JSON summary; --results FILE appends a
 # Markdown report (--report-from SUMMARY makes it again from a summary).
@@ -1111,7 +1112,7 @@ def server_command(args):
     cmd = []
     if args.server_cpu is not None:
         cmd += ['taskset', '-c', str(args.server_cpu)]
-    cmd += ['bin/plucky', 'serve', 'tests/fuzz/app.scm', '--host', '127.0.0.1', '--port', '0',
+    cmd += ['bin/plucky', 'serve', args.app, '--host', '127.0.0.1', '--port', '0',
             '--workers', '1', '--header-timeout', str(args.header_timeout),
             '--body-timeout', str(args.body_timeout),
             '--keep-alive-timeout', str(args.keep_alive_timeout),
@@ -1259,7 +1260,11 @@ def guile_version():
 
 def main(argv):
     p = argparse.ArgumentParser(description='Fuzz a plucky server over sockets.')
-    p.add_argument('--serve', action='store_true', help='start bin/plucky on tests/fuzz/app.scm')
+    p.add_argument('--serve', action='store_true', help='start bin/plucky on the app (--app)')
+    p.add_argument('--app', default='tests/fuzz/app.scm',
+                   help='with --serve: the app file, relative to the repository or absolute '
+                        '(default tests/fuzz/app.scm; tests/fuzz/port-app.scm reads bodies '
+                        'as ports); it must answer as tests/fuzz/app.scm does')
     p.add_argument('--port', type=int, help='port of a running server on 127.0.0.1')
     p.add_argument('--pid', type=int, help='PID of that server (checked after every batch)')
     p.add_argument('--inputs', type=int, default=20000, help='inputs to send (default 20000)')
