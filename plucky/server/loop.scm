@@ -60,7 +60,8 @@
   #:use-module (plucky http response)
   #:use-module (plucky http chunked)
   #:use-module (plucky server stream)
-  #:use-module ((srfi srfi-1) #:select (every))
+  #:use-module ((srfi srfi-1) #:select (every filter))
+  #:use-module ((web uri) #:select (uri-path))
   #:export (make-loop-settings
             loop-settings?
             %default-loop-settings
@@ -912,7 +913,7 @@ arrived, and what it returns becomes the state again."
 
 (define-record-type <job>
   (%make-job conn kind request response body reader close? pending state
-             outcome code bytes handler-ns leftover)
+             outcome code bytes handler-ns leftover queued)
   job?
   (conn job-conn)
   (kind job-kind)                 ; call: run the handler | stream: send BODY
@@ -929,7 +930,8 @@ arrived, and what it returns becomes the state again."
   (code job-code set-job-code!)
   (bytes job-bytes set-job-bytes!)
   (handler-ns job-handler-ns set-job-handler-ns!)
-  (leftover job-leftover set-job-leftover!))
+  (leftover job-leftover set-job-leftover!)
+  (queued job-queued set-job-queued!))  ; the loop's second it was queued
 
 (set-record-type-printer! <job>
   (lambda (job port)
@@ -937,7 +939,7 @@ arrived, and what it returns becomes the state again."
 
 (define (make-job conn kind request response body reader close? state)
   (%make-job conn kind request response body reader close? '() state
-             'close #f 0 0 #f))
+             'close #f 0 0 #f 0))
 
 (define-record-type <pool>
   (make-pool mutex condition jobs done threads idle stopping?)
@@ -956,25 +958,36 @@ arrived, and what it returns becomes the state again."
                                          '() '() 0 0 #f)))
                     (set-loop-pool! loop pool)
                     pool))))
+    (set-job-queued! job (loop-now loop))
     (lock-mutex (pool-mutex pool))
     (set-pool-jobs! pool (append (pool-jobs pool) (list job)))
-    (when (and (zero? (pool-idle pool))
+    ;; A thread signalled for an earlier job counts as idle until it
+    ;; wakes: compare the jobs waiting with the threads idle, not the idle
+    ;; with 0, or a second job can wait behind a stalled first one
+    ;; (found by tests/fuzz with port-app.scm).
+    (when (and (> (length (pool-jobs pool)) (pool-idle pool))
                (< (pool-threads pool) (settings-max-threads (loop-settings loop))))
       (set-pool-threads! pool (+ 1 (pool-threads pool)))
       (call-with-new-thread (lambda () (pool-thread loop pool))))
     (signal-condition-variable (pool-condition pool))
     (unlock-mutex (pool-mutex pool))))
 
+(define thread-idle-seconds
+  ;; A thread with nothing to do for this long ends: each holds a stack
+  ;; and two descriptors (Guile's per-thread wake-up pipe).
+  60)
+
 (define (pool-thread loop pool)
   (let next ()
     (lock-mutex (pool-mutex pool))
-    (let wait ()
-      (when (and (null? (pool-jobs pool)) (not (pool-stopping? pool)))
+    (let wait ((deadline (+ (current-time) thread-idle-seconds)))
+      (when (and (null? (pool-jobs pool)) (not (pool-stopping? pool))
+                 (< (current-time) deadline))
         (set-pool-idle! pool (+ 1 (pool-idle pool)))
-        (wait-condition-variable (pool-condition pool) (pool-mutex pool))
+        (wait-condition-variable (pool-condition pool) (pool-mutex pool) deadline)
         (set-pool-idle! pool (- (pool-idle pool) 1))
-        (wait)))
-    (if (pool-stopping? pool)
+        (wait deadline)))
+    (if (or (pool-stopping? pool) (null? (pool-jobs pool)))
         (begin
           (set-pool-threads! pool (- (pool-threads pool) 1))
           ;; `stop-pool!' waits for the count to reach 0.
@@ -1024,7 +1037,10 @@ arrived, and what it returns becomes the state again."
   (let* ((settings (loop-settings loop))
          (out-fd (connection-out-fd conn))
          (continue? (and (assq 'expect (request-headers request))
-                         (equal? (request-version request) '(1 . 1))))
+                         (equal? (request-version request) '(1 . 1))
+                         ;; The whole body came with the head: the client
+                         ;; did not wait, nothing to say.
+                         (not (and (integer? framing) (>= (- end start) framing)))))
          (reader (make-body-reader
                   (connection-fd conn) framing bv start end
                   #:timeout (settings-body-timeout settings)
@@ -1176,6 +1192,32 @@ arrived, and what it returns becomes the state again."
               (raise-exception exception))
           (lambda () (body port)))
         (close-port port)))))
+
+(define (expire-queued-jobs! loop)
+  ;; A request that waits for a thread longer than the body time-out
+  ;; (every thread busy: slow uploads, long streams) is answered 503
+  ;; rather than kept waiting without end.
+  (let ((pool (loop-pool loop)))
+    (when (and pool (pair? (pool-jobs pool)))
+      (let ((oldest (- (loop-now loop) (settings-body-timeout (loop-settings loop))))
+            (expired '()))
+        (lock-mutex (pool-mutex pool))
+        (set-pool-jobs! pool (filter (lambda (job)
+                                       (or (> (job-queued job) oldest)
+                                           (begin (set! expired (cons job expired)) #f)))
+                                     (pool-jobs pool)))
+        (unlock-mutex (pool-mutex pool))
+        (for-each (lambda (job)
+                    (let ((conn (job-conn job)))
+                      (log-error "no thread for ~a ~a in ~a s: 503"
+                                 (request-method (job-request job))
+                                 (uri-path (request-uri (job-request job)))
+                                 (settings-body-timeout (loop-settings loop)))
+                      ;; Answers to earlier pipelined requests go first.
+                      (set-connection-pending! conn (job-pending job))
+                      (set-connection-state! conn 'idle)
+                      (refuse! loop conn (job-request job) 503 "no thread free to serve this request")))
+                  (reverse expired))))))
 
 (define (finish-jobs! loop)
   ;; On the loop's thread: take back the connections threads are done
@@ -1370,6 +1412,7 @@ arrived, and what it returns becomes the state again."
   ;; finalizers Guile's finalizer thread would run, had we not stopped it
   ;; (see (plucky sys signal)).
   (run-finalizers!)
+  (expire-queued-jobs! loop)
   (let ((table (loop-connections loop))
         (now (loop-now loop)))
     (let lp ((fd 0))

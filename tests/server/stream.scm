@@ -16,6 +16,7 @@
              (ice-9 binary-ports)
              (ice-9 textual-ports)
              (ice-9 rdelim)
+             (ice-9 format)
              (web request)
              (web response)
              (web uri)
@@ -387,8 +388,65 @@
           (client-send! client (string-append "POST /count HTTP/1.1\r\nHost: x\r\n"
                                               "Content-Length: 1025\r\n\r\n"))
           (let ((response body (client-read-response client #:timeout 5)))
-            (test-equal "413" 413 (and response (response-code response))))))))
-  #:settings (make-loop-settings #:body-timeout 1 #:max-body 1024))
+            (test-equal "413" 413 (and response (response-code response)))))))
+    (test-group "a stalled body times out while the server is busy"
+      ;; Regression (tests/fuzz with port-app.scm): the thread's poll(2)
+      ;; was restarted with the whole time-out after every EINTR, and the
+      ;; collector's stop-the-world signals interrupt it more often than a
+      ;; second under load: the 408 came only once the load stopped.
+      (let ((stalled (connect-client (server-port server)))
+            (load (connect-client (server-port server)))
+            (start (now-seconds))
+            (batch (string-concatenate (map (lambda (i) (request-text "/load")) (iota 50)))))
+        (client-send! stalled (string-append "POST /count HTTP/1.1\r\nHost: x\r\n"
+                                             "Content-Length: 10\r\n\r\nabc"))
+        (let lp ()
+          (client-send! load batch)
+          (let ((answers (client-read-responses load 50 #:timeout 5))
+                (response body (client-read-response stalled #:timeout 0)))
+            (cond
+             (response
+              (test-equal "408" 408 (response-code response))
+              (test-assert (format #f "after ~,1f s of load (time-out 1 s)"
+                                   (- (now-seconds) start))
+                (< (- (now-seconds) start) 3)))
+             ((< (- (now-seconds) start) 6) (lp))
+             (else (test-assert "a 408 within 6 s of load" #f)))))
+        (client-close! stalled)
+        (client-close! load)))
+    (test-group "a request that waits for a thread too long: 503"
+      ;; One thread (--max-threads 1), held by an upload that trickles a
+      ;; byte every 300 ms; a second upload waits for it, and gets a 503
+      ;; once it has waited longer than the body time-out (1 s).
+      (let ((slow (connect-client (server-port server)))
+            (waiting (connect-client (server-port server)))
+            (start (now-seconds)))
+        (client-send! slow (string-append "POST /count HTTP/1.1\r\nHost: x\r\n"
+                                          "Content-Length: 100\r\n\r\na"))
+        (client-send! waiting (post "/count" '() "hello"))
+        (let lp ()
+          (client-send! slow "a")
+          (let ((response body (client-read-response waiting #:timeout 0.3)))
+            (cond
+             (response
+              (test-equal "503" 503 (response-code response))
+              (test-assert (format #f "after ~,1f s" (- (now-seconds) start))
+                (< (- (now-seconds) start) 4)))
+             ((< (- (now-seconds) start) 8) (lp))
+             (else (test-assert "an answer within 8 s" #f)))))
+        (client-close! slow)
+        (client-close! waiting))
+      (test-assert "logged" (string-contains (server-log server) "no thread for POST /count")))
+    (test-group "the whole body with the head and Expect: no 100 Continue"
+      (with-client (server-port server)
+        (lambda (client)
+          (client-send! client (string-append "POST /echo HTTP/1.1\r\nHost: x\r\n"
+                                              "Content-Length: 5\r\n"
+                                              "Expect: 100-continue\r\n\r\nabcde"))
+          (let ((response body (client-read-response client #:timeout 5)))
+            (test-equal "straight to the answer" 200 (and response (response-code response)))
+            (test-equal "with the body" "/echo abcde" (body-text body)))))))
+  #:settings (make-loop-settings #:body-timeout 1 #:max-body 1024 #:max-threads 1))
 
 ;;;
 ;;; Streamed answers
