@@ -54,6 +54,7 @@
   #:use-module (plucky http date)
   #:use-module (plucky http response)
   #:use-module (plucky http chunked)
+  #:use-module (plucky server tally)
   #:use-module ((srfi srfi-1) #:select (every))
   #:export (make-loop-settings
             loop-settings?
@@ -146,7 +147,7 @@ seconds."
               handler state settings now running? paused? exclusive?
               guarded on-response exit-when-idle? wake-ports drain-request
               drain-deadline peer-buffer signal-fd on-signal
-              observer read-ns parse-ns batch sampled serving accept-resume)
+              observer tally read-ns parse-ns batch sampled serving accept-resume)
   loop?
   (epfd loop-epfd)
   (listeners loop-listeners)                 ; list of listening descriptors
@@ -182,10 +183,12 @@ seconds."
   (on-signal loop-on-signal)           ; signal number -> _, on the loop's thread
   ;; Per-request accounting (see `run-loop''s OBSERVER): #f when off.
   (observer loop-observer)
+  (tally loop-tally)                           ; the observer's (plucky server tally)
   (read-ns loop-read-ns set-loop-read-ns!)     ; read(2) time not yet reported
-  (parse-ns loop-parse-ns set-loop-parse-ns!)  ; parse time of the current request
-  (batch loop-batch set-loop-batch!)           ; answers waiting for the next write
-  (sampled loop-sampled set-loop-sampled!)     ; requests until the next allocation sample
+  ;; parse time of the current request if it is timed, else #f
+  (parse-ns loop-parse-ns set-loop-parse-ns!)
+  (batch loop-batch set-loop-batch!)           ; timed answers waiting for the next write
+  (sampled loop-sampled set-loop-sampled!)     ; timed requests until the next allocation sample
   (serving loop-serving set-loop-serving!)     ; the connection whose request is handled
   (accept-resume loop-accept-resume set-loop-accept-resume!)) ; second to accept again
 
@@ -271,15 +274,37 @@ to call from a signal handler."
   (pointer->procedure size_t (dynamic-func "GC_get_total_bytes" (dynamic-link "libgc"))
                       '()))
 
-(define-syntax-rule (timed loop expression record!)
-  ;; Evaluate EXPRESSION; when the loop observes, call (RECORD! ns) with
-  ;; its duration first.  -> the (single) value of EXPRESSION
-  (if (loop-observer loop)
+(define-syntax-rule (timed when? expression record!)
+  ;; Evaluate EXPRESSION; when WHEN?, call (RECORD! ns) with its duration
+  ;; first.  -> the (single) value of EXPRESSION
+  (if when?
       (let* ((start (clock))
              (value expression))
         (record! (- (clock) start))
         value)
       expression))
+
+;; The observer times one request in N, N of its choosing (see (plucky
+;; server tally)); the others cost a count.  bench/instructions counted
+;; 1,600 instructions a request for timing every one (six clock reads and
+;; three calls of the observer), 4% of a hello world's.
+
+(define-inlinable (take-sample! loop)
+  ;; Count a request down.  -> #t when it is to be timed
+  (let* ((tally (loop-tally loop))
+         (countdown (- (vector-ref tally tally-countdown) 1)))
+    (vector-set! tally tally-countdown countdown)
+    (<= countdown 0)))
+
+(define-inlinable (sampling? loop)
+  ;; Is the next request, or the one being served, to be timed?  For the
+  ;; read that brings it, its accept and its body.
+  (and (loop-observer loop)
+       (<= (vector-ref (loop-tally loop) tally-countdown) 1)))
+
+(define-inlinable (tally-add! loop slot n)
+  (let ((tally (loop-tally loop)))
+    (vector-set! tally slot (+ n (vector-ref tally slot)))))
 
 ;;;
 ;;; Opening and closing connections
@@ -306,7 +331,9 @@ to call from a signal handler."
     (when (eq? (connection-ref loop fd) conn)
       (vector-set! (loop-connections loop) fd #f)
       (set-loop-count! loop (- (loop-count loop) 1))
-      (timed loop (fd-close fd)
+      (when (loop-observer loop)
+        (tally-add! loop tally-closed 1))
+      (timed (sampling? loop) (fd-close fd)
              (lambda (ns) ((loop-observer loop) 'close ns)))
       (unless (= fd (connection-out-fd conn))
         (fd-close (connection-out-fd conn))))))
@@ -334,7 +361,7 @@ to call from a signal handler."
           ;; At capacity: stop watching the listeners (a level-triggered
           ;; listener would wake us in a busy loop) until some close.
           (pause-accepting! loop))
-        (let* ((start (and (loop-observer loop) (clock)))
+        (let* ((start (and (sampling? loop) (clock)))
                (fd (cond
                    ((loop-paused? loop) (- errno-EAGAIN))
                    ((or (loop-on-response loop) (loop-observer loop))
@@ -354,6 +381,8 @@ to call from a signal handler."
                          (and (or (loop-on-response loop) (loop-observer loop))
                               (sockaddr->string (car (loop-peer-buffer loop)))))))
               (register-connection! loop conn)
+              (when (loop-observer loop)
+                (tally-add! loop tally-accepted 1))
               (when start
                 ((loop-observer loop) 'accept (- (clock) start)))
               ;; The request is usually there already (the listener
@@ -422,7 +451,7 @@ to call from a signal handler."
                         (grow-input! conn)))
                (start (connection-start conn))
                (end (connection-end conn))
-               (n (timed loop
+               (n (timed (sampling? loop)
                          (fd-read (connection-fd conn) (connection-input-address conn)
                                   end (- (bytevector-length own) end))
                          (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
@@ -432,7 +461,7 @@ to call from a signal handler."
             (serve-input! loop conn own start (+ end n)))
            ((= n (- errno-EAGAIN)) #t)
            (else (close-connection! loop conn))))
-        (let ((n (timed loop
+        (let ((n (timed (sampling? loop)
                         (fd-read (connection-fd conn) (loop-input-address loop) 0
                                  input-size)
                         (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
@@ -494,7 +523,7 @@ to call from a signal handler."
                        (set-connection-body! conn bigger)
                        bigger))))
          (fill (connection-body-fill conn))
-         (n (timed loop
+         (n (timed (sampling? loop)
                    (fd-read (connection-fd conn) (bytevector-address body) fill
                             (- (bytevector-length body) fill))
                    (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
@@ -537,7 +566,7 @@ to call from a signal handler."
           (lambda ()
             (if (= start end)
                 (values 'incomplete #f)
-                (if (loop-observer loop)
+                (if (and (loop-observer loop) (take-sample! loop))
                     (let ((start-ns (clock)))
                       (call-with-values
                           (lambda ()
@@ -546,7 +575,11 @@ to call from a signal handler."
                         (lambda (request index)
                           (set-loop-parse-ns! loop (- (clock) start-ns))
                           (values request index))))
-                    (parse-request-head bv start end (settings-parse-limits settings)))))
+                    (begin
+                      (when (loop-observer loop)
+                        (set-loop-parse-ns! loop #f))
+                      (parse-request-head bv start end
+                                          (settings-parse-limits settings))))))
         (lambda (request index)
           (cond
            ((eq? request 'incomplete)
@@ -673,7 +706,7 @@ to call from a signal handler."
                    (http-error-status status) (http-error-reason status))))))))
 
 (define (read-chunked! loop conn)
-  (let ((n (timed loop
+  (let ((n (timed (sampling? loop)
                   (fd-read (connection-fd conn) (loop-input-address loop) 0 input-size)
                   (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
     (cond
@@ -772,36 +805,36 @@ to call from a signal handler."
   (let* ((out (loop-output loop))
          (mark (output-fill out))
          (observer (loop-observer loop))
-         ;; Allocation is sampled, one request in 16: reading the
+         ;; timed: the observer asked for this one (see take-sample!)
+         (timed? (and observer (loop-parse-ns loop) #t))
+         ;; Allocation is sampled, one timed request in 16: reading the
          ;; collector's counter twice per request would double the cost
          ;; of accounting.
-         (allocated (and observer
+         (allocated (and timed?
                          (let ((countdown (- (loop-sampled loop) 1)))
                            (if (> countdown 0)
                                (begin (set-loop-sampled! loop countdown) #f)
                                (begin (set-loop-sampled! loop 16) (gc-total-bytes))))))
-         (start (and observer (clock)))
+         (start (and timed? (clock)))
          (close? (or (not (request-keep-alive? request))
                      (and (loop-drain-deadline loop) #t))))
-    (define (observe! code handled)
-      ;; HANDLED: the clock when the handler returned.
+    (define (observe! code bytes handled)
+      ;; HANDLED: the clock when the handler returned, if timed.
       (when observer
-        (let ((now (clock)))
-          (observer 'request request code (loop-read-ns loop) (loop-parse-ns loop)
-                    (- handled start) (- now handled)
-                    (and allocated (- (gc-total-bytes) allocated)))
-          (set-loop-read-ns! loop 0)
-          (set-loop-batch! loop (+ 1 (loop-batch loop))))))
+        (observe-answer! loop request code bytes
+                         (and handled (- handled start))
+                         (and handled (- (clock) handled))
+                         (and allocated (- (gc-total-bytes) allocated)))))
     (set-loop-serving! loop conn)
     (call-with-values (lambda () (call-handler loop request body))
       (lambda (response response-body)
         (set-loop-serving! loop #f)
-        (let ((handled (and observer (clock))))
+        (let ((handled (and timed? (clock))))
           (define (fail)
             (set-output-fill! out mark)
             (write-error-response! out (request-version request) 500)
             (report-response! loop conn request 500 (- (output-fill out) mark))
-            (observe! 500 handled)
+            (observe! 500 (- (output-fill out) mark) handled)
             #t)
           (if (not response)
               (fail)
@@ -817,12 +850,11 @@ to call from a signal handler."
                     (lambda (close? large-body)
                       (set-loop-guarded! loop #f)
                       (let ((code (if (response? response) (response-code response) 200)))
-                        (when (loop-on-response loop)
-                          (report-response!
-                           loop conn request code
-                           (+ (- (output-fill out) mark)
-                              (if large-body (bytevector-length large-body) 0))))
-                        (observe! code handled))
+                        (when (or observer (loop-on-response loop))
+                          (let ((bytes (+ (- (output-fill out) mark)
+                                          (if large-body (bytevector-length large-body) 0))))
+                            (report-response! loop conn request code bytes)
+                            (observe! code bytes handled))))
                       (when large-body
                         (flush-with-body! loop conn large-body))
                       close?)))
@@ -851,12 +883,27 @@ to call from a signal handler."
     (write-error-response! out (if request (request-version request) '(1 . 1))
                            code reason (if request (request-method request) 'GET))
     (report-response! loop conn #f code (- (output-fill out) mark))
-    (let ((observer (loop-observer loop)))
-      (when observer
-        (observer 'request #f code (loop-read-ns loop) (loop-parse-ns loop) 0 0 #f)
-        (set-loop-read-ns! loop 0)
-        (set-loop-batch! loop (+ 1 (loop-batch loop)))))
+    (when (loop-observer loop)
+      (observe-answer! loop #f code (- (output-fill out) mark)
+                       (and (loop-parse-ns loop) 0) (and (loop-parse-ns loop) 0) #f))
     (finish! loop conn #t #t)))
+
+(define (observe-answer! loop request code bytes handler serialise allocated)
+  ;; Count an answer in the tally; tell the observer of it if it was
+  ;; timed (HANDLER and SERIALISE are numbers, not #f), or if it is a 5xx,
+  ;; which the observer always wants (for its error inbox).
+  (let ((tally (loop-tally loop))
+        (class (status-class code)))
+    (vector-set! tally class (+ 1 (vector-ref tally class)))
+    (vector-set! tally tally-bytes (+ bytes (vector-ref tally tally-bytes)))
+    (cond
+     (handler
+      ((loop-observer loop) 'request request code (loop-read-ns loop) (loop-parse-ns loop)
+       handler serialise allocated)
+      (set-loop-read-ns! loop 0)
+      (set-loop-batch! loop (+ 1 (loop-batch loop))))
+     ((eqv? class 5)
+      ((loop-observer loop) 'request request code #f #f #f #f #f)))))
 
 ;;;
 ;;; Writing
@@ -876,7 +923,7 @@ to call from a signal handler."
         (begin
           (iovec-set! iovecs 0 (output-address out) fill)
           (iovec-set! iovecs 1 (bytevector-address body) (bytevector-length body))
-          (let* ((n (timed loop
+          (let* ((n (timed (> (loop-batch loop) 0)
                            (fd-writev (connection-out-fd conn) (loop-iovecs-address loop) 2)
                            (lambda (ns)
                              ((loop-observer loop) 'write (loop-batch loop) ns)
@@ -912,7 +959,7 @@ to call from a signal handler."
     (when (> fill 0)
       (if (pair? (connection-pending conn))
           (queue-output! loop conn (output-bytes out) 0 fill)
-          (let ((n (timed loop
+          (let ((n (timed (> (loop-batch loop) 0)
                           (fd-write (connection-out-fd conn) (output-address out) 0 fill)
                           (lambda (ns)
                             ((loop-observer loop) 'write (loop-batch loop) ns)
@@ -986,6 +1033,8 @@ to call from a signal handler."
   ;; finalizers Guile's finalizer thread would run, had we not stopped it
   ;; (see (plucky sys signal)).
   (run-finalizers!)
+  (let ((observer (loop-observer loop)))
+    (when observer (observer 'tick)))
   (let ((table (loop-connections loop))
         (now (loop-now loop)))
     (let lp ((fd 0))
@@ -1041,18 +1090,25 @@ loop's thread with each signal number read from it, and may call
 `drain-loop!' or `stop-loop!'.
 
 OBSERVER, if given, is told where the time goes, in nanoseconds, on the
-loop's thread (it must not block):
+loop's thread (it must not block).  The loop first asks it for its tally,
+(OBSERVER 'tally), a vector of (plucky server tally): it counts every
+answer (by status class, and its bytes), accept and close there, and
+times only the requests the tally's countdown picks:
   (OBSERVER 'request request code read parse handler serialize allocated)
-    after each answer: REQUEST as the handler saw it (#f if refused),
-    the status CODE, the time in read(2) that brought its head (0 for a
-    request that came pipelined behind another), parsing, the handler,
-    and serialising; ALLOCATED is the bytes the handler and serialising
-    allocated, measured on one request in 16 and #f on the others;
+    after each timed answer: REQUEST as the handler saw it (#f if
+    refused), the status CODE, the time in read(2) that brought its head
+    (0 for a request that came pipelined behind another), parsing, the
+    handler, and serialising; ALLOCATED is the bytes the handler and
+    serialising allocated, measured on one timed request in 16 and #f on
+    the others.  The observer resets the countdown.  An answer of 5xx
+    that was not timed is told too, its times #f;
   (OBSERVER 'failure request exception stack) when the handler raised
     EXCEPTION (STACK: where it was raised); the 500 is reported after;
-  (OBSERVER 'write answers ns) after each write(2) of ANSWERS answers;
-  (OBSERVER 'accept ns) after each accepted connection;
-  (OBSERVER 'close ns) after each close(2)."
+  (OBSERVER 'write answers ns) after a write(2) carrying ANSWERS timed
+    answers;
+  (OBSERVER 'accept ns) after an accept, (OBSERVER 'close ns) after a
+    close(2), of those timed: when the countdown is at 1 or below;
+  (OBSERVER 'tick) about once a second, from the loop's sweep."
   (let* ((epfd (epoll-create))
          (events (make-epoll-events max-events))
          (input (make-bytevector input-size))
@@ -1068,7 +1124,7 @@ loop's thread (it must not block):
                            wake-ports #f #f
                            (cons peer-buffer (bytevector-address peer-buffer))
                            signal-fd on-signal
-                           observer 0 0 0 0 #f 0)))
+                           observer (and observer (observer 'tally)) 0 #f 0 0 #f 0)))
     (for-each (lambda (port)
                 (fcntl port F_SETFL (logior O_NONBLOCK (fcntl port F_GETFL))))
               (list (car wake-ports) (cdr wake-ports)))
