@@ -901,6 +901,7 @@ to call from a signal handler."
       ((loop-observer loop) 'request request code (loop-read-ns loop) (loop-parse-ns loop)
        handler serialise allocated)
       (set-loop-read-ns! loop 0)
+      (set-loop-parse-ns! loop #f)         ; reported: not another's
       (set-loop-batch! loop (+ 1 (loop-batch loop))))
      ((eqv? class 5)
       ((loop-observer loop) 'request request code #f #f #f #f #f)))))
