@@ -575,11 +575,9 @@ to call from a signal handler."
                         (lambda (request index)
                           (set-loop-parse-ns! loop (- (clock) start-ns))
                           (values request index))))
-                    (begin
-                      (when (loop-observer loop)
-                        (set-loop-parse-ns! loop #f))
-                      (parse-request-head bv start end
-                                          (settings-parse-limits settings))))))
+                    ;; not timed: PARSE-NS is #f since the last timed
+                    ;; answer was reported (observe-answer!)
+                    (parse-request-head bv start end (settings-parse-limits settings)))))
         (lambda (request index)
           (cond
            ((eq? request 'incomplete)
@@ -799,6 +797,14 @@ to call from a signal handler."
           (observer 'failure request exception stack)))
       (values #f #f))))
 
+(define-inlinable (count-answer! loop code bytes)
+  ;; -> the status class of CODE, counted in the tally with BYTES
+  (let ((tally (loop-tally loop))
+        (class (status-class code)))
+    (vector-set! tally class (+ 1 (vector-ref tally class)))
+    (vector-set! tally tally-bytes (+ bytes (vector-ref tally tally-bytes)))
+    class))
+
 (define (respond! loop conn request body)
   ;; Call the handler and append its answer to the output buffer.
   ;; -> #t when the connection must close after the answer.
@@ -854,7 +860,11 @@ to call from a signal handler."
                           (let ((bytes (+ (- (output-fill out) mark)
                                           (if large-body (bytevector-length large-body) 0))))
                             (report-response! loop conn request code bytes)
-                            (observe! code bytes handled))))
+                            (if (or timed? (>= code 500))
+                                (observe! code bytes handled)
+                                (when observer
+                                  ;; the usual case on a busy server: a count
+                                  (count-answer! loop code bytes))))))
                       (when large-body
                         (flush-with-body! loop conn large-body))
                       close?)))
@@ -892,10 +902,7 @@ to call from a signal handler."
   ;; Count an answer in the tally; tell the observer of it if it was
   ;; timed (HANDLER and SERIALISE are numbers, not #f), or if it is a 5xx,
   ;; which the observer always wants (for its error inbox).
-  (let ((tally (loop-tally loop))
-        (class (status-class code)))
-    (vector-set! tally class (+ 1 (vector-ref tally class)))
-    (vector-set! tally tally-bytes (+ bytes (vector-ref tally tally-bytes)))
+  (let ((class (count-answer! loop code bytes)))
     (cond
      (handler
       ((loop-observer loop) 'request request code (loop-read-ns loop) (loop-parse-ns loop)
