@@ -388,8 +388,8 @@ if given, is carried in the page's links."
                        "One worker process serves: these are all the server's figures.  Times are measured inside the server (from the read that brought a request to its answer being serialised, plus the write), so they leave out time queued in the kernel.  The request count is exact and includes these pages; the charts and phase table leave out the requests for these pages (/_plucky/…), the route table lists them.  On a busy server one request in N is timed, weighing for the N."))
               (div (@ (class "tiles"))
                    ,(tile "requests" (format-number (observer-answered observer))
-                          (format #f "~a answered 5xx · ~a timed 1 in ~a" failures
-                                  (format-number requests) (observer-sampling observer)))
+                          (format #f "~a answered 5xx · one in ~a timed" failures
+                                  (observer-sampling observer)))
                    ,(tile "requests / s" (format-number recent) "mean of the last 10 s")
                    ,(tile "p50 server time" (format-ns (histogram-quantile all-service 0.5))
                           (format #f "p99 ~a · p99.9 ~a"
@@ -521,7 +521,7 @@ if given, is carried in the page's links."
                  (a (@ (href ,(with-token "/_plucky/metrics" token))) "Prometheus metrics")
                  " and "
                  (a (@ (href ,(with-token "/_plucky/status.json" token))) "JSON")
-                 ,(format #f ".  Percentiles come from log-bucketed histograms (8 buckets per octave: within 6.25%).  Bytes allocated are measured on one request in 16.  Accounting started ~a."
+                 ,(format #f ".  Percentiles come from log-bucketed histograms (8 buckets per octave: within 6.25%).  Bytes allocated are measured on one timed request in 16.  Accounting started ~a."
                           (time-string (observer-started observer)))))))
           port))))))
 
@@ -590,7 +590,7 @@ if given, is carried in the page's links."
 
 (define (connections-table observer)
   `(table
-    (tr (th (@ (class "l")) "event") (th "count") (th "mean") (th "p50") (th "p90") (th "p99")
+    (tr (th (@ (class "l")) "event") (th "timed") (th "mean") (th "p50") (th "p90") (th "p99")
         (th "p99.9") (th "max"))
     ,@(map (match-lambda
              ((name h)
