@@ -41,6 +41,7 @@
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 rdelim)
+  #:use-module ((system foreign) #:select (pointer->procedure int))
   #:use-module (ice-9 match)
   #:use-module ((ice-9 ftw) #:select (scandir))
   #:use-module (web request)
@@ -224,19 +225,19 @@ from /proc/self/status, or #f where there is none)."
       (heap-total-allocated . ,(assq-ref stats 'heap-total-allocated))
       (rss . ,(resident-bytes)))))
 
-(define (resident-bytes)
-  ;; VmRSS of /proc/self/status, in bytes, or #f.
+;; Read once a second by the time series: /proc/self/statm is one short
+;; line where /proc/self/status is some fifty, and reading those took
+;; 500 instructions a request under callgrind (where a second holds 1,600
+;; requests).
+(define page-size
   (false-if-exception
-   (call-with-input-file "/proc/self/status"
-     (lambda (port)
-       (let lp ()
-         (let ((line (read-line port)))
-           (cond
-            ((eof-object? line) #f)
-            ((string-prefix? "VmRSS:" line)
-             (* 1024 (string->number
-                      (car (string-tokenize (substring line 6))))))
-            (else (lp)))))))))
+   ((pointer->procedure int (dynamic-func "getpagesize" (dynamic-link)) '()))))
+
+(define (resident-bytes)
+  ;; the resident set, in bytes, or #f
+  (false-if-exception
+   (let ((line (call-with-input-file "/proc/self/statm" read-line)))
+     (* page-size (string->number (cadr (string-tokenize line)))))))
 
 (define (advance-series! series second)
   ;; Make SECOND the current second: clear the slots of the seconds in
