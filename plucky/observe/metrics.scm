@@ -292,7 +292,7 @@ p99.9 and max (exact integers, in H's unit)."
                             (requests . ,(assq-ref member 'requests))
                             (as_of . ,(assq-ref member 'time))
                             (rss . ,(assq-ref (assq-ref member 'memory) 'rss))
-                            (exited . ,(assq-ref member 'exited?))))
+                            (state . ,(if (assq-ref member 'exited?) "exited" "running"))))
                         members))))
             '())
       (started . ,(observer-started observer))

@@ -444,6 +444,8 @@
              (test-equal "status.json: two workers" 2 (length workers))
              (test-assert "status.json: both answered some"
                (every (lambda (w) (> (json-ref w "requests") 0)) workers))
+             (test-equal "status.json: both running" '("running" "running")
+               (map (lambda (w) (json-ref w "state")) workers))
              (test-equal "status.json: per worker adds up to the total"
                (json-ref json "requests")
                (fold + 0 (map (lambda (w) (json-ref w "requests")) workers)))
