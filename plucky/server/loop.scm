@@ -876,7 +876,8 @@ to call from a signal handler."
                         (when (or observer (loop-on-response loop))
                           (let ((bytes (+ (- (output-fill out) mark)
                                           (if large-body (bytevector-length large-body) 0))))
-                            (report-response! loop conn request code bytes)
+                            (when (loop-on-response loop)
+                              (report-response! loop conn request code bytes))
                             (if (or timed? (>= code 500))
                                 (observe! code bytes handled)
                                 (when observer
