@@ -41,8 +41,12 @@
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 rdelim)
+  #:use-module ((system foreign) #:select (pointer->procedure int))
+  #:use-module (ice-9 match)
+  #:use-module ((ice-9 ftw) #:select (scandir))
   #:use-module (web request)
   #:use-module (web uri)
+  #:use-module (plucky server tally)
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe inbox)
   #:export (make-observer
@@ -66,6 +70,10 @@
             observer-accepted
             observer-closed
             observer-requests
+            observer-answered
+            observer-answered-by-class
+            observer-bytes
+            observer-tally
             observer-started
             observer-workers
             observer-inbox
@@ -98,6 +106,11 @@
             series-latency-quantile
 
             process-memory
+            observer-memory
+            observer-members
+            observer-whole-server
+            observer-share
+            share-figures!
             observe-gc!
             observer-advance!))
 
@@ -128,8 +141,11 @@
                      (make-histogram)))
 
 (define (route-stats-requests route)
-  "Return the number of requests answered under ROUTE."
-  (histogram-count (route-stats-service route)))
+  "Return the number of requests answered under ROUTE: the timed ones
+with their weights, and the 5xx.  An estimate when the observer samples."
+  (let ((codes (route-stats-codes route)))
+    (+ (vector-ref codes 0) (vector-ref codes 1) (vector-ref codes 2)
+       (vector-ref codes 3) (vector-ref codes 4) (vector-ref codes 5))))
 
 (define (route-stats-allocated-per-request route)
   "Return the mean bytes allocated per request of ROUTE, from the
@@ -209,19 +225,19 @@ from /proc/self/status, or #f where there is none)."
       (heap-total-allocated . ,(assq-ref stats 'heap-total-allocated))
       (rss . ,(resident-bytes)))))
 
-(define (resident-bytes)
-  ;; VmRSS of /proc/self/status, in bytes, or #f.
+;; Read once a second by the time series: /proc/self/statm is one short
+;; line where /proc/self/status is some fifty, and reading those took
+;; 500 instructions a request under callgrind (where a second holds 1,600
+;; requests).
+(define page-size
   (false-if-exception
-   (call-with-input-file "/proc/self/status"
-     (lambda (port)
-       (let lp ()
-         (let ((line (read-line port)))
-           (cond
-            ((eof-object? line) #f)
-            ((string-prefix? "VmRSS:" line)
-             (* 1024 (string->number
-                      (car (string-tokenize (substring line 6))))))
-            (else (lp)))))))))
+   ((pointer->procedure int (dynamic-func "getpagesize" (dynamic-link)) '()))))
+
+(define (resident-bytes)
+  ;; the resident set, in bytes, or #f
+  (false-if-exception
+   (let ((line (call-with-input-file "/proc/self/statm" read-line)))
+     (* page-size (string->number (cadr (string-tokenize line)))))))
 
 (define (advance-series! series second)
   ;; Make SECOND the current second: clear the slots of the seconds in
@@ -280,8 +296,9 @@ none was answered then or SECOND is out of the ring."
 (define-record-type <observer>
   (%make-observer routes route-count max-routes route-of last-key last-route
                   write-route accept close write gc-pause gc-count gc-last-times
-                  gc-last-time accepted closed series inbox started workers gc-hook
-                  samples-per-second every countdown skipped weight)
+                  gc-last-time tally series inbox started workers gc-hook
+                  samples-per-second every last-answered untimed-failures weight
+                  share memory members)
   observer?
   (routes observer-routes)                 ; hash table: name -> <route-stats>
   (route-count observer-route-count set-observer-route-count!)
@@ -299,28 +316,40 @@ none was answered then or SECOND is out of the ring."
   (gc-count observer-gc-count set-observer-gc-count!)
   (gc-last-times observer-gc-last-times set-observer-gc-last-times!)
   (gc-last-time observer-gc-last-time set-observer-gc-last-time!)
-  (accepted observer-accepted set-observer-accepted!)
-  (closed observer-closed set-observer-closed!)
+  ;; exact counts, kept by the loop: (plucky server tally)
+  (tally observer-tally)
   (series observer-series)
   (inbox observer-inbox)                   ; <inbox>
   (started observer-started)               ; seconds since the epoch
   (workers observer-workers)               ; how many processes serve
   ;; the thunk on after-gc-hook, or #f once detached
   (gc-hook observer-gc-hook set-observer-gc-hook!)
-  ;; Sampling (see `observe-request!'): one request in EVERY is
-  ;; accounted for in full, weighing for itself and the SKIPPED ones
-  ;; before it; EVERY is set each second so that about
-  ;; SAMPLES-PER-SECOND requests a second are sampled (#f: all).
+  ;; Sampling (see `observe-request!'): the loop times one request in
+  ;; EVERY, which weighs for itself and the requests answered since the
+  ;; last one timed; EVERY is set each second so that about
+  ;; SAMPLES-PER-SECOND requests a second are timed (#f: all), or fixed
+  ;; (a number in SAMPLES-PER-SECOND's place: (fixed . N)).
   (samples-per-second observer-samples-per-second)
   (every observer-every set-observer-every!)
-  (countdown observer-countdown set-observer-countdown!)
-  (skipped observer-skipped set-observer-skipped!)
+  ;; answers in the tally when the last timed one was accounted for
+  (last-answered observer-last-answered set-observer-last-answered!)
+  ;; answers of 5xx since then, each accounted for apart with weight 1
+  (untimed-failures observer-untimed-failures set-observer-untimed-failures!)
   ;; the weight of the last request sampled, 0 when the last request
   ;; answered was not: its write is then not sampled either
-  (weight observer-weight set-observer-weight!))
+  (weight observer-weight set-observer-weight!)
+  ;; With several workers, a directory where each writes its figures
+  ;; (see `observer-whole-server'), or #f
+  (share observer-share)
+  ;; #f for a worker's own observer (its memory is read when asked);
+  ;; for the sum of several, their memory alist and, per worker, an
+  ;; alist: pid, requests, memory, exited?
+  (memory observer-memory-sum)
+  (members observer-members))
 
 (define* (make-observer #:key (max-routes 64) (route #f) (series-seconds 300)
-                        (inbox-size 20) (workers 1) (samples-per-second 2000))
+                        (inbox-size 20) (workers 1) (samples-per-second 2000)
+                        (sample-every #f))
   "Return a new observer: the state behind `observer-procedure', the
 status pages and the error inbox.  MAX-ROUTES bounds the routes kept
 apart (the others are counted as \"(other)\"); ROUTE, if given, is a
@@ -331,7 +360,8 @@ WORKERS is the number of worker processes serving, shown on the status
 page.  SAMPLES-PER-SECOND bounds the cost on a busy server: past that
 many requests a second, one request in N is accounted for in full and
 stands for the N (see `observe-request!'); #f accounts for every request.
-Installs a procedure on `after-gc-hook' that counts collections (see
+SAMPLE-EVERY, if a number N, fixes the sampling at one request in N
+whatever the rate (for benchmarks).  Installs a procedure on `after-gc-hook' that counts collections (see
 `observer-detach!')."
   (let* ((stats (gc-stats))
          (observer (%make-observer (make-hash-table) 0 max-routes route #f #f #f
@@ -339,9 +369,12 @@ Installs a procedure on `after-gc-hook' that counts collections (see
                                    (make-histogram) (make-histogram)
                                    0 (assq-ref stats 'gc-times)
                                    (assq-ref stats 'gc-time-taken)
-                                   0 0 (make-series series-seconds)
+                                   (make-tally) (make-series series-seconds)
                                    (make-inbox inbox-size) (current-time) workers #f
-                                   samples-per-second 1 1 0 0))
+                                   (if sample-every (cons 'fixed sample-every) samples-per-second)
+                                   (or sample-every 1) 0 0 0
+                                   (and (> workers 1) (make-share-directory))
+                                   #f #f))
          (hook (lambda () (observe-gc! observer))))
     (set-observer-gc-hook! observer hook)
     (add-hook! after-gc-hook hook)
@@ -403,7 +436,10 @@ them do not each make a route."
   "Remember BODY as the body of REQUEST, for the error inbox to keep
 should REQUEST fail.  (plucky observe status)'s wrapper calls it."
   (set! current-request request)
-  (set! current-body body))
+  (set! current-body body)
+  ;; a name declared by the last handler, whose request was not timed,
+  ;; must not name this one
+  (set! declared-route #f))
 
 (define (noted-request)
   "Return the request last given to `note-request-body!', or #f once it
@@ -425,9 +461,42 @@ first."
         (lambda (a b) (> (route-stats-requests a) (route-stats-requests b)))))
 
 (define (observer-requests observer)
-  "Return the number of requests OBSERVER has seen answered."
+  "Return the number of requests OBSERVER's routes account for: an
+estimate when it samples, and short of the requests answered since the
+last one timed (see `observer-answered' for the exact count)."
   (hash-fold (lambda (k v sum) (+ sum (route-stats-requests v)))
              0 (observer-routes observer)))
+
+(define (observer-answered observer)
+  "Return the exact number of answers the loop gave, of any status, as
+counted in OBSERVER's tally."
+  (let ((tally (observer-tally observer)))
+    (let lp ((class 0) (sum 0))
+      (if (= class 6) sum (lp (+ class 1) (+ sum (vector-ref tally class)))))))
+
+(define (observer-answered-by-class observer class)
+  "Return the exact number of answers of status CLASS (1 for 1xx … 5
+for 5xx, 0 for other codes) the loop gave."
+  (vector-ref (observer-tally observer) class))
+
+(define (observer-bytes observer)
+  "Return the exact bytes of all the answers the loop gave, heads and
+bodies."
+  (vector-ref (observer-tally observer) tally-bytes))
+
+(define (observer-accepted observer)
+  "Return the number of connections accepted (exact)."
+  (vector-ref (observer-tally observer) tally-accepted))
+
+(define (observer-closed observer)
+  "Return the number of connections closed (exact)."
+  (vector-ref (observer-tally observer) tally-closed))
+
+(define (observer-memory observer)
+  "Return the memory alist of OBSERVER's process (see `process-memory'),
+or, for the figures of several workers (`observer-whole-server'), the
+sums of theirs."
+  (or (observer-memory-sum observer) (process-memory)))
 
 (define (route-for observer key)
   ;; -> the <route-stats> for KEY, made if there is room
@@ -461,36 +530,39 @@ first."
 
 ;; Sampling.  Full accounting costs about 4,000 machine instructions a
 ;; request (route lookup, five histograms, the time series: Guile's JIT
-;; makes some 15 instructions of each Scheme operation), 10% of a hello
-;; world's 40,000 (bench/instructions, INSTRUCTIONS_MODES).  So on a busy
-;; server one request in EVERY is accounted for in full, with a weight:
-;; itself and the requests skipped since the last sample.  Totals stay
-;; exact (the weights add up to the requests); per-route splits,
+;; makes some 15 instructions of each Scheme operation), and the loop's
+;; timing 1,600 more, together 15% of a hello world's 40,000
+;; (bench/instructions, INSTRUCTIONS_MODES).  So on a busy server the loop
+;; times one request in EVERY (its tally's countdown, which this observer
+;; resets) and only counts the others, exactly, in the tally.  A timed
+;; request is accounted for in full with a weight: the answers since the
+;; last timed one.  Totals are the tally's, exact; per-route splits,
 ;; percentiles and means are estimates from about SAMPLES-PER-SECOND
 ;; samples a second, plenty for p99.9 over a minute.  An answer of 5xx is
-;; always accounted for, with weight 1, and goes to the inbox; so is every
-;; request while the server is not busy.  A skipped request costs a
-;; countdown, the exception being a 5xx.
+;; always accounted for, with weight 1, timed or not, and goes to the
+;; inbox; so is every request while the server is not busy (EVERY is 1).
 
 (define (observe-request! observer request code read parse handler serialise allocated)
-  (let ((countdown (- (observer-countdown observer) 1)))
-    (cond
-     ((and (> countdown 0) (< code 500))
-      ;; skipped: it counts in the next sample's weight
-      (set-observer-countdown! observer countdown)
-      (set-observer-skipped! observer (+ 1 (observer-skipped observer)))
-      (set-observer-weight! observer 0)
-      (set! declared-route #f))
-     ((< code 500)
-      (let ((weight (+ 1 (observer-skipped observer))))
-        (set-observer-countdown! observer (observer-every observer))
-        (set-observer-skipped! observer 0)
+  (cond
+   ((>= code 500)
+    ;; a failure: for itself only.  Timed (PARSE a number), it took the
+    ;; place of the request the countdown picked, and the next is timed
+    ;; instead (the countdown stays at or below 0).
+    (set-observer-weight! observer (if parse 1 0))
+    (set-observer-untimed-failures! observer (+ 1 (observer-untimed-failures observer)))
+    (account! observer request code read parse handler serialise allocated 1))
+   (else
+    (let* ((answered (observer-answered observer))
+           (weight (- answered (observer-last-answered observer)
+                      (observer-untimed-failures observer))))
+      (vector-set! (observer-tally observer) tally-countdown (observer-every observer))
+      (set-observer-last-answered! observer answered)
+      (set-observer-untimed-failures! observer 0)
+      ;; at least 1: called by hand, without a loop filling the tally
+      (let ((weight (max 1 weight)))
         (set-observer-weight! observer weight)
-        (account! observer request code read parse handler serialise allocated weight)))
-     (else
-      ;; a failure: always, for itself only; the countdown goes on
-      (set-observer-weight! observer 1)
-      (account! observer request code read parse handler serialise allocated 1)))))
+        (account! observer request code read parse handler serialise allocated
+                  weight))))))
 
 (define-syntax-rule (add-weighted! histogram value weight)
   (if (eqv? weight 1)
@@ -499,23 +571,23 @@ first."
 
 (define (account! observer request code read parse handler serialise allocated weight)
   (let* ((route (route-for observer (route-key observer request code)))
-         (service (+ read parse handler serialise))
+         (service (and parse (+ read parse handler serialise)))
          (codes (route-stats-codes route))
-         ;; comparisons, not `quotient': a call into C
-         (class (cond ((< code 100) 0) ((< code 200) 1) ((< code 300) 2)
-                      ((< code 400) 3) ((< code 500) 4) ((< code 600) 5) (else 0)))
+         (class (status-class code))
          (series (observer-series observer))
          (second (now-second)))
     (vector-set! codes class (+ weight (vector-ref codes class)))
-    (add-weighted! (route-stats-read route) read weight)
-    (add-weighted! (route-stats-parse route) parse weight)
-    (add-weighted! (route-stats-handler route) handler weight)
-    (add-weighted! (route-stats-serialise route) serialise weight)
-    (add-weighted! (route-stats-service route) service weight)
-    (when allocated
-      ;; the loop measures one request in 16: weighed as sampled here
-      (add-weighted! (route-stats-allocated route) allocated weight))
-    (set-observer-write-route! observer route)
+    (when parse
+      ;; timed (an untimed 5xx has no times)
+      (add-weighted! (route-stats-read route) read weight)
+      (add-weighted! (route-stats-parse route) parse weight)
+      (add-weighted! (route-stats-handler route) handler weight)
+      (add-weighted! (route-stats-serialise route) serialise weight)
+      (add-weighted! (route-stats-service route) service weight)
+      (when allocated
+        ;; the loop measures one timed request in 16: weighed as sampled here
+        (add-weighted! (route-stats-allocated route) allocated weight))
+      (set-observer-write-route! observer route))
     (unless (eqv? second (series-now series))
       (advance-series! series second)
       (adjust-sampling! observer))
@@ -523,8 +595,9 @@ first."
           (latency (series-latency series)))
       (vector-set! (series-requests series) slot
                    (+ weight (vector-ref (series-requests series) slot)))
-      (let ((i (+ (coarse-base slot) (ash (value->bucket service) -2))))
-        (vector-set! latency i (+ weight (vector-ref latency i))))
+      (when service
+        (let ((i (+ (coarse-base slot) (ash (value->bucket service) -2))))
+          (vector-set! latency i (+ weight (vector-ref latency i)))))
       (when (>= code 500)
         (vector-set! (series-errors series) slot
                      (+ 1 (vector-ref (series-errors series) slot)))
@@ -540,14 +613,15 @@ first."
   ;; At a new second: sample one request in (requests of the last second
   ;; / samples wanted a second), at least one in one.
   (let ((wanted (observer-samples-per-second observer)))
-    (when wanted
+    (when (number? wanted)
       (let* ((series (observer-series observer))
              (last (vector-ref (series-requests series)
                                (modulo (- (series-now series) 1) (series-seconds series))))
-             (every (max 1 (quotient last wanted))))
+             (every (max 1 (quotient last wanted)))
+             (tally (observer-tally observer)))
         (set-observer-every! observer every)
-        (when (> (observer-countdown observer) every)
-          (set-observer-countdown! observer every))))))
+        (when (> (vector-ref tally tally-countdown) every)
+          (vector-set! tally tally-countdown every))))))
 
 (define (observer-sampling observer)
   "Return one in how many requests OBSERVER accounts for in full now."
@@ -569,6 +643,20 @@ first."
         (histogram-add-n! (observer-write observer) each n)
         (when route (histogram-add-n! (route-stats-write route) each n)))))))
 
+(define shared-answers
+  ;; answers counted when this process last shared its figures
+  -1)
+
+(define (observer-tick! observer)
+  ;; About once a second: share this worker's figures with the others,
+  ;; if it answered since it last did (or never did).
+  (when (observer-share observer)
+    (let ((answers (observer-answered observer)))
+      (unless (= answers shared-answers)
+        (observer-advance! observer)
+        (share-figures! observer)
+        (set! shared-answers answers)))))
+
 (define (observer-procedure observer)
   "Return the procedure to pass as `run-loop''s #:observer so that it
 accounts for every request in OBSERVER.  Besides the loop's events it
@@ -576,6 +664,12 @@ takes (OBSERVER 'failure request exception stack), a handler's exception
 and the stack where it was raised (or #f), which it keeps for the error
 inbox."
   (case-lambda
+    ((event)
+     (if (eq? event 'tally)
+         ;; the vector the loop counts in and reads its countdown from
+         (observer-tally observer)
+         ;; 'tick, about once a second
+         (observer-tick! observer)))
     ((event request code read parse handler serialise allocated)
      (observe-request! observer request code read parse handler serialise allocated))
     ((event request exception stack)
@@ -587,12 +681,235 @@ inbox."
     ((event answers ns)
      (observe-write! observer answers ns))
     ((event ns)
+     ;; timed ones only; the loop counts them all in the tally
      (if (eq? event 'accept)
-         (begin
-           (histogram-add! (observer-accept observer) ns)
-           (set-observer-accepted! observer (+ 1 (observer-accepted observer))))
-         (begin
-           (histogram-add! (observer-close observer) ns)
-           (set-observer-closed! observer (+ 1 (observer-closed observer))))))))
+         (histogram-add! (observer-accept observer) ns)
+         (histogram-add! (observer-close observer) ns)))))
+
+;;;
+;;; Several workers: one server's figures
+;;;
+
+;; Each worker process has its own observer (a copy of the master's, made
+;; before the fork), so a page shows whichever worker answered it unless
+;; the workers share their figures.  They do through files: a directory
+;; made by `make-observer' in the master (WORKERS > 1), where each worker
+;; writes its figures, whole, once a second when they changed (the
+;; loop's 'tick) and before answering a page; the worker answering reads
+;; all the files and adds them up (`observer-whole-server').  So the
+;; figures of the other workers are at most about a second old; those of
+;; workers that exited (killed, or retired by a reload) stay in, the
+;; totals being those of the server since it started.  Writing costs a
+;; few milliseconds a second of a busy worker; nothing per request.
+
+(define share-prefix "plucky-status-")
+
+(define (make-share-directory)
+  ;; -> a new directory of this user's own (mode 700, mkdtemp), holding
+  ;; the file "master" with this process's PID
+  (let* ((base (or (getenv "XDG_RUNTIME_DIR") (getenv "TMPDIR") "/tmp"))
+         (base (if (and (file-exists? base) (file-is-directory? base)) base "/tmp")))
+    (remove-stale-shares! base)
+    (let ((dir (mkdtemp (string-append base "/" share-prefix "XXXXXX"))))
+      (call-with-output-file (string-append dir "/master")
+        (lambda (port) (write (getpid) port)))
+      dir)))
+
+(define (process-alive? pid)
+  (catch 'system-error
+    (lambda () (kill pid 0) #t)
+    (lambda args (= (system-error-errno args) EPERM))))
+
+(define (remove-stale-shares! base)
+  ;; Directories of servers whose master is gone: nobody reads them.
+  (for-each
+   (lambda (name)
+     (let* ((dir (string-append base "/" name))
+            (master (false-if-exception
+                     (call-with-input-file (string-append dir "/master") read))))
+       (when (and (integer? master) (not (process-alive? master)))
+         (false-if-exception
+          (begin
+            (for-each (lambda (file)
+                        (unless (member file '("." ".."))
+                          (delete-file (string-append dir "/" file))))
+                      (or (scandir dir) '()))
+            (rmdir dir))))))
+   (or (scandir base (lambda (name) (string-prefix? share-prefix name))) '())))
+
+(define (sparse vector default)
+  ;; -> (length default (index . value) …) of the values not DEFAULT
+  (let lp ((i (- (vector-length vector) 1)) (pairs '()))
+    (if (< i 0)
+        (cons* (vector-length vector) default pairs)
+        (let ((v (vector-ref vector i)))
+          (lp (- i 1) (if (eqv? v default) pairs (acons i v pairs)))))))
+
+(define (unsparse data)
+  (let ((vector (make-vector (car data) (cadr data))))
+    (for-each (lambda (pair) (vector-set! vector (car pair) (cdr pair))) (cddr data))
+    vector))
+
+(define (observer->snapshot observer)
+  ;; This worker's figures as data that `write' prints and `read' reads.
+  (let ((series (observer-series observer))
+        (h (lambda (histogram) (sparse histogram 0))))
+    `((pid . ,(getpid))
+      (time . ,(current-time))
+      (started . ,(observer-started observer))
+      (every . ,(observer-every observer))
+      (tally . ,(vector->list (observer-tally observer)))
+      (routes . ,(hash-map->list
+                  (lambda (name route)
+                    (list name (vector->list (route-stats-codes route))
+                          (map h (list (route-stats-read route) (route-stats-parse route)
+                                       (route-stats-handler route)
+                                       (route-stats-serialise route)
+                                       (route-stats-write route)
+                                       (route-stats-service route)
+                                       (route-stats-allocated route)))))
+                  (observer-routes observer)))
+      (accept . ,(h (observer-accept observer)))
+      (close . ,(h (observer-close observer)))
+      (write . ,(h (observer-write observer)))
+      (gc-pause . ,(h (observer-gc-pause observer)))
+      (gc-count . ,(observer-gc-count observer))
+      (series-now . ,(series-now series))
+      (series . ,(map (lambda (get default) (sparse (get series) default))
+                      series-vectors series-defaults))
+      (memory . ,(process-memory)))))
+
+(define series-vectors
+  (list series-requests series-errors series-gc-ns series-gc-count series-heap
+        series-heap-free series-rss series-allocated series-latency))
+(define series-defaults '(0 0 0 0 -1 -1 -1 -1 0))
+
+(define (share-figures! observer)
+  "Write OBSERVER's figures to its share directory, for the worker that
+answers a status page to add up; a file per worker, replaced whole."
+  (let* ((dir (observer-share observer))
+         (file (format #f "~a/~a.scm" dir (getpid)))
+         (temporary (string-append file ".new")))
+    (false-if-exception
+     (begin
+       (call-with-output-file temporary
+         (lambda (port) (write (observer->snapshot observer) port)))
+       (rename-file temporary file)))))
+
+(define (read-snapshots dir)
+  ;; -> the figures each worker wrote, as alists
+  (filter-map (lambda (name)
+                (false-if-exception
+                 (call-with-input-file (string-append dir "/" name) read)))
+              (or (scandir dir (lambda (name) (string-suffix? ".scm" name))) '())))
+
+(define (observer-whole-server observer)
+  "Return an observer holding the figures of all the workers that share
+with OBSERVER (see `make-observer''s WORKERS), this one's as of now and
+the others' as of their last 'tick, about a second ago at most, added
+up; or OBSERVER itself when it shares with none.  Exited workers' figures
+stay in.  The result is for reading (status pages, metrics), not for a
+loop."
+  (if (not (observer-share observer))
+      observer
+      (begin
+        (observer-advance! observer)
+        (share-figures! observer)
+        (merge-snapshots observer (read-snapshots (observer-share observer))))))
+
+(define (merge-snapshots observer snapshots)
+  ;; -> a new observer, the sum of SNAPSHOTS
+  (let* ((get (lambda (snapshot key) (assq-ref snapshot key)))
+         (own-series (observer-series observer))
+         (seconds (series-seconds own-series))
+         (now (apply max (current-time)
+                     (filter-map (lambda (s) (get s 'series-now)) snapshots)))
+         (series (make-series seconds))
+         (routes (make-hash-table))
+         (tally (make-vector tally-size 0))
+         (histogram (lambda (data) (unsparse data)))
+         (sum-histograms (lambda (key)
+                           (fold (lambda (s into) (histogram-merge! into (histogram (get s key))))
+                                 (make-histogram) snapshots)))
+         (live (filter (lambda (s) (process-alive? (get s 'pid))) snapshots))
+         (memory-sum
+          (map (lambda (key)
+                 (cons key (fold (lambda (s sum) (+ sum (or (assq-ref (get s 'memory) key) 0)))
+                                 0 live)))
+               '(heap-size heap-free-size heap-total-allocated rss))))
+    (for-each
+     (lambda (snapshot)
+       (for-each (lambda (i n) (vector-set! tally i (+ n (vector-ref tally i))))
+                 (iota tally-size) (get snapshot 'tally))
+       (vector-set! tally tally-countdown 0)
+       (for-each
+        (match-lambda
+          ((name codes histograms)
+           (let ((route (or (hash-ref routes name)
+                            (let ((route (make-route-stats name)))
+                              (hash-set! routes name route)
+                              route))))
+             (for-each (lambda (i n)
+                         (vector-set! (route-stats-codes route) i
+                                      (+ n (vector-ref (route-stats-codes route) i))))
+                       (iota 6) codes)
+             (for-each (lambda (into data) (histogram-merge! into (histogram data)))
+                       (list (route-stats-read route) (route-stats-parse route)
+                             (route-stats-handler route) (route-stats-serialise route)
+                             (route-stats-write route) (route-stats-service route)
+                             (route-stats-allocated route))
+                       histograms))))
+        (get snapshot 'routes))
+       ;; the series: a slot holds the second of the merged window it
+       ;; stands for only if the worker had reached that second
+       (let ((their-now (get snapshot 'series-now)))
+         (when their-now
+           (for-each
+            (lambda (get-vector default data)
+              (let ((into (get-vector series))
+                    (from (unsparse data))
+                    (latency? (eq? get-vector series-latency)))
+                (let lp ((age 0))
+                  (when (< age seconds)
+                    (let ((second (- now age)))
+                      (when (<= second their-now)
+                        (let ((slot (modulo second seconds)))
+                          (if latency?
+                              (let ((base (coarse-base slot)))
+                                (let lp ((i 0))
+                                  (when (< i coarse-buckets)
+                                    (vector-set! into (+ base i)
+                                                 (+ (vector-ref into (+ base i))
+                                                    (vector-ref from (+ base i))))
+                                    (lp (+ i 1)))))
+                              (let ((v (vector-ref from slot)))
+                                (unless (eqv? v default)
+                                  (vector-set! into slot
+                                               (if (eqv? (vector-ref into slot) default)
+                                                   v
+                                                   (+ v (vector-ref into slot))))))))))
+                    (lp (+ age 1))))))
+            series-vectors series-defaults (get snapshot 'series)))))
+     snapshots)
+    (set-series-now! series now)
+    (set-series-slot! series (modulo now seconds))
+    (%make-observer routes (hash-count (const #t) routes) (observer-max-routes observer)
+                    #f #f #f #f
+                    (sum-histograms 'accept) (sum-histograms 'close)
+                    (sum-histograms 'write) (sum-histograms 'gc-pause)
+                    (fold (lambda (s sum) (+ sum (get s 'gc-count))) 0 snapshots)
+                    0 0 tally series (observer-inbox observer)
+                    (apply min (observer-started observer)
+                           (map (lambda (s) (get s 'started)) snapshots))
+                    (length live) #f
+                    #f (apply max 1 (map (lambda (s) (or (get s 'every) 1)) snapshots)) 0 0 0
+                    #f memory-sum
+                    (map (lambda (s)
+                           `((pid . ,(get s 'pid))
+                             (requests . ,(fold + 0 (list-head (get s 'tally) 6)))
+                             (time . ,(get s 'time))
+                             (memory . ,(get s 'memory))
+                             (exited? . ,(not (memq s live)))))
+                         (sort snapshots (lambda (a b) (< (get a 'pid) (get b 'pid))))))))
 
 ;;; (plucky observe accounting) ends here

@@ -136,20 +136,41 @@ the status pages' routes (/_plucky/…) left out."
 (define (metrics-text observer)
   "Return OBSERVER's figures in the Prometheus text exposition format."
   (observer-advance! observer)
-  (let* ((worker `((worker . ,(number->string (getpid)))))
+  (let* ((members (observer-members observer))
+         ;; the figures of all workers added up are labelled worker="all"
+         (worker `((worker . ,(if members "all" (number->string (getpid))))))
          (routes (observer-all-routes observer))
-         (memory (process-memory))
+         (memory (observer-memory observer))
          (out (open-output-string)))
     (family out "plucky_worker_info" "gauge"
-            "This worker: its PID (label worker) and how many workers serve (label workers).")
+            "The worker(s) these figures are of: a PID, or all (label worker), and how many workers serve (label workers).")
     (sample out "plucky_worker_info"
             (append worker `((workers . ,(number->string (observer-workers observer)))))
             1)
+    (family out "plucky_responses_total" "counter"
+            "Answers given, by class of status code: exact, every request counted (the per-route figures are estimates from the requests timed).")
+    (for-each (lambda (class)
+                (sample out "plucky_responses_total"
+                        (append worker `((code . ,(vector-ref class-names class))))
+                        (observer-answered-by-class observer class)))
+              (iota 6))
+    (family out "plucky_response_bytes_total" "counter"
+            "Bytes of the answers given, heads and bodies: exact.")
+    (sample out "plucky_response_bytes_total" worker (observer-bytes observer))
+    (when members
+      (family out "plucky_worker_responses_total" "counter"
+              "Answers given, per worker process (label worker: its PID; exited: 1 for a worker no longer running).")
+      (for-each (lambda (member)
+                  (sample out "plucky_worker_responses_total"
+                          `((worker . ,(number->string (assq-ref member 'pid)))
+                            (exited . ,(if (assq-ref member 'exited?) "1" "0")))
+                          (assq-ref member 'requests)))
+                members))
     (family out "plucky_start_time_seconds" "gauge"
             "When accounting started (seconds since the epoch).")
     (sample out "plucky_start_time_seconds" worker (observer-started observer))
     (family out "plucky_requests_total" "counter"
-            "Requests answered, by route and class of status code.")
+            "Requests answered, by route and class of status code: on a busy server an estimate, from one request in N, each timed request weighing for those answered since the last.")
     (for-each
      (lambda (route)
        (let ((codes (route-stats-codes route)))
@@ -227,9 +248,8 @@ the status pages' routes (/_plucky/…) left out."
     (when (assq-ref memory 'rss)
       (family out "plucky_resident_bytes" "gauge" "Resident set size of this worker.")
       (sample out "plucky_resident_bytes" worker (assq-ref memory 'rss)))
-    (family out "plucky_failures_total" "counter" "Requests answered 5xx (filed in the error inbox).")
-    (sample out "plucky_failures_total" worker
-            (fold (lambda (route sum) (+ sum (vector-ref (route-stats-codes route) 5))) 0 routes))
+    (family out "plucky_failures_total" "counter" "Requests answered 5xx (filed in the error inbox): exact.")
+    (sample out "plucky_failures_total" worker (observer-answered-by-class observer 5))
     (get-output-string out)))
 
 ;;;
@@ -257,15 +277,36 @@ p99.9 and max (exact integers, in H's unit)."
          (seconds (iota length (- now length -1)))
          (column (lambda (vector) (list->vector (map (lambda (s) (vector-ref vector (modulo s length)))
                                                      seconds))))
-         (memory (process-memory)))
+         (memory (observer-memory observer))
+         (members (observer-members observer)))
     `((pid . ,(getpid))
       (workers . ,(observer-workers observer))
-      (note . ,(if (> (observer-workers observer) 1)
-                   "figures of the worker that answered only; each worker keeps its own"
+      (note . ,(if members
+                   "figures of all the workers added up, those of the others as of a second ago at most; the error inbox is the answering worker's (pid)"
                    "figures of the one worker"))
+      ,@(if members
+            `((per_worker
+               . ,(list->vector
+                   (map (lambda (member)
+                          `((pid . ,(assq-ref member 'pid))
+                            (requests . ,(assq-ref member 'requests))
+                            (as_of . ,(assq-ref member 'time))
+                            (rss . ,(assq-ref (assq-ref member 'memory) 'rss))
+                            (state . ,(if (assq-ref member 'exited?) "exited" "running"))))
+                        members))))
+            '())
       (started . ,(observer-started observer))
       (now . ,now)
-      (requests . ,(observer-requests observer))
+      ;; exact: every answer of the loop, /_plucky/ pages included
+      (requests . ,(observer-answered observer))
+      (responses . ,(map (lambda (class)
+                           (cons (vector-ref class-names class)
+                                 (observer-answered-by-class observer class)))
+                         (iota 6)))
+      (bytes . ,(observer-bytes observer))
+      ;; the routes' requests added up: an estimate on a busy server
+      (requests_in_routes . ,(observer-requests observer))
+      (sampling_one_in . ,(observer-sampling observer))
       (routes
        . ,(list->vector
            (map (lambda (route)

@@ -27,13 +27,14 @@
 ;;;
 ;;;   guile -L . -C build -e '(plucky observe serve)' -- \
 ;;;         APP.scm [--port P] [--mode full] [--requests N] [--port-file F]
-;;;         [--samples-per-second N]
+;;;         [--samples-per-second N] [--sample-every N]
 ;;;
 ;;; Code:
 
 (define-module (plucky observe serve)
   #:use-module (plucky server)
   #:use-module (plucky server loop)
+  #:use-module ((plucky server tally) #:select (make-tally))
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe status)
   ;; `load' of an app file needs a module that is not declarative.
@@ -69,7 +70,7 @@ evaluates to, as `plucky serve' does; raise an error otherwise."
 (define* (serve-app handler #:key (host "127.0.0.1") (port 0) (mode 'full)
                     (requests #f) (on-listen #f) (observer #f)
                     (settings (make-loop-settings)) (socket #f)
-                    (samples-per-second 2000))
+                    (samples-per-second 2000) (sample-every #f))
   "Serve HANDLER on HOST:PORT in this process until the process is
 killed or, when REQUESTS is a number, until that many requests are
 answered (0: return after one turn of the loop).  MODE is 'off, 'loop,
@@ -77,17 +78,23 @@ answered (0: return after one turn of the loop).  MODE is 'off, 'loop,
 is called with the TCP port once the socket listens.  SOCKET, if given,
 is a listening socket to serve instead of opening one (it is left open).
 OBSERVER is the observer to fill in modes account, nocatch and full
-(default: a new one, with SAMPLES-PER-SECOND, see `make-observer').
+(default: a new one, with SAMPLES-PER-SECOND or SAMPLE-EVERY, see
+`make-observer').
 Return the observer, or #f in modes off and loop."
   (let* ((observer (and (memq mode '(full nocatch account))
-                        (or observer (make-observer #:samples-per-second samples-per-second))))
+                        (or observer (make-observer #:samples-per-second samples-per-second
+                                                 #:sample-every sample-every))))
          (app (if (and requests (> requests 0)) (stop-after requests handler) handler))
          (handler (if (memq mode '(full nocatch))
                       (observed-handler app observer #:catch-errors? (eq? mode 'full))
                       app))
          (procedure (case mode
                       ((off) #f)
-                      ((loop) (case-lambda ((a b c d e f g h) #f) ((a b c) #f) ((a b) #f)))
+                      ((loop)
+                      ;; times every request (a countdown nobody resets
+                      ;; stays below 1), tells nothing to anyone
+                      (let ((tally (make-tally)))
+                        (case-lambda ((a) tally) ((a b c d e f g h) #f) ((a b c) #f) ((a b) #f))))
                       ((full nocatch account) (observer-procedure observer))
                       (else (error "unknown mode" mode))))
          (listener (or socket (open-listener host port))))
@@ -106,7 +113,7 @@ Return the observer, or #f in modes off and loop."
     (cond
      ((and (pair? args) (pair? (cdr args))
            (member (car args) '("--host" "--port" "--mode" "--requests" "--port-file"
-                                "--samples-per-second")))
+                                "--samples-per-second" "--sample-every")))
       (lp (cddr args) (acons (car args) (cadr args) options) files))
      ((and (pair? args) (not (string-prefix? "-" (car args))))
       (lp (cdr args) options (cons (car args) files)))
@@ -119,6 +126,8 @@ Return the observer, or #f in modes off and loop."
                    #:requests (and (option "--requests") (string->number (option "--requests")))
                    #:samples-per-second (let ((n (option "--samples-per-second")))
                                           (if n (string->number n) 2000))
+                   #:sample-every (let ((n (option "--sample-every")))
+                                    (and n (string->number n)))
                    #:on-listen
                    (lambda (port)
                      (format (current-error-port) "serve: listening on http://~a:~a/ (mode ~a)~%"
@@ -133,7 +142,7 @@ Return the observer, or #f in modes off and loop."
                          (rename-file (string-append file ".tmp") file)))))))
      (else
       (format (current-error-port)
-              "usage: guile -e '(plucky observe serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|account|nocatch|full] [--requests N] [--port-file FILE] [--samples-per-second N]~%")
+              "usage: guile -e '(plucky observe serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|account|nocatch|full] [--requests N] [--port-file FILE] [--samples-per-second N] [--sample-every N]~%")
       (exit 2)))))
 
 ;;; (plucky observe serve) ends here

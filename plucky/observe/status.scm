@@ -27,8 +27,9 @@
 ;;;   (define obs (make-observer #:workers 1))
 ;;;   (run-loop … (observed-handler handler obs) … #:observer (observer-procedure obs))
 ;;;
-;;; Each worker process keeps its own figures and answers with them; the
-;;; page says which worker it shows.  Merging workers is not done yet.
+;;; With several workers, each keeps its own figures and shares them
+;;; through files (`observer-whole-server'): the pages and metrics show
+;;; the whole server, the sum of all the workers, and a table per worker.
 ;;;
 ;;; Code:
 
@@ -217,18 +218,18 @@ loopback address: 127.0.0.0/8, ::1, or ::ffff:127.x.y.z."
                    state)))
      ((member path '("/_plucky" "/_plucky/" "/_plucky/status"))
       (respond 200 '(text/html (charset . "utf-8"))
-               (status-page observer
+               (status-page (observer-whole-server observer)
                             #:refresh (let ((r (assoc-ref query "refresh")))
                                         (if r (or (string->number r) 0) 5))
                             #:token (assoc-ref query "token"))
                state))
      ((string=? path "/_plucky/status.json")
       (respond 200 '(application/json)
-               (json->string (status->json-value observer))
+               (json->string (status->json-value (observer-whole-server observer)))
                state))
      ((string=? path "/_plucky/metrics")
       (respond 200 '(text/plain (version . "0.0.4") (charset . "utf-8"))
-               (metrics-text observer)
+               (metrics-text (observer-whole-server observer))
                state))
      ((string-prefix? "/_plucky/inbox/" path)
       (let* ((name (substring path (string-length "/_plucky/inbox/")))
@@ -338,14 +339,15 @@ if given, is carried in the page's links."
          (all-service (all-routes-histogram observer 'service))
          (all-allocated (all-routes-histogram observer 'allocated))
          (requests (histogram-count all-service))
-         (memory (process-memory))
+         (memory (observer-memory observer))
+         (members (observer-members observer))
          (uptime (- (current-time) (observer-started observer)))
          (recent (let ((rs (series-requests series)))
                    ;; the last 10 complete seconds
                    (/ (fold + 0 (map (lambda (age) (vector-ref rs (modulo (- now age) (series-seconds series))))
                                      (iota 10 1)))
                       10.)))
-         (failures (fold (lambda (r sum) (+ sum (vector-ref (route-stats-codes r) 5))) 0 app))
+         (failures (observer-answered-by-class observer 5))
          (gc-h (observer-gc-pause observer))
          (workers (observer-workers observer))
          (pid (getpid)))
@@ -362,26 +364,32 @@ if given, is carried in the page's links."
                    `((meta (@ (http-equiv "refresh") (content ,(number->string refresh)))))
                    '())
              (meta (@ (name "viewport") (content "width=device-width, initial-scale=1")))
-             (title ,(format #f "plucky status — worker ~a" pid))
+             (title ,(if members
+                         (format #f "plucky status — ~a workers" workers)
+                         (format #f "plucky status — worker ~a" pid)))
              (style ,style))
             (body
              (header
               (h1 "plucky — how this server spends its time")
-              (p ,(format #f "worker PID ~a · accounting for ~a · ~a · ~a"
-                          pid (duration uptime) (time-string (current-time))
+              (p ,(format #f "~a · accounting for ~a · ~a · ~a"
+                          (if members
+                              (format #f "~a workers, page by PID ~a" workers pid)
+                              (format #f "worker PID ~a" pid))
+                          (duration uptime) (time-string (current-time))
                           (if (and refresh (> refresh 0))
                               (format #f "reloads every ~a s (?refresh=0 stops)" refresh)
                               "does not reload"))))
              (main
-              ,(if (> workers 1)
+              ,(if members
                    `(p (@ (class "note"))
-                       ,(format #f "This server runs ~a worker processes and each keeps its own figures: this page shows worker ~a only, the one that answered.  Reloading may reach another worker (compare the PID above).  Figures summed over all workers are not available yet."
-                                workers pid))
+                       ,(format #f "These are the figures of all ~a worker processes added up (and of workers that have exited since the server started): worker ~a's as of now, the others' as each wrote them, a second ago at most (see Workers below).  The error inbox is worker ~a's.  The request count is exact; per-route figures and percentiles come from the requests timed: on a busy server one in N, each weighing for the N."
+                                workers pid pid))
                    `(p (@ (class "note"))
-                       "One worker process serves: these are all the server's figures.  Times are measured inside the server (from the read that brought a request to its answer being serialised, plus the write), so they leave out time queued in the kernel.  The tiles, charts and phase table leave out the requests for these pages (/_plucky/…); the route table lists them."))
+                       "One worker process serves: these are all the server's figures.  Times are measured inside the server (from the read that brought a request to its answer being serialised, plus the write), so they leave out time queued in the kernel.  The request count is exact and includes these pages; the charts and phase table leave out the requests for these pages (/_plucky/…), the route table lists them.  On a busy server one request in N is timed, weighing for the N."))
               (div (@ (class "tiles"))
-                   ,(tile "requests" (format-number requests)
-                          (format #f "~a answered 5xx" failures))
+                   ,(tile "requests" (format-number (observer-answered observer))
+                          (format #f "~a answered 5xx · one in ~a timed" failures
+                                  (observer-sampling observer)))
                    ,(tile "requests / s" (format-number recent) "mean of the last 10 s")
                    ,(tile "p50 server time" (format-ns (histogram-quantile all-service 0.5))
                           (format #f "p99 ~a · p99.9 ~a"
@@ -483,7 +491,9 @@ if given, is carried in the page's links."
                                     (format-ns (histogram-quantile gc-h 0.99))
                                     (format-ns (histogram-max gc-h)))))
                    (div (@ (class "card"))
-                        (h2 ,(format #f "Memory of worker ~a" pid))
+                        (h2 ,(if members
+                                 (format #f "Memory of the ~a workers" workers)
+                                 (format #f "Memory of worker ~a" pid)))
                         ,(line-chart
                           `(("resident" "#0072B2"
                              ,(series-points series (series-rss series) window (lambda (b) (/ b 1048576.))))
@@ -495,6 +505,11 @@ if given, is carried in the page's links."
                           #:x-label "seconds ago" #:y-label "MiB" #:x-min (- 1 window) #:x-max 0 #:y-min 0
                           #:x-tick-label (lambda (x) (format-number (- x))))
                         (p (@ (class "hint")) "Sampled once a second while requests arrive.")))
+              ,@(if members
+                    `((div (@ (class "card"))
+                           (h2 "Workers")
+                           ,(workers-table members)))
+                    '())
               (div (@ (class "card"))
                    (h2 "Connections")
                    ,(connections-table observer))
@@ -506,7 +521,7 @@ if given, is carried in the page's links."
                  (a (@ (href ,(with-token "/_plucky/metrics" token))) "Prometheus metrics")
                  " and "
                  (a (@ (href ,(with-token "/_plucky/status.json" token))) "JSON")
-                 ,(format #f ".  Percentiles come from log-bucketed histograms (8 buckets per octave: within 6.25%).  Bytes allocated are measured on one request in 16.  Accounting started ~a."
+                 ,(format #f ".  Percentiles come from log-bucketed histograms (8 buckets per octave: within 6.25%).  Bytes allocated are measured on one timed request in 16.  Accounting started ~a."
                           (time-string (observer-started observer)))))))
           port))))))
 
@@ -557,9 +572,25 @@ if given, is carried in the page's links."
                      (td ,(format-ns (histogram-max h))))))
              hs))))
 
+(define (workers-table members)
+  `(table
+    (tr (th (@ (class "l")) "worker PID") (th "requests") (th "resident") (th "GC heap")
+        (th (@ (class "l")) "figures as of"))
+    ,@(map (lambda (member)
+             (let ((memory (assq-ref member 'memory)))
+               `(tr (td (@ (class "l")) ,(number->string (assq-ref member 'pid)))
+                    (td ,(format-number (assq-ref member 'requests)))
+                    (td ,(if (assq-ref memory 'rss) (format-bytes (assq-ref memory 'rss)) "-"))
+                    (td ,(format-bytes (assq-ref memory 'heap-size)))
+                    (td (@ (class "l"))
+                        ,(if (assq-ref member 'exited?)
+                             (format #f "~a (exited)" (time-string (assq-ref member 'time)))
+                             (time-string (assq-ref member 'time)))))))
+           members)))
+
 (define (connections-table observer)
   `(table
-    (tr (th (@ (class "l")) "event") (th "count") (th "mean") (th "p50") (th "p90") (th "p99")
+    (tr (th (@ (class "l")) "event") (th "timed") (th "mean") (th "p50") (th "p90") (th "p99")
         (th "p99.9") (th "max"))
     ,@(map (match-lambda
              ((name h)

@@ -60,6 +60,7 @@
   #:use-module (plucky http response)
   #:use-module (plucky http chunked)
   #:use-module (plucky server stream)
+  #:use-module (plucky server tally)
   #:use-module ((srfi srfi-1) #:select (every filter))
   #:use-module ((web uri) #:select (uri-path))
   #:export (make-loop-settings
@@ -159,7 +160,7 @@ it, such connections wait for a thread."
               handler state settings now running? paused? exclusive?
               guarded on-response exit-when-idle? wake-ports drain-request
               drain-deadline peer-buffer signal-fd on-signal
-              observer read-ns parse-ns batch sampled serving accept-resume
+              observer tally read-ns parse-ns batch sampled serving accept-resume
               body-port? pool)
   loop?
   (epfd loop-epfd)
@@ -196,10 +197,12 @@ it, such connections wait for a thread."
   (on-signal loop-on-signal)           ; signal number -> _, on the loop's thread
   ;; Per-request accounting (see `run-loop''s OBSERVER): #f when off.
   (observer loop-observer)
+  (tally loop-tally)                           ; the observer's (plucky server tally)
   (read-ns loop-read-ns set-loop-read-ns!)     ; read(2) time not yet reported
-  (parse-ns loop-parse-ns set-loop-parse-ns!)  ; parse time of the current request
-  (batch loop-batch set-loop-batch!)           ; answers waiting for the next write
-  (sampled loop-sampled set-loop-sampled!)     ; requests until the next allocation sample
+  ;; parse time of the current request if it is timed, else #f
+  (parse-ns loop-parse-ns set-loop-parse-ns!)
+  (batch loop-batch set-loop-batch!)           ; timed answers waiting for the next write
+  (sampled loop-sampled set-loop-sampled!)     ; timed requests until the next allocation sample
   (serving loop-serving set-loop-serving!)     ; the connection whose request is handled
   (accept-resume loop-accept-resume set-loop-accept-resume!) ; second to accept again
   ;; Does the handler take request bodies as ports (`with-body-port')?
@@ -234,10 +237,12 @@ return.  Safe to call from a signal handler."
 answering, as a string (\"127.0.0.1\", \"::1\", \"unix\"), or #f when it
 is not known: the address is learnt only when the loop has an ON-RESPONSE
 or OBSERVER (see `run-loop'), and inetd connections have none."
-  (or (fluid-ref thread-peer)
-      (let* ((loop current-loop)
-             (conn (and loop (loop-serving loop))))
-        (and conn (connection-peer conn)))))
+  (let ((peer (or (fluid-ref thread-peer)   ; on a thread (see run-job!)
+                  (let* ((loop current-loop)
+                         (conn (and loop (loop-serving loop))))
+                    (and conn (connection-peer conn))))))
+    ;; an IPv4 address kept as a number (see sockaddr->peer)
+    (if (integer? peer) (inet-ntop AF_INET peer) peer)))
 
 (define (drain-loop! grace)
   "Ask the loop running in this process to drain: stop accepting, close
@@ -290,15 +295,47 @@ to call from a signal handler."
   (pointer->procedure size_t (dynamic-func "GC_get_total_bytes" (dynamic-link "libgc"))
                       '()))
 
-(define-syntax-rule (timed loop expression record!)
-  ;; Evaluate EXPRESSION; when the loop observes, call (RECORD! ns) with
-  ;; its duration first.  -> the (single) value of EXPRESSION
-  (if (loop-observer loop)
+(define-syntax-rule (timed when? expression record!)
+  ;; Evaluate EXPRESSION; when WHEN?, call (RECORD! ns) with its duration
+  ;; first.  -> the (single) value of EXPRESSION
+  (if when?
       (let* ((start (clock))
              (value expression))
         (record! (- (clock) start))
         value)
       expression))
+
+;; The observer times one request in N, N of its choosing (see (plucky
+;; server tally)); the others cost a count.  bench/instructions counted
+;; 1,600 instructions a request for timing every one (six clock reads and
+;; three calls of the observer), 4% of a hello world's.
+
+(define-inlinable (take-sample! loop)
+  ;; Count a request down.  -> #t when it is to be timed
+  (let* ((tally (loop-tally loop))
+         (countdown (- (vector-ref tally tally-countdown) 1)))
+    (vector-set! tally tally-countdown countdown)
+    (<= countdown 0)))
+
+(define-inlinable (sampling? loop)
+  ;; Is the next request, or the one being served, to be timed?  For the
+  ;; read that brings it, its accept and its body.
+  (and (loop-observer loop)
+       (<= (vector-ref (loop-tally loop) tally-countdown) 1)))
+
+(define (sockaddr->peer sockaddr)
+  ;; The client's address for the observer, who asks for it only on its
+  ;; own pages (current-request-peer): an IPv4 address as its number,
+  ;; made a string when asked.  inet-ntop takes 1.6 us, and made
+  ;; accounting cost 13,000 instructions a connection (bench/instructions,
+  ;; load close).
+  (if (= (bytevector-u16-native-ref sockaddr 0) AF_INET)
+      (bytevector-u32-ref sockaddr 4 (endianness big))
+      (sockaddr->string sockaddr)))
+
+(define-inlinable (tally-add! loop slot n)
+  (let ((tally (loop-tally loop)))
+    (vector-set! tally slot (+ n (vector-ref tally slot)))))
 
 ;;;
 ;;; Opening and closing connections
@@ -325,7 +362,9 @@ to call from a signal handler."
     (when (eq? (connection-ref loop fd) conn)
       (vector-set! (loop-connections loop) fd #f)
       (set-loop-count! loop (- (loop-count loop) 1))
-      (timed loop (fd-close fd)
+      (when (loop-observer loop)
+        (tally-add! loop tally-closed 1))
+      (timed (sampling? loop) (fd-close fd)
              (lambda (ns) ((loop-observer loop) 'close ns)))
       (unless (= fd (connection-out-fd conn))
         (fd-close (connection-out-fd conn))))))
@@ -353,7 +392,7 @@ to call from a signal handler."
           ;; At capacity: stop watching the listeners (a level-triggered
           ;; listener would wake us in a busy loop) until some close.
           (pause-accepting! loop))
-        (let* ((start (and (loop-observer loop) (clock)))
+        (let* ((start (and (sampling? loop) (clock)))
                (fd (cond
                    ((loop-paused? loop) (- errno-EAGAIN))
                    ((or (loop-on-response loop) (loop-observer loop))
@@ -370,9 +409,15 @@ to call from a signal handler."
                          fd (+ (loop-now loop)
                                (settings-header-timeout settings))
                          fd
-                         (and (or (loop-on-response loop) (loop-observer loop))
-                              (sockaddr->string (car (loop-peer-buffer loop)))))))
+                         (cond
+                          ((loop-on-response loop)
+                           (sockaddr->string (car (loop-peer-buffer loop))))
+                          ((loop-observer loop)
+                           (sockaddr->peer (car (loop-peer-buffer loop))))
+                          (else #f)))))
               (register-connection! loop conn)
+              (when (loop-observer loop)
+                (tally-add! loop tally-accepted 1))
               (when start
                 ((loop-observer loop) 'accept (- (clock) start)))
               ;; The request is usually there already (the listener
@@ -441,7 +486,7 @@ to call from a signal handler."
                         (grow-input! conn)))
                (start (connection-start conn))
                (end (connection-end conn))
-               (n (timed loop
+               (n (timed (sampling? loop)
                          (fd-read (connection-fd conn) (connection-input-address conn)
                                   end (- (bytevector-length own) end))
                          (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
@@ -451,7 +496,7 @@ to call from a signal handler."
             (serve-input! loop conn own start (+ end n)))
            ((= n (- errno-EAGAIN)) #t)
            (else (close-connection! loop conn))))
-        (let ((n (timed loop
+        (let ((n (timed (sampling? loop)
                         (fd-read (connection-fd conn) (loop-input-address loop) 0
                                  input-size)
                         (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
@@ -513,7 +558,7 @@ to call from a signal handler."
                        (set-connection-body! conn bigger)
                        bigger))))
          (fill (connection-body-fill conn))
-         (n (timed loop
+         (n (timed (sampling? loop)
                    (fd-read (connection-fd conn) (bytevector-address body) fill
                             (- (bytevector-length body) fill))
                    (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
@@ -556,7 +601,7 @@ to call from a signal handler."
           (lambda ()
             (if (= start end)
                 (values 'incomplete #f)
-                (if (loop-observer loop)
+                (if (and (loop-observer loop) (take-sample! loop))
                     (let ((start-ns (clock)))
                       (call-with-values
                           (lambda ()
@@ -565,6 +610,8 @@ to call from a signal handler."
                         (lambda (request index)
                           (set-loop-parse-ns! loop (- (clock) start-ns))
                           (values request index))))
+                    ;; not timed: PARSE-NS is #f since the last timed
+                    ;; answer was reported (observe-answer!)
                     (parse-request-head bv start end (settings-parse-limits settings)))))
         (lambda (request index)
           (cond
@@ -701,7 +748,7 @@ to call from a signal handler."
                    (http-error-status status) (http-error-reason status))))))))
 
 (define (read-chunked! loop conn)
-  (let ((n (timed loop
+  (let ((n (timed (sampling? loop)
                   (fd-read (connection-fd conn) (loop-input-address loop) 0 input-size)
                   (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns))))))
     (cond
@@ -804,42 +851,50 @@ to call from a signal handler."
           (observer 'failure request exception stack)))
       (values #f #f))))
 
+(define-inlinable (count-answer! loop code bytes)
+  ;; -> the status class of CODE, counted in the tally with BYTES
+  (let ((tally (loop-tally loop))
+        (class (status-class code)))
+    (vector-set! tally class (+ 1 (vector-ref tally class)))
+    (vector-set! tally tally-bytes (+ bytes (vector-ref tally tally-bytes)))
+    class))
+
 (define (respond! loop conn request body)
   ;; Call the handler and append its answer to the output buffer.
   ;; -> #t when the connection must close after the answer.
   (let* ((out (loop-output loop))
          (mark (output-fill out))
          (observer (loop-observer loop))
-         ;; Allocation is sampled, one request in 16: reading the
+         ;; timed: the observer asked for this one (see take-sample!)
+         (timed? (and observer (loop-parse-ns loop) #t))
+         ;; Allocation is sampled, one timed request in 16: reading the
          ;; collector's counter twice per request would double the cost
          ;; of accounting.
-         (allocated (and observer
+         (allocated (and timed?
                          (let ((countdown (- (loop-sampled loop) 1)))
                            (if (> countdown 0)
                                (begin (set-loop-sampled! loop countdown) #f)
                                (begin (set-loop-sampled! loop 16) (gc-total-bytes))))))
-         (start (and observer (clock)))
+         (start (and timed? (clock)))
          (close? (or (not (request-keep-alive? request))
                      (and (loop-drain-deadline loop) #t))))
-    (define (observe! code handled)
-      ;; HANDLED: the clock when the handler returned.
+    (define (observe! code bytes handled)
+      ;; HANDLED: the clock when the handler returned, if timed.
       (when observer
-        (let ((now (clock)))
-          (observer 'request request code (loop-read-ns loop) (loop-parse-ns loop)
-                    (- handled start) (- now handled)
-                    (and allocated (- (gc-total-bytes) allocated)))
-          (set-loop-read-ns! loop 0)
-          (set-loop-batch! loop (+ 1 (loop-batch loop))))))
+        (observe-answer! loop request code bytes
+                         (and handled (- handled start))
+                         (and handled (- (clock) handled))
+                         (and allocated (- (gc-total-bytes) allocated)))))
     (set-loop-serving! loop conn)
     (call-with-values (lambda () (call-handler loop request body))
       (lambda (response response-body)
         (set-loop-serving! loop #f)
-        (let ((handled (and observer (clock))))
+        (let ((handled (and timed? (clock))))
           (define (fail)
             (set-output-fill! out mark)
             (write-error-response! out (request-version request) 500)
             (report-response! loop conn request 500 (- (output-fill out) mark))
-            (observe! 500 handled)
+            (observe! 500 (- (output-fill out) mark) handled)
             #t)
           (cond
            ((not response)
@@ -862,12 +917,16 @@ to call from a signal handler."
                     (lambda (close? large-body)
                       (set-loop-guarded! loop #f)
                       (let ((code (if (response? response) (response-code response) 200)))
-                        (when (loop-on-response loop)
-                          (report-response!
-                           loop conn request code
-                           (+ (- (output-fill out) mark)
-                              (if large-body (bytevector-length large-body) 0))))
-                        (observe! code handled))
+                        (when (or observer (loop-on-response loop))
+                          (let ((bytes (+ (- (output-fill out) mark)
+                                          (if large-body (bytevector-length large-body) 0))))
+                            (when (loop-on-response loop)
+                              (report-response! loop conn request code bytes))
+                            (if (or timed? (>= code 500))
+                                (observe! code bytes handled)
+                                (when observer
+                                  ;; the usual case on a busy server: a count
+                                  (count-answer! loop code bytes))))))
                       (when large-body
                         (flush-with-body! loop conn large-body))
                       close?)))
@@ -913,7 +972,7 @@ arrived, and what it returns becomes the state again."
 
 (define-record-type <job>
   (%make-job conn kind request response body reader close? pending state
-             outcome code bytes handler-ns leftover queued)
+             outcome code bytes handler-ns leftover queued failure)
   job?
   (conn job-conn)
   (kind job-kind)                 ; call: run the handler | stream: send BODY
@@ -931,7 +990,9 @@ arrived, and what it returns becomes the state again."
   (bytes job-bytes set-job-bytes!)
   (handler-ns job-handler-ns set-job-handler-ns!)
   (leftover job-leftover set-job-leftover!)
-  (queued job-queued set-job-queued!))  ; the loop's second it was queued
+  (queued job-queued set-job-queued!)   ; the loop's second it was queued
+  ;; #f, or (exception . stack) when the application failed
+  (failure job-failure set-job-failure!))
 
 (set-record-type-printer! <job>
   (lambda (job port)
@@ -939,7 +1000,7 @@ arrived, and what it returns becomes the state again."
 
 (define (make-job conn kind request response body reader close? state)
   (%make-job conn kind request response body reader close? '() state
-             'close #f 0 0 #f 0))
+             'close #f 0 0 #f 0 #f))
 
 (define-record-type <pool>
   (make-pool mutex condition jobs done threads idle stopping?)
@@ -1124,9 +1185,11 @@ arrived, and what it returns becomes the state again."
        ((job-code job)
         ;; The head is out: all that can be said is to stop.
         (report-handler-error request exception stack)
+        (set-job-failure! job (cons exception stack))
         (set-job-outcome! job 'close))
        (else
         (report-handler-error request exception stack)
+        (set-job-failure! job (cons exception stack))
         (refuse! 500 (if (complete? (job-reader job)) 'close 'linger)))))
     (fluid-set! thread-peer (connection-peer conn))
     (match (call-caught
@@ -1235,8 +1298,14 @@ arrived, and what it returns becomes the state again."
       (when (job-code job)
         (report-response! loop conn (job-request job) (job-code job) (job-bytes job))
         (when observer
-          (observer 'request (job-request job) (job-code job) 0 0
-                    (job-handler-ns job) 0 #f)))
+          (let ((failure (job-failure job)))
+            (when failure
+              (observer 'failure (job-request job) (car failure) (cdr failure))))
+          ;; Counted, never timed: a thread's time is not the loop's
+          ;; phases, and the observer weighs each timed answer by the
+          ;; sampling rate.
+          (observe-answer! loop (job-request job) (job-code job) (job-bytes job)
+                           #f #f #f)))
       (case (job-outcome job)
         ((keep)
          (if (loop-drain-deadline loop)
@@ -1277,12 +1346,25 @@ arrived, and what it returns becomes the state again."
     (write-error-response! out (if request (request-version request) '(1 . 1))
                            code reason (if request (request-method request) 'GET))
     (report-response! loop conn #f code (- (output-fill out) mark))
-    (let ((observer (loop-observer loop)))
-      (when observer
-        (observer 'request #f code (loop-read-ns loop) (loop-parse-ns loop) 0 0 #f)
-        (set-loop-read-ns! loop 0)
-        (set-loop-batch! loop (+ 1 (loop-batch loop)))))
+    (when (loop-observer loop)
+      (observe-answer! loop #f code (- (output-fill out) mark)
+                       (and (loop-parse-ns loop) 0) (and (loop-parse-ns loop) 0) #f))
     (finish! loop conn #t #t)))
+
+(define (observe-answer! loop request code bytes handler serialise allocated)
+  ;; Count an answer in the tally; tell the observer of it if it was
+  ;; timed (HANDLER and SERIALISE are numbers, not #f), or if it is a 5xx,
+  ;; which the observer always wants (for its error inbox).
+  (let ((class (count-answer! loop code bytes)))
+    (cond
+     (handler
+      ((loop-observer loop) 'request request code (loop-read-ns loop) (loop-parse-ns loop)
+       handler serialise allocated)
+      (set-loop-read-ns! loop 0)
+      (set-loop-parse-ns! loop #f)         ; reported: not another's
+      (set-loop-batch! loop (+ 1 (loop-batch loop))))
+     ((eqv? class 5)
+      ((loop-observer loop) 'request request code #f #f #f #f #f)))))
 
 ;;;
 ;;; Writing
@@ -1302,7 +1384,7 @@ arrived, and what it returns becomes the state again."
         (begin
           (iovec-set! iovecs 0 (output-address out) fill)
           (iovec-set! iovecs 1 (bytevector-address body) (bytevector-length body))
-          (let* ((n (timed loop
+          (let* ((n (timed (> (loop-batch loop) 0)
                            (fd-writev (connection-out-fd conn) (loop-iovecs-address loop) 2)
                            (lambda (ns)
                              ((loop-observer loop) 'write (loop-batch loop) ns)
@@ -1338,7 +1420,7 @@ arrived, and what it returns becomes the state again."
     (when (> fill 0)
       (if (pair? (connection-pending conn))
           (queue-output! loop conn (output-bytes out) 0 fill)
-          (let ((n (timed loop
+          (let ((n (timed (> (loop-batch loop) 0)
                           (fd-write (connection-out-fd conn) (output-address out) 0 fill)
                           (lambda (ns)
                             ((loop-observer loop) 'write (loop-batch loop) ns)
@@ -1413,6 +1495,8 @@ arrived, and what it returns becomes the state again."
   ;; (see (plucky sys signal)).
   (run-finalizers!)
   (expire-queued-jobs! loop)
+  (let ((observer (loop-observer loop)))
+    (when observer (observer 'tick)))
   (let ((table (loop-connections loop))
         (now (loop-now loop)))
     (let lp ((fd 0))
@@ -1473,18 +1557,25 @@ makes the loop call HANDLER with each request body that is not empty as
 an input port, on a thread (see `with-body-port').
 
 OBSERVER, if given, is told where the time goes, in nanoseconds, on the
-loop's thread (it must not block):
+loop's thread (it must not block).  The loop first asks it for its tally,
+(OBSERVER 'tally), a vector of (plucky server tally): it counts every
+answer (by status class, and its bytes), accept and close there, and
+times only the requests the tally's countdown picks:
   (OBSERVER 'request request code read parse handler serialize allocated)
-    after each answer: REQUEST as the handler saw it (#f if refused),
-    the status CODE, the time in read(2) that brought its head (0 for a
-    request that came pipelined behind another), parsing, the handler,
-    and serialising; ALLOCATED is the bytes the handler and serialising
-    allocated, measured on one request in 16 and #f on the others;
+    after each timed answer: REQUEST as the handler saw it (#f if
+    refused), the status CODE, the time in read(2) that brought its head
+    (0 for a request that came pipelined behind another), parsing, the
+    handler, and serialising; ALLOCATED is the bytes the handler and
+    serialising allocated, measured on one timed request in 16 and #f on
+    the others.  The observer resets the countdown.  An answer of 5xx
+    that was not timed is told too, its times #f;
   (OBSERVER 'failure request exception stack) when the handler raised
     EXCEPTION (STACK: where it was raised); the 500 is reported after;
-  (OBSERVER 'write answers ns) after each write(2) of ANSWERS answers;
-  (OBSERVER 'accept ns) after each accepted connection;
-  (OBSERVER 'close ns) after each close(2)."
+  (OBSERVER 'write answers ns) after a write(2) carrying ANSWERS timed
+    answers;
+  (OBSERVER 'accept ns) after an accept, (OBSERVER 'close ns) after a
+    close(2), of those timed: when the countdown is at 1 or below;
+  (OBSERVER 'tick) about once a second, from the loop's sweep."
   (let* ((epfd (epoll-create))
          (events (make-epoll-events max-events))
          (input (make-bytevector input-size))
@@ -1500,7 +1591,7 @@ loop's thread (it must not block):
                            wake-ports #f #f
                            (cons peer-buffer (bytevector-address peer-buffer))
                            signal-fd on-signal
-                           observer 0 0 0 0 #f 0
+                           observer (and observer (observer 'tally)) 0 #f 0 0 #f 0
                            body-port? #f)))
     (for-each (lambda (port)
                 (fcntl port F_SETFL (logior O_NONBLOCK (fcntl port F_GETFL))))

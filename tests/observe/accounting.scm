@@ -32,6 +32,39 @@
   (let ((route (observer-route obs name)))
     (if route (route-stats-requests route) 0)))
 
+;; What the loop does with the observer's tally (plucky server tally):
+;; count every answer, accept and close; count the countdown down on each
+;; request and time it, that is tell the observer, when it reaches 0 (or
+;; the answer is a 5xx, told untimed); time only the writes of timed
+;; answers.  -> for 'request, #t if timed
+(define (as-the-loop obs)
+  (let ((observe (observer-procedure obs))
+        (tally (observer-tally obs))
+        (batch 0))                      ; timed answers not yet written
+    (define (bump! slot) (vector-set! tally slot (+ 1 (vector-ref tally slot))))
+    (case-lambda
+      ((event request code read parse handler serialise allocated)
+       (let ((countdown (- (vector-ref tally 7) 1)))
+         (vector-set! tally 7 countdown)
+         (bump! (quotient code 100))
+         (cond
+          ((<= countdown 0)
+           (observe event request code read parse handler serialise allocated)
+           (set! batch (+ batch 1))
+           #t)
+          ((>= code 500)
+           (observe event request code #f #f #f #f #f)
+           #f)
+          (else #f))))
+      ((event answers ns)
+       ;; only writes that carry a timed answer are timed
+       (when (> batch 0)
+         (observe event batch ns)
+         (set! batch 0)))
+      ((event ns)
+       (bump! (if (eq? event 'accept) 8 9))
+       (observe event ns)))))
+
 (test-group "phases per route"
   (call-guarded
    (lambda ()
@@ -98,7 +131,7 @@
 
 (test-group "writes, accepts, closes"
   (let* ((obs (make-observer))
-         (observe (observer-procedure obs)))
+         (observe (as-the-loop obs)))
     (observe 'accept 5000)
     (observe 'request (request "/a") 200 1 1 1 1 #f)
     (observe 'write 1 7000)
@@ -202,27 +235,39 @@
 (test-group "sampling keeps totals exact"
   (call-guarded
    (lambda ()
-     (let* ((obs (make-observer))
-            (observe (observer-procedure obs)))
-       ;; As after a busy second: one request in 4 accounted for in full.
-       ((@@ (plucky observe accounting) set-observer-every!) obs 4)
-       ((@@ (plucky observe accounting) set-observer-countdown!) obs 4)
+     (let* ((obs (make-observer #:sample-every 4))
+            (observe (as-the-loop obs))
+            (timed 0))
        (for-each (lambda (i)
-                   (observe 'request (request "/") (if (= i 50) 500 200) 10 10 1000 10 #f)
+                   (when (observe 'request (request "/") (if (= i 50) 500 200) 10 10 1000 10 #f)
+                     (set! timed (+ timed 1)))
                    (observe 'write 1 2000))
-                 (iota 100))
+                 ;; the first request is timed, then one in 4: the
+                 ;; 97th is, and leaves none unaccounted for
+                 (iota 97))
        (let ((root (observer-route obs "/")))
-         (test-equal "every request counted" 100 (route-stats-requests root))
-         (test-equal "every 2xx" 99 (vector-ref (route-stats-codes root) 2))
-         (test-equal "the 5xx, exactly" 1 (vector-ref (route-stats-codes root) 5))
-         (test-equal "sums are weighed" (* 100 1030) (histogram-sum (route-stats-service root)))
-         (test-equal "writes are weighed" 100 (histogram-count (observer-write obs)))
-         (test-assert "fewer samples than requests"
-           ;; the bucket counts come from 25 samples of weight 4 (and the 5xx)
-           (< (length (filter positive? (vector->list (histogram-buckets (route-stats-service root)))))
-              100)))
+         (test-equal "the loop timed one in 4" 25 timed)
+         (test-equal "every answer counted" 97 (observer-answered obs))
+         (test-equal "every 2xx" 96 (observer-answered-by-class obs 2))
+         (test-equal "the 5xx, exactly" 1 (observer-answered-by-class obs 5))
+         (test-equal "weights add up to the answers" 97 (route-stats-requests root))
+         (test-equal "the route's 5xx" 1 (vector-ref (route-stats-codes root) 5))
+         (test-equal "times are weighed (the 5xx has none)" (* 96 1030)
+           (histogram-sum (route-stats-service root)))
+         (test-equal "writes are weighed" 96 (histogram-count (observer-write obs))))
        (test-equal "the failure is in the inbox" 1
          (length (inbox-failures (observer-inbox obs))))))))
+
+(test-group "an untimed 5xx: counted and filed, no times"
+  (let* ((obs (make-observer #:sample-every 1000))
+         (observe (as-the-loop obs)))
+    (for-each (lambda (i) (observe 'request (request "/x") (if (= i 5) 503 200) 10 10 10 10 #f))
+              (iota 10))
+    (test-equal "answers" 10 (observer-answered obs))
+    (test-equal "the 5xx in the route" 1 (vector-ref (route-stats-codes (observer-route obs "/x")) 5))
+    (test-equal "in the inbox" 1 (length (inbox-failures (observer-inbox obs))))
+    (test-equal "only the first request timed" 1
+      (histogram-count (route-stats-service (observer-route obs "/x"))))))
 
 (test-end "observe/accounting")
 

@@ -381,11 +381,88 @@
     (let ((response body n (handler (build-request (string->uri "http://localhost/_plucky/status")) #f 41)))
       (test-equal "a status page leaves it alone" 41 n))))
 
-(test-group "several workers: the page says it shows one"
-  (let ((page (status-page (make-observer #:workers 3))))
-    (test-assert "names the worker count"
-      (string-contains page "This server runs 3 worker processes"))
-    (test-assert "says what is missing" (string-contains page "not available yet"))))
+(define (start-two-workers)
+  ;; What `plucky serve APP --status --workers 2' runs: status-wrap's
+  ;; handler and observer, given to run-server, which forks two workers
+  ;; listening on the same port (SO_REUSEPORT: the kernel spreads the
+  ;; connections between them).
+  (start-child
+   (lambda (report)
+     (let ((handler observe ((@ (plucky observe cli) status-wrap) app #:workers 2)))
+       ((@ (plucky server) run-server)
+        handler #:host "127.0.0.1" #:port 0 #:workers 2 #:observer observe
+        #:on-listen (lambda (sockets)
+                      (report ((@ (plucky server) listener-port) (car sockets)))))))))
+
+(define answered
+  ;; the answers the two-worker server has given this test so far
+  0)
+
+(define (ask server path)
+  ;; -> the body of PATH, counted in `answered'
+  (let ((body (body-of server path)))
+    (set! answered (+ answered 1))
+    body))
+
+(define (settled-total server path total-of)
+  ;; Ask for PATH until the total it shows counts every answer given
+  ;; before it: the workers that did not answer share their figures
+  ;; about once a second, so the first pages may lag.  TOTAL-OF: the
+  ;; page's body -> the total it shows.  -> (values total expected), the
+  ;; last page's total and the answers before it; they differ after 10 s
+  (let ((deadline (+ (now-seconds) 10)))
+    (let lp ()
+      (let* ((expected answered)
+             (total (total-of (ask server path))))
+        (if (or (= total expected) (> (now-seconds) deadline))
+            (values total expected)
+            (begin (usleep 100000) (lp)))))))
+
+(define (json-total body)
+  (json-ref (read-json (open-input-string body)) "requests"))
+
+(define (metrics-total body)
+  (fold + 0 (map cdr (samples body "plucky_responses_total"))))
+
+(test-group "two workers: the pages show the whole server"
+  (call-guarded
+   (lambda ()
+     (let ((server (start-two-workers)))
+       (dynamic-wind
+         (lambda () #t)
+         (lambda ()
+           ;; a connection each: both workers get some
+           (for-each (lambda (i) (ask server (if (< i 39) "/" "/missing"))) (iota 40))
+           (let ((total expected (settled-total server "/_plucky/status.json" json-total)))
+             (test-equal "status.json: every answer of both workers" expected total))
+           (let ((total expected (settled-total server "/_plucky/metrics" metrics-total)))
+             (test-equal "metrics: every answer of both workers" expected total))
+           (let* ((json (read-json (open-input-string (ask server "/_plucky/status.json"))))
+                  (workers (vector->list (json-ref json "per_worker")))
+                  (root (find (lambda (r) (equal? (json-ref r "route") "/"))
+                              (vector->list (json-ref json "routes")))))
+             (test-equal "status.json: two workers" 2 (length workers))
+             (test-assert "status.json: both answered some"
+               (every (lambda (w) (> (json-ref w "requests") 0)) workers))
+             (test-equal "status.json: both running" '("running" "running")
+               (map (lambda (w) (json-ref w "state")) workers))
+             (test-equal "status.json: per worker adds up to the total"
+               (json-ref json "requests")
+               (fold + 0 (map (lambda (w) (json-ref w "requests")) workers)))
+             (test-equal "status.json: route / of both" 39 (and root (json-ref root "requests")))
+             (test-equal "status.json: the 404 counted" 1 (json-ref json "responses" "4xx")))
+           (let ((text (ask server "/_plucky/metrics")))
+             (test-equal "metrics: well formed" '() (check-exposition text))
+             (test-assert "metrics: labelled worker=\"all\""
+               (every (lambda (s) (string-contains (car s) "worker=\"all\""))
+                      (samples text "plucky_responses_total")))
+             (test-equal "metrics: a line per worker" 2
+               (length (samples text "plucky_worker_responses_total"))))
+           (let ((page (ask server "/_plucky/status")))
+             (test-assert "status: says it adds up 2 workers"
+               (string-contains page "all 2 worker processes added up"))
+             (test-assert "status: a table of the workers" (string-contains page "<h2>Workers</h2>"))))
+         (lambda () (stop-server server)))))))
 
 (test-end "observe/status")
 
