@@ -9,12 +9,15 @@
 ;;; Guile's (web request), (web response) and (web http).  (web http)
 ;;; imports (srfi srfi-19) for its date headers (Date, If-Modified-Since,
 ;;; Last-Modified…), and loading SRFI-19 (and the (ice-9 i18n) it
-;;; imports) is the largest single cost of `plucky serve''s start-up:
-;;; its symbols also push Guile's weak tables past the size at which
-;;; libgc grows them with a full collection, so that collection happens
-;;; there too (callgrind of `guile -c '(use-modules (srfi srfi-19))'':
-;;; +13.4M instructions over `guile -c 1''s 24.4M; see bench/startup for
-;;; the whole start-up).  A request for / never touches a date.
+;;; imports) is the largest single cost of `plucky serve''s start-up
+;;; that a first request does not need: 5.9M of the 65.1M instructions
+;;; callgrind counts from exec to the first response of `plucky serve
+;;; apps/hello.scm --workers 1' (`guile -c 1' alone: 24.4M; bench/startup
+;;; times the whole).  A request for / never touches a date.  (Alone,
+;;; `guile -c '(use-modules (srfi srfi-19))'' costs 13.4M more than
+;;; `guile -c 1': its symbols take Guile's weak tables past the 4,096
+;;; entries at which libgc grows them with a full collection; in plucky
+;;; that collection comes anyway, from its own modules.)
 ;;;
 ;;; So this module, imported before anything that imports (web …), loads
 ;;; (web http) while the name (srfi srfi-19) stands for a proxy, then
