@@ -53,7 +53,8 @@
   #:use-module (plucky http parse)
   #:use-module (plucky http date)
   #:use-module (plucky http response)
-  #:use-module (plucky http chunked)
+  ;; Loaded by the first chunked request body, not at start-up (bench/startup).
+  #:autoload (plucky http chunked) (make-chunked-decoder decode-chunked!)
   #:use-module ((srfi srfi-1) #:select (every))
   #:export (make-loop-settings
             loop-settings?
