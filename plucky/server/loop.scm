@@ -269,7 +269,10 @@ to call from a signal handler."
 (define-syntax-rule (clock) (get-internal-real-time))
 
 (define gc-total-bytes
-  (pointer->procedure size_t (dynamic-func "GC_get_total_bytes" (dynamic-link "libgc"))
+  ;; (dynamic-link), not "libgc": libguile's libgc is already in the
+  ;; process, and looking up libgc.so searched the library path at every
+  ;; start (bench/startup) and needed libgc-dev's unversioned libgc.so.
+  (pointer->procedure size_t (dynamic-func "GC_get_total_bytes" (dynamic-link))
                       '()))
 
 (define-syntax-rule (timed loop expression record!)
