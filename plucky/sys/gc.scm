@@ -1,44 +1,42 @@
-;;; (plucky sys gc) --- start-up without a garbage collection
+;;; (plucky sys gc) --- room in the heap for start-up
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
 
 ;;; Commentary:
 ;;;
-;;; bin/plucky loads (plucky command), and through it every module a
-;;; server needs, inside `call-without-collections'.  Why: every symbol
-;;; Guile interns is an entry of a weak table, and libgc runs a full
-;;; collection each time its table of such weak references grows past
-;;; 4,096 entries (`GC_grow_table' in libgc's finalize.c).  `guile -c 1'
-;;; ends with about 3,700 of them; loading plucky's modules adds about
-;;; 2,700, so that collection came in the middle of the loading, with
-;;; nothing to collect: at that point nearly all the heap is code and
-;;; data just loaded.  It cost 8.3M instructions over both threads
-;;; (callgrind, `(use-modules (plucky command))': 64.1M -> 55.7M), about
-;;; one sixth of plucky's start-up beyond Guile's own (bench/startup).
-;;; With collections off the table still grows; the heap grows instead
-;;; of being collected (it did not need to: 2.8 MB either way).  They
-;;; are back on before the app file is loaded, and the next collection
-;;; comes when allocation calls for it, as always.
+;;; bin/plucky starts with `(gc-disable)', loads this module and calls
+;;; `reserve-heap!', loads (plucky command) and every module a server
+;;; needs, then `(gc-enable)'s before the app file is loaded.  Both
+;;; steps keep libgc's full collections (8-11M instructions each over
+;;; both threads, callgrind; a sixth of plucky's start-up beyond
+;;; Guile's own, bench/startup) off the path from exec to the first
+;;; response, where there is nothing to collect yet:
 ;;;
-;;; libgc counts `GC_disable' calls, so this nests; the dynamic wind
-;;; turns collections back on if THUNK raises or escapes.
+;;;   - Every symbol Guile interns is an entry of a weak table, and
+;;;     libgc collects each time its table of weak references grows past
+;;;     4,096 entries (`GC_grow_table' in libgc's finalize.c).  `guile -c
+;;;     1' ends just short of that; plucky's modules add about 2,800.
+;;;     With collections off, the table grows all the same.
+;;;   - Guile's heap starts at 2 MB, and after Guile's own start and
+;;;     plucky's modules it was full to the last 12 KB: the app's load
+;;;     or the first request then collected.  `reserve-heap!' adds 8 MB
+;;;     to it first, address space that is only backed by memory as
+;;;     objects are put there; the first collection then comes when the
+;;;     server has allocated that much, as any program's would.
 ;;;
 ;;; Code:
 
 (define-module (plucky sys gc)
   #:use-module (system foreign)
-  #:export (call-without-collections))
+  #:export (reserve-heap!))
 
-;; libguile is linked with libgc: its symbols are in the process.
-(define gc-disable
-  (pointer->procedure void (dynamic-func "GC_disable" (dynamic-link)) '()))
-(define gc-enable
-  (pointer->procedure void (dynamic-func "GC_enable" (dynamic-link)) '()))
-
-(define (call-without-collections thunk)
-  "Call THUNK with libgc's collections off and return its values;
-collections are back on when it returns, raises or escapes."
-  (dynamic-wind gc-disable thunk gc-enable))
+(define (reserve-heap! bytes)
+  "Grow the garbage-collected heap by BYTES now, rather than collect when
+it is full; return #t on success."
+  ;; libguile is linked with libgc: its symbols are in the process.
+  (not (zero? ((pointer->procedure int (dynamic-func "GC_expand_hp" (dynamic-link))
+                                   (list size_t))
+               bytes))))
 
 ;;; (plucky sys gc) ends here
