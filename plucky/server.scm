@@ -62,6 +62,8 @@
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
+  ;; Before any (web …) module: loads (web http) without SRFI-19.
+  #:use-module (plucky http guile-web)
   #:use-module ((web response)
                 #:select (response? build-response response-version response-code
                           response-reason-phrase response-headers response-port))

@@ -88,6 +88,8 @@
 
 (define-module (plucky http parse)
   #:use-module (rnrs bytevectors)
+  ;; Before any (web …) module: loads (web http) without SRFI-19.
+  #:use-module (plucky http guile-web)
   #:use-module (web http)
   #:use-module (web uri)
   #:use-module (web request)

@@ -37,6 +37,8 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 iconv)
+  ;; Before any (web …) module: loads (web http) without SRFI-19.
+  #:use-module (plucky http guile-web)
   #:use-module (web http)
   #:use-module (web request)
   #:use-module (web response)

@@ -58,8 +58,14 @@
   #:use-module (plucky http parse)
   #:use-module (plucky http date)
   #:use-module (plucky http response)
-  #:use-module (plucky http chunked)
-  #:use-module (plucky server stream)
+  ;; Loaded by the first chunked request body, not at start-up (bench/startup).
+  #:autoload (plucky http chunked) (make-chunked-decoder decode-chunked!)
+  ;; Loaded by the first connection handed to a thread (bench/startup).
+  #:autoload (plucky server stream) (make-body-reader body-reader-port
+                                     body-reader-complete? body-reader-leftover
+                                     body-reader-finish! write-all!
+                                     open-stream-writer connection-lost?
+                                     body-error? body-error-status)
   #:use-module (plucky server tally)
   #:use-module ((srfi srfi-1) #:select (every filter))
   #:use-module ((web uri) #:select (uri-path))
@@ -292,7 +298,10 @@ to call from a signal handler."
 (define-syntax-rule (clock) (get-internal-real-time))
 
 (define gc-total-bytes
-  (pointer->procedure size_t (dynamic-func "GC_get_total_bytes" (dynamic-link "libgc"))
+  ;; (dynamic-link), not "libgc": libguile's libgc is already in the
+  ;; process, and looking up libgc.so searched the library path at every
+  ;; start (bench/startup) and needed libgc-dev's unversioned libgc.so.
+  (pointer->procedure size_t (dynamic-func "GC_get_total_bytes" (dynamic-link))
                       '()))
 
 (define-syntax-rule (timed when? expression record!)

@@ -1,0 +1,42 @@
+;;; (plucky sys gc) --- room in the heap for start-up
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; bin/plucky starts with `(gc-disable)', loads this module and calls
+;;; `reserve-heap!', loads (plucky command) and every module a server
+;;; needs, then `(gc-enable)'s before the app file is loaded.  Both
+;;; steps keep libgc's full collections (8-11M instructions each over
+;;; both threads, callgrind; a sixth of plucky's start-up beyond
+;;; Guile's own, bench/startup) off the path from exec to the first
+;;; response, where there is nothing to collect yet:
+;;;
+;;;   - Every symbol Guile interns is an entry of a weak table, and
+;;;     libgc collects each time its table of weak references grows past
+;;;     4,096 entries (`GC_grow_table' in libgc's finalize.c).  `guile -c
+;;;     1' ends just short of that; plucky's modules add about 2,800.
+;;;     With collections off, the table grows all the same.
+;;;   - Guile's heap starts at 2 MB, and after Guile's own start and
+;;;     plucky's modules it was full to the last 12 KB: the app's load
+;;;     or the first request then collected.  `reserve-heap!' adds 8 MB
+;;;     to it first, address space that is only backed by memory as
+;;;     objects are put there; the first collection then comes when the
+;;;     server has allocated that much, as any program's would.
+;;;
+;;; Code:
+
+(define-module (plucky sys gc)
+  #:use-module (system foreign)
+  #:export (reserve-heap!))
+
+(define (reserve-heap! bytes)
+  "Grow the garbage-collected heap by BYTES now, rather than collect when
+it is full; return #t on success."
+  ;; libguile is linked with libgc: its symbols are in the process.
+  (not (zero? ((pointer->procedure int (dynamic-func "GC_expand_hp" (dynamic-link))
+                                   (list size_t))
+               bytes))))
+
+;;; (plucky sys gc) ends here

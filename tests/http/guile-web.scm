@@ -1,0 +1,138 @@
+;;; tests/http/guile-web.scm --- (plucky http guile-web)
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; (plucky http guile-web) loads Guile's (web http) with SRFI-19 left
+;;; unloaded until a date needs it (see its commentary).  Which modules
+;;; are loaded is a property of the whole process, so each case runs in
+;;; a fresh Guile (`fresh'), which prints the value of its last
+;;; expression for the test to compare.  The cases: SRFI-19 stays
+;;; unloaded through plucky's start; dates that (web http) makes before
+;;; SRFI-19 is loaded, the Expires date among them, are SRFI-19 dates
+;;; once it is; loading it by any road (an import, a prefixed import, a
+;;; header that needs a SRFI-19 procedure) gives the same; Guile's
+;;; validators and writers accept them; with SRFI-19 loaded first,
+;;; nothing changes.
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-64)
+             (ice-9 popen)
+             (ice-9 rdelim)
+             (tests lib harness)
+             (tests lib command))
+
+(test-begin "http/guile-web")
+
+(define (fresh . texts)
+  ;; -> the value of the last of the forms in TEXTS (strings, joined),
+  ;; each evaluated at top level in turn by a fresh `guile -c', read
+  ;; back; or the output itself (a string) when it is not one datum
+  (let* ((program (string-append
+                   "(let ((port (open-input-string "
+                   (call-with-output-string
+                     (lambda (port) (write (string-join texts " ") port)))
+                   ")))"
+                   " (let loop ((value #f))"
+                   "   (let ((form (read port)))"
+                   "     (if (eof-object? form)"
+                   "         (write value)"
+                   "         (loop (primitive-eval form))))))"))
+         (port (open-pipe* OPEN_READ "guile" "--no-auto-compile"
+                           "-L" source-root "-C" (string-append source-root "/build")
+                           "-c" program))
+         (text (read-string port)))
+    (close-pipe port)
+    (catch #t
+      (lambda () (call-with-input-string text read))
+      (lambda _ text))))
+
+(define srfi-19-loaded?
+  "(and (resolve-module '(srfi srfi-19) #f #:ensure #f)
+        (module-public-interface (resolve-module '(srfi srfi-19) #f #:ensure #f))
+        #t)")
+
+(define rfc-1123 "\"Sun, 06 Nov 1994 08:49:37 GMT\"")
+
+(test-group "start-up"
+  (test-equal "plucky's modules leave SRFI-19 unloaded, (web http) loaded"
+    '(#f #t)
+    (fresh "(use-modules (plucky command))"
+           (string-append "(list " srfi-19-loaded?
+                          " (and (module-public-interface (resolve-module '(web http))) #t))")))
+  (test-equal "so does a request parsed and answered"
+    '(#f 200)
+    (fresh "(use-modules (plucky http parse) (plucky http response) (rnrs bytevectors))"
+           "(define bv (string->utf8 \"GET / HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n\"))"
+           "(define request (parse-request-head bv 0 (bytevector-length bv)))"
+           "(define out (make-output))"
+           "(write-response! out request '((content-type . (text/plain))) \"hi\" #f)"
+           (string-append "(list " srfi-19-loaded?
+                          " (string->number (utf8->string (let ((b (make-bytevector 3))) (bytevector-copy! (output-bytes out) 9 b 0 3) b))))"))))
+
+(test-group "dates made before SRFI-19 is loaded"
+  (test-equal "parsing a date header does not load it"
+    '(#f (1994 11 6 8 49 37 0))
+    (fresh "(use-modules (plucky server) (web http))"
+           (string-append "(define d (parse-header 'if-modified-since " rfc-1123 "))")
+           (string-append "(list " srfi-19-loaded?
+                          " (map (lambda (i) (struct-ref d i)) '(6 5 4 3 2 1 7)))")))
+  (test-equal "they are SRFI-19 dates once it is"
+    '(#t #t 1994 "Sun, 06 Nov 1994 08:49:37 GMT" #t)
+    (fresh "(use-modules (plucky server) (web http))"
+           (string-append "(define d (parse-header 'if-modified-since " rfc-1123 "))")
+           "(define e (parse-header 'expires \"0\"))"
+           "(use-modules (srfi srfi-19))"
+           "(list (date? d) (date? e) (date-year d)"
+           "      (call-with-output-string (lambda (p) ((header-writer 'date) d p)))"
+           "      (equal? (date->time-utc d) (date->time-utc (make-date 0 37 49 8 6 11 1994 0))))"))
+  (test-equal "the Expires date, 0 and -1"
+    '(#t 1970 1 1 "Thu, 01 Jan 1970 00:00:00 GMT" #t)
+    (fresh "(use-modules (plucky server) (web http) (srfi srfi-19))"
+           "(define e (parse-header 'expires \"0\"))"
+           "(list (date? e) (date-year e) (date-month e) (date-day e)"
+           "      (call-with-output-string (lambda (p) ((header-writer 'expires) e p)))"
+           "      (eq? e (parse-header 'expires \"-1\")))")))
+
+(test-group "SRFI-19 loaded by other roads"
+  (test-equal "an import with a prefix sees every binding"
+    '(#t #t 80)
+    (fresh "(use-modules (plucky server))"
+           "(use-modules ((srfi srfi-19) #:prefix d:) (web http))"
+           (string-append "(define d (parse-header 'last-modified " rfc-1123 "))")
+           "(list (d:date? d) (d:date? (d:current-date))"
+           "      (length (module-map (lambda (n v) n) (resolve-interface '(srfi srfi-19)))))"))
+  (test-equal "a date with a zone, which needs SRFI-19's procedures"
+    '(#t #t (1994 11 6 7 49 37 0))
+    (fresh "(use-modules (plucky server) (web http))"
+           "(define d (parse-header 'date \"Sun, 06 Nov 1994 08:49:37 +0100\"))"
+           (string-append "(list " srfi-19-loaded?
+                          " ((@ (srfi srfi-19) date?) d)"
+                          " (map (lambda (f) (f d)) (list (@ (srfi srfi-19) date-year) (@ (srfi srfi-19) date-month) (@ (srfi srfi-19) date-day) (@ (srfi srfi-19) date-hour) (@ (srfi srfi-19) date-minute) (@ (srfi srfi-19) date-second) (@ (srfi srfi-19) date-zone-offset))))")))
+  (test-equal "Guile's validators accept its dates in a response"
+    '(#t "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n")
+    (fresh "(use-modules (plucky server) (web response) (srfi srfi-19))"
+           "(define r (build-response #:headers `((date . ,(make-date 0 37 49 8 6 11 1994 0)) (last-modified . ,(current-date 0)))))"
+           "(list (date? (assq-ref (response-headers r) 'last-modified))"
+           "      (call-with-output-string (lambda (p) ((@ (web http) write-header) 'date (assq-ref (response-headers r) 'date) p))))"))
+  (test-equal "a record type defined before SRFI-19 loads is ordinary"
+    '(#t 1 #f)
+    (fresh "(use-modules (plucky server) (srfi srfi-9))"
+           "(define-record-type <point> (make-point x) point? (x point-x))"
+           "(use-modules (srfi srfi-19))"
+           "(list (point? (make-point 1)) (point-x (make-point 1))"
+           "      (module-local-variable (resolve-module '(srfi srfi-9)) 'make-record-type))")))
+
+(test-group "SRFI-19 loaded first"
+  (test-equal "nothing changes"
+    '(#t #t 1994)
+    (fresh "(use-modules (srfi srfi-19) (plucky server) (web http))"
+           (string-append "(define d (parse-header 'if-modified-since " rfc-1123 "))")
+           "(list (date? d) (date? (parse-header 'expires \"0\")) (date-year d))")))
+
+(test-end "http/guile-web")
+
+;;; tests/http/guile-web.scm ends here

@@ -1,0 +1,65 @@
+;;; tests/server/startup.scm --- what bin/plucky's start-up tricks must keep
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; bin/plucky loads plucky's modules with libgc's collections off, and
+;;; (plucky http guile-web) leaves SRFI-19 unloaded (see both).  What a
+;;; served app must see all the same: collections on, when it is loaded
+;;; and when it answers, with one worker and with a master and two; and
+;;; SRFI-19 there to import as usual, though nothing loaded it before.
+;;; The app reports what it saw in its answer.
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-64)
+             (web client)
+             (tests lib harness)
+             (tests lib command))
+
+(test-begin "server/startup")
+
+(define app-text "
+(define (collects?)
+  ;; -> #t if an explicit (gc) runs a collection now
+  (let ((before (assq-ref (gc-stats) 'gc-times)))
+    (gc)
+    (> (assq-ref (gc-stats) 'gc-times) before)))
+(define collects-at-load? (collects?))
+(define srfi-19-before?
+  (let ((module (resolve-module '(srfi srfi-19) #f #:ensure #f)))
+    (and module (module-public-interface module) #t)))
+(use-modules (srfi srfi-19))
+(lambda (request body)
+  (values '((content-type . (text/plain)))
+          (format #f \"~s\"
+                  (list collects-at-load? (collects?)
+                        srfi-19-before? (date? (current-date))))))
+")
+
+(let* ((dir (temporary-directory))
+       (app (string-append dir "/app.scm")))
+  (write-file app app-text)
+  (for-each
+   (lambda (workers)
+     (call-with-plucky
+      app (append (list "--port" "0" "--workers" workers)
+                  (if (zero? (geteuid)) '("--allow-root") '()))
+      (lambda (plucky)
+        (test-equal (string-append "collections on at load and when answering, SRFI-19 "
+                                   "unloaded until the app imports it, --workers " workers)
+          '(#t #t #f #t)
+          (call-with-values
+              (lambda ()
+                (http-get (string-append "http://127.0.0.1:"
+                                         (number->string (plucky-port plucky)) "/")))
+            (lambda (response body)
+              (call-with-input-string body read)))))))
+   '("1" "2"))
+  (remove-tree dir))
+
+(test-end "server/startup")
+
+;;; tests/server/startup.scm ends here
