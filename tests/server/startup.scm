@@ -32,11 +32,17 @@
   (let ((module (resolve-module '(srfi srfi-19) #f #:ensure #f)))
     (and module (module-public-interface module) #t)))
 (use-modules (srfi srfi-19))
+(define (loaded? name)
+  (let ((module (resolve-module name #f #:ensure #f)))
+    (and module (module-public-interface module) #t)))
 (lambda (request body)
   (values '((content-type . (text/plain)))
           (format #f \"~s\"
                   (list collects-at-load? (collects?)
-                        srfi-19-before? (date? (current-date))))))
+                        srfi-19-before? (date? (current-date))
+                        ;; nothing asked a procedure for its properties,
+                        ;; which loads the debug-info readers
+                        (loaded? '(system vm debug))))))
 ")
 
 (let* ((dir (temporary-directory))
@@ -49,8 +55,9 @@
                   (if (zero? (geteuid)) '("--allow-root") '()))
       (lambda (plucky)
         (test-equal (string-append "collections on at load and when answering, SRFI-19 "
-                                   "unloaded until the app imports it, --workers " workers)
-          '(#t #t #f #t)
+                                   "unloaded until the app imports it, no debug-info "
+                                   "readers loaded, --workers " workers)
+          '(#t #t #f #t #f)
           (call-with-values
               (lambda ()
                 (http-get (string-append "http://127.0.0.1:"
