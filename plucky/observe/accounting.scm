@@ -348,7 +348,7 @@ none was answered then or SECOND is out of the ring."
   (members observer-members))
 
 (define* (make-observer #:key (max-routes 64) (route #f) (series-seconds 300)
-                        (inbox-size 20) (workers 1) (samples-per-second 2000)
+                        (inbox-size 20) (workers 1) (samples-per-second 500)
                         (sample-every #f))
   "Return a new observer: the state behind `observer-procedure', the
 status pages and the error inbox.  MAX-ROUTES bounds the routes kept

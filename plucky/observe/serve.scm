@@ -70,7 +70,7 @@ evaluates to, as `plucky serve' does; raise an error otherwise."
 (define* (serve-app handler #:key (host "127.0.0.1") (port 0) (mode 'full)
                     (requests #f) (on-listen #f) (observer #f)
                     (settings (make-loop-settings)) (socket #f)
-                    (samples-per-second 2000) (sample-every #f))
+                    (samples-per-second 500) (sample-every #f))
   "Serve HANDLER on HOST:PORT in this process until the process is
 killed or, when REQUESTS is a number, until that many requests are
 answered (0: return after one turn of the loop).  MODE is 'off, 'loop,
