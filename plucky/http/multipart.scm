@@ -94,6 +94,7 @@
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 iconv)
   #:use-module (plucky http error)
+  #:use-module (plucky http bytes)
   #:export (make-multipart-parser
             multipart-parser?
             multipart-parser-parts
@@ -180,37 +181,6 @@ BOUNDARY is not 1 to 70 of the characters RFC 2046 allows."
 ;;;
 ;;; Bytes
 ;;;
-
-(define-syntax-rule (u8 bv i) (bytevector-u8-ref bv i))
-
-;; As in (plucky http parse): telling the compiler that an index is below
-;; 2^32 keeps loop counters untagged.  feed-multipart! checks the indices
-;; at entry, so this changes no value.
-(define-syntax-rule (index-hint i) (logand i #xffffffff))
-
-;; Eight bytes at a time, as (plucky http parse) does: bit 7 of each lane
-;; of the result is set exactly when that byte of X equals the byte
-;; repeated in PATTERN.  Lanes are masked to 7 bits before the addition,
-;; so no lane carries into the next and the compiler keeps it all in
-;; untagged u64 registers.
-(define-syntax-rule (lanes-equal x pattern)
-  (let ((y (logxor x pattern)))
-    (logxor (logand (logior (+ (logand y #x7f7f7f7f7f7f7f7f) #x7f7f7f7f7f7f7f7f) y)
-                    #x8080808080808080)
-            #x8080808080808080)))
-
-(define *little-endian?* (eq? (native-endianness) (endianness little)))
-
-(define-syntax-rule (lowest-lane t)
-  ;; T: a word from lanes-equal, not 0 -> the index of its first set lane
-  ;; on a little-endian machine.
-  (if (= 0 (logand t #x80808080))
-      (if (= 0 (logand t #x808000000000))
-          (if (= 0 (logand t #x80000000000000)) 7 6)
-          (if (= 0 (logand t #x8000000000)) 5 4))
-      (if (= 0 (logand t #x8080))
-          (if (= 0 (logand t #x800000)) 3 2)
-          (if (= 0 (logand t #x80)) 1 0))))
 
 ;; The hot loop of the whole parser: a part's data is scanned for the CR
 ;; that starts a delimiter, a word at a time.  On 50 MB of random bytes

@@ -94,6 +94,7 @@
   #:use-module (web uri)
   #:use-module (web request)
   #:use-module (plucky http error)
+  #:use-module (plucky http bytes)
   #:export (parse-request-head
             make-parse-limits
             parse-limits?
@@ -176,15 +177,6 @@ is a 431."
 ;;;
 ;;; Bytes
 ;;;
-
-(define-syntax-rule (u8 bv i) (bytevector-u8-ref bv i))
-
-;; Telling the compiler that an index is below 2^32 lets it keep loop
-;; counters as untagged integers: without it `(+ i 1)' is a call into the
-;; runtime and a byte loop runs 2-3 times slower (bench/parse.scm).  All
-;; indices are checked against the bytevector at entry, so this is a
-;; no-op on every value that reaches it.
-(define-syntax-rule (index-hint i) (logand i #xffffffff))
 
 (define-syntax define-byte-constants
   ;; (define-byte-constants (LF #\newline) ...): LF expands to the literal 10.
@@ -294,13 +286,6 @@ is a 431."
           #x8080808080808080))
 (define-syntax-rule (lanes-del x)       ; low 7 bits = #x7f
   (logand (+ (logand x #x7f7f7f7f7f7f7f7f) #x0101010101010101) #x8080808080808080))
-(define-syntax-rule (lanes-equal x pattern) ; byte = the byte repeated in PATTERN
-  (let ((y (logxor x pattern)))
-    (logxor (logand (logior (+ (logand y #x7f7f7f7f7f7f7f7f) #x7f7f7f7f7f7f7f7f) y)
-                    #x8080808080808080)
-            #x8080808080808080)))
-
-;; In a field value: anything but SP and VCHAR (controls, HTAB, DEL, obs-text).
 (define-syntax-rule (word-value-special x)
   (logior (lanes-high x) (lanes-below x #x6060606060606060) (lanes-del x)))
 ;; In a request target: also SP, "?" and "#".
@@ -319,20 +304,6 @@ is a 431."
   (or (<= b #x20) (<= #x7f b) (eqv? b QUESTION) (eqv? b HASH)))
 (define-inlinable (name-special? b) (or (<= b #x20) (<= #x7f b) (eqv? b COLON)))
 (define-inlinable (lf? b) (eqv? b LF))
-
-(define *little-endian?* (eq? (native-endianness) (endianness little)))
-
-(define-syntax-rule (lowest-lane t)
-  ;; T: a word from the macros above, not 0 -> the index of its first
-  ;; special byte on a little-endian machine: a binary search on lanes,
-  ;; cheaper than going back to a byte loop for up to 7 bytes.
-  (if (= 0 (logand t #x80808080))
-      (if (= 0 (logand t #x808000000000))
-          (if (= 0 (logand t #x80000000000000)) 7 6)
-          (if (= 0 (logand t #x8000000000)) 5 4))
-      (if (= 0 (logand t #x8080))
-          (if (= 0 (logand t #x800000)) 3 2)
-          (if (= 0 (logand t #x80)) 1 0))))
 
 ;; The scanners are inlined into the loops that call them: a procedure
 ;; call and the two index hints at its entry cost more than scanning a
