@@ -27,6 +27,7 @@
   #:use-module (ice-9 format)
   #:use-module (ice-9 match)
   #:use-module ((ice-9 textual-ports) #:select (put-string put-char))
+  #:use-module ((plucky server log) #:select (write-json-string))
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe inbox)
@@ -357,23 +358,6 @@ p99.9 and max (exact integers, in H's unit)."
                     (target . ,(failure-target f))
                     (message . ,(failure-message f))))
                 (inbox-failures (observer-inbox observer))))))))
-
-(define (write-json-string s port)
-  (write-char #\" port)
-  (string-for-each
-   (lambda (c)
-     (case c
-       ((#\") (display "\\\"" port))
-       ((#\\) (display "\\\\" port))
-       ((#\newline) (display "\\n" port))
-       ((#\return) (display "\\r" port))
-       ((#\tab) (display "\\t" port))
-       (else
-        (if (< (char->integer c) 32)
-            (format port "\\u~4,'0x" (char->integer c))
-            (write-char c port)))))
-   s)
-  (write-char #\" port))
 
 (define (write-json value port)
   "Write VALUE as JSON to PORT: an alist is an object (keys symbols or

@@ -55,7 +55,8 @@
             access-log-reopen!
             access-log-close!
             open-error-log!
-            clf-date))
+            clf-date
+            write-json-string))
 
 (define log-formats '(common combined json))
 
@@ -277,29 +278,32 @@ writes it, in local time: \"21/Nov/2026:13:55:36 +0000\"."
        "")
    "\n"))
 
+(define (write-json-string text port)
+  "Write the string TEXT to PORT as a JSON string literal: quotes,
+backslashes and control characters escaped, everything else as it is."
+  (write-char #\" port)
+  (string-for-each
+   (lambda (c)
+     (case c
+       ((#\") (display "\\\"" port))
+       ((#\\) (display "\\\\" port))
+       ((#\newline) (display "\\n" port))
+       ((#\return) (display "\\r" port))
+       ((#\tab) (display "\\t" port))
+       (else
+        (if (char<? c #\space)
+            (let ((hex (number->string (char->integer c) 16)))
+              (display "\\u" port)
+              (display (string-pad hex 4 #\0) port))
+            (write-char c port)))))
+   text)
+  (write-char #\" port))
+
 (define (json-string text)
   ;; -> TEXT as a JSON string literal, or null
   (if (not text)
       "null"
-      (call-with-output-string
-        (lambda (port)
-          (write-char #\" port)
-          (string-for-each
-           (lambda (c)
-             (case c
-               ((#\") (display "\\\"" port))
-               ((#\\) (display "\\\\" port))
-               ((#\newline) (display "\\n" port))
-               ((#\return) (display "\\r" port))
-               ((#\tab) (display "\\t" port))
-               (else
-                (if (char<? c #\space)
-                    (let ((hex (number->string (char->integer c) 16)))
-                      (display "\\u" port)
-                      (display (string-pad hex 4 #\0) port))
-                    (write-char c port)))))
-           text)
-          (write-char #\" port)))))
+      (call-with-output-string (lambda (port) (write-json-string text port)))))
 
 (define (json-line peer request code bytes)
   (refresh-dates!)
