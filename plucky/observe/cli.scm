@@ -79,7 +79,7 @@ Options:
   --status               serve /_plucky/status (a page with charts),
                          /_plucky/metrics (Prometheus) and
                          /_plucky/status.json, to loopback clients only,
-                         and account for every request (plucky observe)
+                         and account for requests (plucky observe)
   --status-token T       serve them to any client that gives ?token=T or
                          Authorization: Bearer T, and only to those
 ")

@@ -967,7 +967,9 @@ when it first reads), and the body's unread bytes are never buffered.
 Such requests are answered on a thread of the worker, so the handler may
 block; its threaded state, if any, is the state when the request
 arrived, and what it returns becomes the state again."
-  (let ((wrapped (lambda args (apply handler args))))
+  (let ((wrapped (case-lambda
+                   ((request body) (handler request body))
+                   ((request body . state) (apply handler request body state)))))
     (hashq-set! body-port-handlers wrapped #t)
     wrapped))
 
@@ -1159,7 +1161,7 @@ arrived, and what it returns becomes the state again."
       (set-job-bytes! job (+ (job-bytes job) count)))
     (define (send-output! out)
       (send! (output-bytes out) 0 (output-fill out)))
-    (define (refuse! code close-how)
+    (define (answer-error! code close-how)
       ;; An error answer, if the client still reads.
       (let ((out (make-output 512)))
         (write-error-response! out (request-version request) code #f
@@ -1196,7 +1198,7 @@ arrived, and what it returns becomes the state again."
        ((connection-lost? exception)
         (set-job-outcome! job 'close))
        ((body-error? exception)
-        (refuse! (body-error-status exception) 'linger))
+        (answer-error! (body-error-status exception) 'linger))
        ((job-code job)
         ;; The head is out: all that can be said is to stop.
         (report-handler-error request exception stack)
@@ -1205,7 +1207,7 @@ arrived, and what it returns becomes the state again."
        (else
         (report-handler-error request exception stack)
         (set-job-failure! job (cons exception stack))
-        (refuse! 500 (if (complete? (job-reader job)) 'close 'linger)))))
+        (answer-error! 500 (if (complete? (job-reader job)) 'close 'linger)))))
     (fluid-set! thread-peer (connection-peer conn))
     (match (call-caught
             (lambda ()

@@ -142,8 +142,9 @@ client is gone or the time runs out."
   (data-end reader-data-end set-reader-data-end!))
 
 (define raw-size
-  ;; The socket is read this much at a time.  A chunked body's decoded
-  ;; data never outgrows the raw bytes it came in, so DATA is as big.
+  ;; A chunked body is read from the socket this much at a time.  Its
+  ;; decoded data never outgrows the raw bytes it came in, so DATA is as
+  ;; big.
   65536)
 
 (define* (make-body-reader fd framing bv start end #:key (timeout 30)
@@ -157,7 +158,9 @@ before the first read (it sends \"100 Continue\").  `body-reader-port'
 is the port the handler reads; errors reading it raise a &body-error."
   (let* ((chunked? (eq? framing 'chunked))
          (have (- end start))
-         (raw (make-bytevector (max raw-size have)))
+         ;; With a Content-Length the socket is read straight into the
+         ;; handler's buffer: RAW holds only what came with the head.
+         (raw (make-bytevector (if chunked? (max raw-size have) have)))
          (reader (%make-body-reader
                   fd timeout #f continue (and (not chunked?) framing)
                   (and chunked? (make-chunked-decoder #:max-total max-body))
@@ -283,6 +286,9 @@ buffered up to BUFFER bytes; `force-output' sends it at once.  Return two
 values: the port, and a thunk that abandons it (whatever is written,
 flushed or closed after is dropped), for an answer that failed."
   (let* ((sent 0)
+         ;; chunked: size line, data and CRLF gathered for one write(2),
+         ;; grown as needed and kept for the next chunk
+         (chunk #vu8())
          ;; Set when the answer fails half-way: the port's buffer can still
          ;; be flushed, or its close called, after that (by the code that
          ;; unwinds, or a finalizer), and none of it may reach the socket,
@@ -298,8 +304,9 @@ flushed or closed after is dropped), for an answer that failed."
                   ;; Size line, data and CRLF as the chunk encoder lays
                   ;; them out; three writes of a chunk would be three
                   ;; segments on the wire, so they are gathered first.
-                  (let ((chunk (make-bytevector (+ count 24)))
-                        (fill 0))
+                  (let ((fill 0))
+                    (when (< (bytevector-length chunk) (+ count 24))
+                      (set! chunk (make-bytevector (+ count 24))))
                     (encode-chunk! bv start count
                                    (lambda (piece from n)
                                      (bytevector-copy! piece from chunk fill n)
