@@ -49,13 +49,30 @@
             call-with-plucky
 
             proc-status-field
-            has-open?))
+            has-open?
+
+            allow-root
+            write-text-app))
 
 (define source-root
   ;; tests/lib/harness.scm is found from the load path
   (dirname (dirname (dirname (search-path %load-path "tests/lib/harness.scm")))))
 
 (define plucky-program (string-append source-root "/bin/plucky"))
+
+(define allow-root
+  ;; what bin/plucky needs to serve when the tests run as root
+  (if (zero? (geteuid)) '("--allow-root") '()))
+
+(define (write-text-app dir text)
+  "Write DIR/app.scm, an app that answers every request with TEXT as
+text/plain, and return its file name."
+  (let ((app (string-append dir "/app.scm")))
+    (write-file app (format #f "(define (handler request body)
+  (values '((content-type . (text/plain))) ~s))
+handler
+" text))
+    app))
 
 (define (temporary-directory)
   "Make and return a new directory under $TMPDIR (or /tmp), readable by
@@ -259,17 +276,8 @@ PLUCKY_TEST_KEEP_LOGS is set.  Return PROC's values."
 (define (proc-status-field pid field)
   "Return the value of FIELD (\"Uid\", \"Groups\"…) in /proc/PID/status as
 a list of numbers, or #f."
-  (false-if-exception
-   (call-with-input-file (string-append "/proc/" (number->string pid) "/status")
-     (lambda (port)
-       (let lp ()
-         (let ((line (read-line port)))
-           (cond
-            ((eof-object? line) #f)
-            ((string-prefix? (string-append field ":") line)
-             (map string->number
-                  (string-tokenize (substring line (+ 1 (string-length field))))))
-            (else (lp)))))))))
+  (let ((value (process-status-field pid field)))
+    (and value (map string->number (string-tokenize value)))))
 
 (define (has-open? pid file)
   "Return #t if process PID has FILE open (as its name is now)."

@@ -30,13 +30,7 @@
 (test-begin "server/log")
 
 (define dir (temporary-directory))
-(define app (string-append dir "/app.scm"))
-(write-file app "(define (handler request body)
-  (values '((content-type . (text/plain))) \"logged\"))
-handler
-")
-
-(define allow-root (if (zero? (geteuid)) '("--allow-root") '()))
+(define app (write-text-app dir "logged"))
 
 (define* (get port path #:key (headers '()))
   ;; -> the status code, or #f

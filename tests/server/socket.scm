@@ -37,13 +37,7 @@
 (test-begin "server/socket")
 
 (define dir (temporary-directory))
-(define app (string-append dir "/app.scm"))
-(write-file app "(define (handler request body)
-  (values '((content-type . (text/plain))) \"served\"))
-handler
-")
-
-(define allow-root (if (zero? (geteuid)) '("--allow-root") '()))
+(define app (write-text-app dir "served"))
 
 (define (tcp-listener)
   ;; -> a listening socket on 127.0.0.1 and a port the kernel picked
