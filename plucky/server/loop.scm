@@ -39,7 +39,8 @@
 
 (define-module (plucky server loop)
   #:use-module (rnrs bytevectors)
-  #:use-module (srfi srfi-9)
+  ;; Its records' accessors stay in the module: see (plucky sys record).
+  #:use-module (plucky sys record)
   #:use-module ((srfi srfi-9 gnu) #:select (set-record-type-printer!))
   #:use-module ((system foreign) #:select (pointer->procedure size_t))
   #:use-module (ice-9 match)
@@ -84,7 +85,7 @@
 ;;; Settings
 ;;;
 
-(define-record-type <loop-settings>
+(define-record-type/lean <loop-settings>
   (%make-loop-settings parse-limits max-body max-connections
                        keep-alive-timeout header-timeout body-timeout
                        write-timeout max-threads)
@@ -121,7 +122,7 @@ it, such connections wait for a thread."
 ;;; Connections
 ;;;
 
-(define-record-type <connection>
+(define-record-type/lean <connection>
   (%make-connection fd out-fd peer state input input-address start end
                     request body body-fill body-length pending close-after? deadline
                     watched?)
@@ -160,7 +161,7 @@ it, such connections wait for a thread."
 ;;; The loop's state
 ;;;
 
-(define-record-type <loop>
+(define-record-type/lean <loop>
   (%make-loop epfd listeners events events-address connections count
               input input-address output iovecs iovecs-address
               handler state settings now running? paused? exclusive?
@@ -987,7 +988,7 @@ arrived, and what it returns becomes the state again."
 ;; The peer of the connection a thread serves, for `current-request-peer'.
 (define thread-peer (make-thread-local-fluid #f))
 
-(define-record-type <job>
+(define-record-type/lean <job>
   (%make-job conn kind request response body reader close? pending state
              outcome code bytes handler-ns leftover queued failure)
   job?
@@ -1019,7 +1020,7 @@ arrived, and what it returns becomes the state again."
   (%make-job conn kind request response body reader close? '() state
              'close #f 0 0 #f 0 #f))
 
-(define-record-type <pool>
+(define-record-type/lean <pool>
   (make-pool mutex condition jobs done threads idle stopping?)
   pool?
   (mutex pool-mutex)
