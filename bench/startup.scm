@@ -16,11 +16,15 @@
 ;;;
 ;;; Each run forks, execs COMMAND, and polls: every 100 us it tries to
 ;;; connect to 127.0.0.1:PORT; once connected it sends a GET / and
-;;; reads the status line.  The time is from just before the fork to the
-;;; moment a "200" status line has arrived.  Then the server gets
-;;; SIGTERM (SIGKILL after 5 s) and is reaped.  Interleaved with those
-;;; runs, as many runs of bare `guile -c 1' (fork, exec, exit, reap)
-;;; measure what Guile itself costs in the same conditions.  One run of
+;;; reads the status line.  The time is from the exec to the moment a
+;;; "200" status line has arrived: the child reads the clock just before
+;;; it calls execve and passes the reading up a pipe, so that forking
+;;; this Guile process and preparing the child (some 1-2 ms here, more
+;;; than a shell or posix_spawn would take) are not counted.  Then the
+;;; server gets SIGTERM (SIGKILL after 5 s) and is reaped.  Interleaved
+;;; with those runs, as many runs of bare `guile -c 1' (exec to its exit,
+;;; seen by a blocking waitpid) measure what Guile itself costs, timed
+;;; the same way in the same conditions.  One run of
 ;;; each comes first and is not counted: it fills the page cache and, for
 ;;; the server, lets Guile compile the app file into its cache.
 ;;;
@@ -38,7 +42,9 @@
              (rnrs bytevectors))
 
 (define (now-ms)
-  (/ (get-internal-real-time) (/ internal-time-units-per-second 1000.)))
+  ;; the wall clock, which the child's reading before exec shares
+  (let ((t (gettimeofday)))
+    (+ (* 1000. (car t)) (/ (cdr t) 1000.))))
 
 (define (free-port)
   (let ((sock (socket AF_INET SOCK_STREAM 0)))
@@ -49,18 +55,29 @@
 
 (define (spawn program args log)
   ;; fork + exec PROGRAM with stdout and stderr to the file LOG
-  (let ((pid (primitive-fork)))
+  ;; -> (values pid exec-ms): EXEC-MS is the clock just before execve
+  (let* ((clock (pipe))
+         (pid (primitive-fork)))
     (if (zero? pid)
         (catch #t
           (lambda ()
             (let ((null (open-input-file "/dev/null"))
                   (out (open-file log "a")))
+              (close-port (car clock))
               (dup2 (port->fdes null) 0)
               (dup2 (port->fdes out) 1)
               (dup2 (port->fdes out) 2)
+              (fcntl (cdr clock) F_SETFD FD_CLOEXEC)
+              (write (now-ms) (cdr clock))
+              (newline (cdr clock))
+              (force-output (cdr clock))
               (apply execlp program program args)))
           (lambda _ (primitive-exit 127)))
-        pid)))
+        (begin
+          (close-port (cdr clock))
+          (let ((exec-ms (read (car clock))))
+            (close-port (car clock))
+            (values pid (and (real? exec-ms) exec-ms)))))))
 
 (define (wait-exit pid timeout-ms)
   ;; -> status, or #f if PID still runs after TIMEOUT-MS
@@ -111,30 +128,37 @@
         #f))))
 
 (define (time-server command log)
-  ;; -> milliseconds from fork to a 200, or #f
-  (let* ((port (free-port))
-         (args (map (lambda (a) (if (string=? a "PORT") (number->string port) a))
-                    command))
-         (start (now-ms))
-         (pid (spawn (car args) (cdr args) log)))
-    (let lp ()
-      (cond
-       ((try-get port)
-        (let ((elapsed (- (now-ms) start)))
-          (stop pid)
-          elapsed))
-       ((or (> (- (now-ms) start) 10000)
-            (match (waitpid pid WNOHANG) ((0 . _) #f) (_ #t)))
-        (stop pid)
-        #f)
-       (else (usleep 100) (lp))))))
+  ;; -> milliseconds from exec to a 200, or #f
+  (let ((port (free-port)))
+    (call-with-values
+        (lambda ()
+          (spawn (car command)
+                 (map (lambda (a) (if (string=? a "PORT") (number->string port) a))
+                      (cdr command))
+                 log))
+      (lambda (pid start)
+        (let lp ()
+          (cond
+           ((not start) (stop pid) #f)
+           ((try-get port)
+            (let ((elapsed (- (now-ms) start)))
+              (stop pid)
+              elapsed))
+           ((or (> (- (now-ms) start) 10000)
+                (match (waitpid pid WNOHANG) ((0 . _) #f) (_ #t)))
+            (stop pid)
+            #f)
+           (else (usleep 100) (lp))))))))
 
 (define (time-guile log)
-  (let* ((start (now-ms))
-         (pid (spawn "guile" '("-c" "1") log)))
-    (let ((status (wait-exit pid 10000)))
-      (and status (zero? (or (status:exit-val status) 1))
-           (- (now-ms) start)))))
+  ;; -> milliseconds from exec to the exit of `guile -c 1', or #f
+  (call-with-values (lambda () (spawn "guile" '("-c" "1") log))
+    (lambda (pid start)
+      (match (waitpid pid)              ; bounded: bench/startup's timeout
+        ((_ . status)
+         (let ((end (now-ms)))
+           (and start (zero? (or (status:exit-val status) 1))
+                (- end start))))))))
 
 (define (percentile sorted p)
   ;; nearest-rank percentile of a sorted list
