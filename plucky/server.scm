@@ -64,9 +64,8 @@
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
   ;; Before any (web …) module: loads (web http) without SRFI-19.
   #:use-module (plucky http guile-web)
-  #:use-module ((web response)
-                #:select (response? build-response response-version response-code
-                          response-reason-phrase response-headers response-port))
+  ;; (web response) is loaded only when needed: see (plucky http response).
+  #:use-module ((plucky http response) #:select (response-record?))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys signal)
   #:use-module (plucky sys epoll)
@@ -121,12 +120,13 @@
 
 (define (closing-response response)
   ;; RESPONSE (a record or a header alist) with Connection: close added.
-  (if (response? response)
-      (build-response #:version (response-version response)
-                      #:code (response-code response)
-                      #:reason-phrase (response-reason-phrase response)
-                      #:headers (cons '(connection close) (response-headers response))
-                      #:port (response-port response))
+  (if (response-record? response)
+      ((@ (web response) build-response)
+       #:version ((@ (web response) response-version) response)
+       #:code ((@ (web response) response-code) response)
+       #:reason-phrase ((@ (web response) response-reason-phrase) response)
+       #:headers (cons '(connection close) ((@ (web response) response-headers) response))
+       #:port ((@ (web response) response-port) response))
       (cons '(connection close) response)))
 
 (define (closing response body . state)

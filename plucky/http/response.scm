@@ -41,7 +41,7 @@
   #:use-module (plucky http guile-web)
   #:use-module (web http)
   #:use-module (web request)
-  #:use-module (web response)
+  ;; Not (web response): see `response-record?'.
   #:use-module (system foreign)
   #:use-module (plucky http status)
   #:use-module (plucky http date)
@@ -57,6 +57,9 @@
             write-response!
             write-error-response!
             streamed-response?
+            response-record?
+            response-record-code
+            response-record-headers
             write-streamed-head!
             copy-limit))
 
@@ -113,6 +116,42 @@
       (bytevector-u8-set! bv i (+ 48 (remainder k 10)))
       (when (>= k 10) (lp (quotient k 10) (- i 1))))
     (set-output-fill! out (+ fill digits))))
+
+;;;
+;;; Response records
+;;;
+
+;; A handler answers with a (web response) record or, shorter, a header
+;; alist.  (web response) is loaded only once something needs it (an
+;; app that builds responses imports it; an error answer builds one):
+;; plucky serve's start-up saves its load, 1.25M instructions
+;; (bench/startup-modules), for apps that answer with alists.  A value
+;; can only be a response record once the module is loaded, so until
+;; then the test is a look at the module table, and only for structs.
+
+(define response-type #f)               ; <response>, once (web response) is loaded
+
+(define (loaded-response-type)
+  ;; -> <response> if (web response) has been loaded, else #f
+  (let ((module (resolve-module '(web response) #f #:ensure #f)))
+    (and module (module-public-interface module)
+         (begin
+           (set! response-type (module-ref module '<response>))
+           response-type))))
+
+(define (response-record? value)
+  "Return #t if VALUE is a (web response) record."
+  (and (struct? value)
+       (let ((type (or response-type (loaded-response-type))))
+         (and type (eq? (struct-vtable value) type)))))
+
+(define (response-record-code response)
+  "Return the status code of RESPONSE, a (web response) record."
+  ((@ (web response) response-code) response))
+
+(define (response-record-headers response)
+  "Return the header alist of RESPONSE, a (web response) record."
+  ((@ (web response) response-headers) response))
 
 ;;;
 ;;; Headers
@@ -230,9 +269,9 @@ response Guile's `sanitize-response' would refuse (a Content-Length that
 does not match the body, a body on a 204 or 304, a bad body type).
 CACHE? #f renders every header afresh instead of using the caches, which
 only the loop's thread may use (see `write-streamed-head!')."
-  (let* ((record? (response? response))
-         (headers (if record? (response-headers response) response))
-         (code (if record? (response-code response) 200))
+  (let* ((record? (response-record? response))
+         (headers (if record? (response-record-headers response) response))
+         (code (if record? (response-record-code response) 200))
          (head? (eq? (request-method request) 'HEAD))
          (textual? (or (string? body) (procedure? body)))
          (type (and textual?
@@ -271,7 +310,7 @@ only the loop's thread may use (see `write-streamed-head!')."
   (let ((version (request-version request)))
     (output-put-bytes!
      out (status-line version code
-                      (and (response? response)
+                      (and (response-record? response)
                            ((@@ (web response) %response-reason-phrase) response))))
     (let lp ((headers headers) (length-seen? #f) (date-seen? #f)
              (type-seen? #f) (close? close?))
@@ -347,7 +386,9 @@ Transfer-Encoding: chunked or Content-Type text/event-stream.  Any other
 procedure body is collected, as Guile's `sanitize-response' does, so
 that the answer gets a Content-Length."
   (and (procedure? body)
-       (let ((headers (if (response? response) (response-headers response) response)))
+       (let ((headers (if (response-record? response)
+                          (response-record-headers response)
+                          response)))
          (or (assq 'transfer-encoding headers)
              (let ((type (assq-ref headers 'content-type)))
                (and (pair? type) (eq? (car type) 'text/event-stream)))))
@@ -362,9 +403,9 @@ chunk), 'close (HTTP/1.0: the body ends when the connection closes) or
 'none (HEAD, 204, 304: no body at all), and whether to close the
 connection after it.  Headers are rendered afresh, without the caches,
 so that any thread may call it."
-  (let* ((record? (response? response))
-         (headers (if record? (response-headers response) response))
-         (code (if record? (response-code response) 200))
+  (let* ((record? (response-record? response))
+         (headers (if record? (response-record-headers response) response))
+         (code (if record? (response-record-code response) 200))
          (head? (eq? (request-method request) 'HEAD))
          (bodiless? (must-not-include-body? code))
          (framing (cond
@@ -387,7 +428,7 @@ requests that never reach a handler.  CACHE? as for `write-response!'."
                   method #f (if (equal? version '(1 . 0)) '(1 . 0) '(1 . 1))
                   '() '() #f)))
     (write-response! out request
-                     (build-response #:code code #:headers plain-text
+                     ((@ (web response) build-response) #:code code #:headers plain-text
                                      #:version version)
                      (string-append (or message (status-reason code)) "\n")
                      #t cache?)))

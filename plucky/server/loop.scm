@@ -46,7 +46,6 @@
   #:use-module (ice-9 match)
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
   #:use-module (web request)
-  #:use-module ((web response) #:select (response? response-code response-headers))
   ;; Threads serve only handed-off connections: loaded when one is.
   #:autoload (ice-9 threads) (make-mutex make-condition-variable lock-mutex
                               unlock-mutex call-with-new-thread
@@ -926,7 +925,7 @@ to call from a signal handler."
                         (write-response! out request response response-body close?))
                     (lambda (close? large-body)
                       (set-loop-guarded! loop #f)
-                      (let ((code (if (response? response) (response-code response) 200)))
+                      (let ((code (if (response-record? response) (response-record-code response) 200)))
                         (when (or observer (loop-on-response loop))
                           (let ((bytes (+ (- (output-fill out) mark)
                                           (if large-body (bytevector-length large-body) 0))))
@@ -1176,7 +1175,7 @@ arrived, and what it returns becomes the state again."
       ;; -> outcome; raises on the application's errors
       (let* ((reader (job-reader job))
              (close? (or (job-close? job) (not (complete? reader))))
-             (code (if (response? response) (response-code response) 200)))
+             (code (if (response-record? response) (response-record-code response) 200)))
         (if (streamed-response? response body)
             (let ((out (make-output 1024)))
               (call-with-values (lambda () (write-streamed-head! out request response))
@@ -1253,7 +1252,7 @@ arrived, and what it returns becomes the state again."
 
 (define (stream-body! job send! out-fd timeout response body framing)
   ;; Call the body procedure with a port that sends as it is written.
-  (let* ((headers (if (response? response) (response-headers response) response))
+  (let* ((headers (if (response-record? response) (response-record-headers response) response))
          (type (assq-ref headers 'content-type))
          (charset (and type (assq-ref (cdr type) 'charset))))
     (call-with-values

@@ -378,4 +378,20 @@
                        (header-lines (render-bytes `((x-n . ,v)) #f)))))
            (iota 1200))))
 
+;;;
+;;; response-record?: (web response) records only
+;;;
+
+(test-equal "response-record? is true of response records only" '(#t #f #f #f #f)
+  (map response-record?
+       (list (build-response #:code 404)
+             '((content-type . (text/plain)))
+             (build-request (string->uri "http://localhost/"))
+             (make-output 16)
+             "text")))
+
+(test-equal "response-record-code and response-record-headers" '(404 ((x-a . "b")))
+  (let ((response (build-response #:code 404 #:headers '((x-a . "b")))))
+    (list (response-record-code response) (response-record-headers response))))
+
 (test-end "http/response")

@@ -9,7 +9,9 @@
 ;;; (plucky http guile-web) leaves SRFI-19 unloaded (see both).  What a
 ;;; served app must see all the same: collections on, when it is loaded
 ;;; and when it answers, with one worker and with a master and two; and
-;;; SRFI-19 there to import as usual, though nothing loaded it before.
+;;; SRFI-19 there to import as usual, though nothing loaded it before;
+;;; nor (web response), which (plucky http response) loads only when a
+;;; response record has to be made or read.
 ;;; The app reports what it saw in its answer.
 ;;;
 ;;; Code:
@@ -31,6 +33,9 @@
 (define srfi-19-before?
   (let ((module (resolve-module '(srfi srfi-19) #f #:ensure #f)))
     (and module (module-public-interface module) #t)))
+(define web-response-before?
+  (let ((module (resolve-module '(web response) #f #:ensure #f)))
+    (and module (module-public-interface module) #t)))
 (use-modules (srfi srfi-19))
 (define (loaded? name)
   (let ((module (resolve-module name #f #:ensure #f)))
@@ -40,6 +45,7 @@
           (format #f \"~s\"
                   (list collects-at-load? (collects?)
                         srfi-19-before? (date? (current-date))
+                        web-response-before?
                         ;; nothing asked a procedure for its properties,
                         ;; which loads the debug-info readers
                         (loaded? '(system vm debug))))))
@@ -55,9 +61,9 @@
                   (if (zero? (geteuid)) '("--allow-root") '()))
       (lambda (plucky)
         (test-equal (string-append "collections on at load and when answering, SRFI-19 "
-                                   "unloaded until the app imports it, no debug-info "
-                                   "readers loaded, --workers " workers)
-          '(#t #t #f #t #f)
+                                   "and (web response) unloaded until the app imports "
+                                   "them, no debug-info readers loaded, --workers " workers)
+          '(#t #t #f #t #f #f)
           (call-with-values
               (lambda ()
                 (http-get (string-append "http://127.0.0.1:"
