@@ -39,8 +39,6 @@
 
 (define-module (plucky server loop)
   #:use-module (rnrs bytevectors)
-  ;; Its records' accessors stay in the module: see (plucky sys record).
-  #:use-module (plucky sys record)
   #:use-module ((srfi srfi-9 gnu) #:select (set-record-type-printer!))
   #:use-module ((system foreign) #:select (pointer->procedure size_t))
   #:use-module (ice-9 match)
@@ -79,6 +77,11 @@
             with-body-port
             body-port-handler?
             close-loop-connections!))
+
+;; Its records' accessors and modifiers are macros that exist while this
+;; file is compiled, and (plucky sys record) with them: see there.
+(eval-when (expand)
+  (use-modules (plucky sys record)))
 
 ;;;
 ;;; Settings

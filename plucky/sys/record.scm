@@ -22,16 +22,24 @@
 ;;; loading the module cost 7.25M instructions (bench/startup-modules),
 ;;; a sixth of everything `plucky serve' adds to Guile's own start-up.
 ;;;
-;;; Here each accessor and modifier is a plain procedure.  Guile inlines
-;;; a small procedure of a declarative module where the same module calls
-;;; it, so inside the module the code is the same as with SRFI-9: a
+;;; Here the type, the constructor and the predicate are what the module
+;;; holds at run time.  Each accessor and modifier is a macro of the
+;;; compile-time environment only, defined in (eval-when (expand) ...):
+;;; a call expands where it is written to SRFI-9's inlined code, a
 ;;; vtable check and a struct-ref (the check raises with `throw', which
 ;;; the compiler knows does not return, so later checks of the same
-;;; object are dropped as SRFI-9's are).  Another module that calls them
-;;; makes a procedure call: use these for records whose accessors stay
-;;; in their module, SRFI-9 for those whose accessors are exported to a
-;;; hot path.  With (plucky server loop)'s records: 443 KB, 3.54M
-;;; instructions to load, the request path's code unchanged in size.
+;;; object are dropped as SRFI-9's are); used as a value, an accessor
+;;; is a lambda.  The compiled module has no binding for them, and the
+;;; expansion names only (guile)'s bindings, so this module need not be
+;;; loaded at run time either: import it with
+;;;
+;;;   (eval-when (expand) (use-modules (plucky sys record)))
+;;;
+;;; The price: accessors and modifiers cannot be exported, there being
+;;; none at run time.  Use these records where they stay in their module,
+;;; SRFI-9's where other modules read them.  (plucky server loop)'s
+;;; records: 330 KB compiled, 2.58M instructions to load, the request
+;;; path's code unchanged in size.
 ;;;
 ;;; Code:
 
@@ -43,8 +51,8 @@
     "Define a record type as SRFI-9's `define-record-type' does:
 (define-record-type/lean <type> (constructor field ...) predicate
   (field accessor [modifier]) ...), the constructor taking any of the
-fields (the others start as #f).  The accessors and modifiers are plain
-procedures (see the commentary)."
+fields (the others start as #f).  The accessors and modifiers exist only
+while the module is compiled (see the commentary)."
     (define (field-index field fields)
       (let loop ((fields fields) (i 0))
         (cond ((null? fields)
@@ -76,29 +84,48 @@ procedures (see the commentary)."
                              fields))
                        ((index ...) (map (lambda (field) (field-index field fields)) fields)))
            #'(begin
-               (define type (make-record-type 'name '(field ...)))
+               (define type ((@ (guile) make-record-type) 'name '(field ...)))
                (define (constructor argument ...)
-                 (make-struct/simple type init ...))
+                 ((@ (guile) make-struct/simple) type init ...))
                (define (predicate object)
-                 (and (struct? object) (eq? (struct-vtable object) type)))
+                 (and ((@ (guile) struct?) object)
+                      ((@ (guile) eq?) ((@ (guile) struct-vtable) object) type)))
                (define-record-field type index accessor . modifier)
                ...)))))))
 
 (define-syntax define-record-field
+  ;; ACCESSOR (and MODIFIER) as macros of the compile-time environment
+  ;; only: see the commentary.  Used as a value, ACCESSOR is a lambda.
   (syntax-rules ()
     ((_ type index accessor)
-     (define (accessor object)
-       (if (eq? (struct-vtable object) type)
-           (struct-ref object index)
-           (throw 'wrong-type-arg 'accessor "Wrong type argument: ~S"
-                  (list object) (list object)))))
+     (eval-when (expand)
+       (define-syntax accessor
+         (lambda (form)
+           (syntax-case form ()
+             ((_ object)
+              #'(let ((value object))
+                  (if ((@ (guile) eq?) ((@ (guile) struct-vtable) value) type)
+                      ((@ (guile) struct-ref) value index)
+                      ((@ (guile) throw) 'wrong-type-arg 'accessor "Wrong type argument: ~S"
+                             ((@ (guile) list) value) ((@ (guile) list) value)))))
+             (_
+              (identifier? form)
+              #'(lambda (value) (accessor value))))))))
     ((_ type index accessor modifier)
      (begin
        (define-record-field type index accessor)
-       (define (modifier object value)
-         (if (eq? (struct-vtable object) type)
-             (struct-set! object index value)
-             (throw 'wrong-type-arg 'modifier "Wrong type argument: ~S"
-                    (list object) (list object))))))))
+       (eval-when (expand)
+         (define-syntax modifier
+           (lambda (form)
+             (syntax-case form ()
+               ((_ object new)
+                #'(let ((value object))
+                    (if ((@ (guile) eq?) ((@ (guile) struct-vtable) value) type)
+                        ((@ (guile) struct-set!) value index new)
+                        ((@ (guile) throw) 'wrong-type-arg 'modifier "Wrong type argument: ~S"
+                               ((@ (guile) list) value) ((@ (guile) list) value)))))
+               (_
+                (identifier? form)
+                #'(lambda (value new) (modifier value new)))))))))))
 
 ;;; (plucky sys record) ends here
