@@ -824,6 +824,19 @@ With EXACT?, each prefix is copied to a bytevector of just its length
   (test-parse-error "a CR where a known name has a dash"
     (head "GET / HTTP/1.1" "Host: a" "Content\rLength: 1") 400))
 
+(test-group "macros exist only while the parser is compiled"
+  ;; See "Macros for this file only" in plucky/http/parse.scm: a macro
+  ;; left in the module would cost every start of `plucky serve'.
+  (test-equal "the compiled module binds no macro"
+    '()
+    (let ((macros '()))
+      (module-for-each (lambda (name variable)
+                         (when (and (variable-bound? variable)
+                                    (macro? (variable-ref variable)))
+                           (set! macros (cons name macros))))
+                       (resolve-module '(plucky http parse)))
+      macros)))
+
 (define (describe-kind bv)
   (receive (r i) (parse-request-head bv 0 (bytevector-length bv))
     (list (cond ((request? r) 'request) ((http-error? r) 'error) (else r)))))
