@@ -837,6 +837,23 @@ With EXACT?, each prefix is copied to a bytevector of just its length
                        (resolve-module '(plucky http parse)))
       macros)))
 
+(test-group "byte classes computed when the parser is compiled"
+  (test-equal "byte classes: token, reg-name, digit, hex"
+    (let ((table (make-bytevector 256 0)))
+      (define (add! class chars)
+        (string-for-each (lambda (c)
+                           (let ((b (char->integer c)))
+                             (bytevector-u8-set! table b
+                                                 (logior class (bytevector-u8-ref table b)))))
+                         chars))
+      (define alnum "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+      (add! 1 (string-append alnum "!#$%&'*+-.^_`|~"))
+      (add! 2 (string-append alnum "-._~!$&'()*+,;=%"))
+      (add! 4 "0123456789")
+      (add! 8 "0123456789abcdefABCDEF")
+      table)
+    (@@ (plucky http parse) *byte-classes*)))
+
 (define (describe-kind bv)
   (receive (r i) (parse-request-head bv 0 (bytevector-length bv))
     (list (cond ((request? r) 'request) ((http-error? r) 'error) (else r)))))
