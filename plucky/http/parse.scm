@@ -118,9 +118,12 @@
 ;; (eval-when (expand) ...): it exists while the file is compiled, and
 ;; not in the .go.  A call of a `define-inline' procedure expands into
 ;; the code `define-inlinable' gave, so the request path is unchanged.
-;; bench/startup-modules, row (plucky http parse) (callgrind, JIT off):
-;; 3,047,248 -> 1,903,923 instructions; the .go: 458 -> 189 KB.  Tables
-;; are computed by the compiler, not at load: see `define-literal'.
+;; Tables are computed by the compiler, not at load: `define-literal',
+;; `define-known-header-table'.  bench/startup-modules, row (plucky http
+;; parse) (callgrind, JIT off): 3,047,248 instructions -> 1,903,923
+;; without the macros -> 995,660 with the tables too; the .go: 458 ->
+;; 191 KB.  Parsing costs the same or less (bench/parse-instructions;
+;; less to mark in each collection).
 
 (eval-when (expand)
   (define-syntax-rule (define-inline (name formal ...) body ...)
@@ -489,83 +492,107 @@ HIGH? says whether any byte is #x80 or above."
 (define-inline (known-header-length header)
   (bytevector-length (known-header-pattern header)))
 
-(define *known-header-names*
-  ;; Every header Guile 3.0 declares in (web http), so their values parse
-  ;; as Guile's server parses them, then common request headers Guile does
-  ;; not declare, whose values stay strings as in Guile: recognising them
-  ;; saves lower-casing and interning the name.
-  '("accept" "accept-charset" "accept-encoding" "accept-language"
-    "accept-ranges" "age" "allow" "authorization" "cache-control"
-    "connection" "content-disposition" "content-encoding"
-    "content-language" "content-length" "content-location" "content-md5"
-    "content-range" "content-type" "date" "etag" "expect" "expires" "from"
-    "host" "if-match" "if-modified-since" "if-none-match" "if-range"
-    "if-unmodified-since" "last-modified" "location" "max-forwards"
-    "pragma" "proxy-authenticate" "proxy-authorization" "range" "referer"
-    "retry-after" "server" "te" "trailer" "transfer-encoding" "upgrade"
-    "user-agent" "vary" "via" "warning" "www-authenticate"
-    ;; not declared by Guile
-    "cookie" "origin" "dnt" "priority" "keep-alive" "forwarded"
-    "upgrade-insecure-requests" "x-requested-with" "x-forwarded-for"
-    "x-forwarded-host" "x-forwarded-proto" "x-real-ip"
-    "sec-fetch-site" "sec-fetch-mode" "sec-fetch-user" "sec-fetch-dest"
-    "sec-ch-ua" "sec-ch-ua-mobile" "sec-ch-ua-platform"
-    "sec-websocket-key" "sec-websocket-version" "sec-websocket-extensions"
-    "sec-websocket-protocol"))
+;; The names and the two lists after them are read when this file is
+;; compiled, by `define-known-header-table'; the names also stay in the
+;; module, for tests/http/parse.scm.
+(eval-when (expand load eval)
+  (define *known-header-names*
+    ;; Every header Guile 3.0 declares in (web http), so their values
+    ;; parse as Guile's server parses them, then common request headers
+    ;; Guile does not declare, whose values stay strings as in Guile:
+    ;; recognising them saves lower-casing and interning the name.
+    '("accept" "accept-charset" "accept-encoding" "accept-language"
+      "accept-ranges" "age" "allow" "authorization" "cache-control"
+      "connection" "content-disposition" "content-encoding"
+      "content-language" "content-length" "content-location" "content-md5"
+      "content-range" "content-type" "date" "etag" "expect" "expires" "from"
+      "host" "if-match" "if-modified-since" "if-none-match" "if-range"
+      "if-unmodified-since" "last-modified" "location" "max-forwards"
+      "pragma" "proxy-authenticate" "proxy-authorization" "range" "referer"
+      "retry-after" "server" "te" "trailer" "transfer-encoding" "upgrade"
+      "user-agent" "vary" "via" "warning" "www-authenticate"
+      ;; not declared by Guile
+      "cookie" "origin" "dnt" "priority" "keep-alive" "forwarded"
+      "upgrade-insecure-requests" "x-requested-with" "x-forwarded-for"
+      "x-forwarded-host" "x-forwarded-proto" "x-real-ip"
+      "sec-fetch-site" "sec-fetch-mode" "sec-fetch-user" "sec-fetch-dest"
+      "sec-ch-ua" "sec-ch-ua-mobile" "sec-ch-ua-platform"
+      "sec-websocket-key" "sec-websocket-version" "sec-websocket-extensions"
+      "sec-websocket-protocol")))
 
-(define *opaque-headers*
-  ;; Declared by Guile with the identity parser: no need to call it.
-  '(user-agent from server content-md5))
+(eval-when (expand)
+  (define *opaque-headers*
+    ;; Declared by Guile with the identity parser: no need to call it.
+    '(user-agent from server content-md5))
 
-(define *cache-ways* 4)                 ; values remembered per header
-(define *longest-cached-value* 512)     ; bytes
+  (define *cached-headers*
+    ;; Headers a client repeats byte for byte on every request and whose
+    ;; Guile parser is slow (Accept: 4.5 us, 896 bytes): their parsed
+    ;; values are remembered, see `cached-value'.  Only values made of
+    ;; pairs, strings, symbols and numbers, so a copy is cheap and
+    ;; complete; never credentials.
+    '(accept accept-charset accept-encoding accept-language cache-control
+      pragma te upgrade content-type content-encoding content-language
+      expect vary via trailer allow accept-ranges)))
 
-(define *cached-headers*
-  ;; Headers a client repeats byte for byte on every request and whose
-  ;; Guile parser is slow (Accept: 4.5 us, 896 bytes): their parsed
-  ;; values are remembered, see `cached-value'.  Only values made of
-  ;; pairs, strings, symbols and numbers, so a copy is cheap and complete;
-  ;; never credentials.
-  '(accept accept-charset accept-encoding accept-language cache-control
-    pragma te upgrade content-type content-encoding content-language
-    expect vary via trailer allow accept-ranges))
+(define-constants
+  (*cache-ways* 4)                      ; values remembered per header
+  (*longest-cached-value* 512))         ; bytes
 
-(define (name->known-header name)
-  (let* ((symbol (string->symbol name))
-         (pattern (string->utf8 name))
-         (fold (make-bytevector (bytevector-length pattern) 0))
-         (kind (cond
-                ((memq symbol '(host content-length transfer-encoding connection))
-                 symbol)
-                ((memq symbol *opaque-headers*) 'raw)
-                ((known-header? symbol) 'guile)
-                (else 'raw))))
-    (let loop ((i 0))
-      (when (< i (bytevector-length pattern))
-        (when (ascii-letter? (u8 pattern i))
-          (bytevector-u8-set! fold i #x20))
-        (loop (+ i 1))))
-    (make-known-header symbol kind
-                       (and (memq kind '(guile transfer-encoding connection))
-                            (header-parser symbol))
-                       pattern fold
-                       (and (eq? kind 'guile) (memq symbol *cached-headers*)
-                            (make-vector (+ *cache-ways* 1) #f)))))
+;; Built at load, from the names, the table cost 697K instructions
+;; (bench/startup-modules, (plucky http parse): 1,692,722 -> 995,660).
+;; Now the compiler works out each header's symbol, kind, pattern and
+;; fold, and loading runs straight-line code that puts them in fresh
+;; vectors with what only run time has: Guile's parser for the header
+;; and an empty cache (a constant vector would be read-only).  The known
+;; headers are the same vectors as before, and the parser's code that
+;; reads them is unchanged.
+(eval-when (expand)
+  (define-syntax define-known-header-table
+    ;; (define-known-header-table TABLE LONGEST) defines TABLE, the vector
+    ;; length -> (<known-header> ...) in the order of *known-header-names*,
+    ;; and LONGEST, a constant: the length of the longest name.
+    (lambda (x)
+      (define (known-header-code name)
+        (let* ((symbol (string->symbol name))
+               (kind (cond
+                      ((memq symbol '(host content-length transfer-encoding connection))
+                       symbol)
+                      ((memq symbol *opaque-headers*) 'raw)
+                      ((known-header? symbol) 'guile)
+                      (else 'raw))))
+          `(make-known-header
+            ',symbol ',kind
+            ,(and (memq kind '(guile transfer-encoding connection))
+                  `(header-parser ',symbol))
+            ,(string->utf8 name)
+            ,(u8-list->bytevector
+              (map (lambda (c) (if (ascii-letter? (char->integer c)) #x20 0))
+                   (string->list name)))
+            ,(and (eq? kind 'guile) (memq symbol *cached-headers*)
+                  '(make-vector (+ *cache-ways* 1) #f)))))
+      (syntax-case x ()
+        ((_ table longest)
+         (let* ((n (apply max (map string-length *known-header-names*)))
+                (by-length (make-vector (+ n 1) '())))
+           (for-each (lambda (name)
+                       (let ((k (string-length name)))
+                         (vector-set! by-length k (cons (known-header-code name)
+                                                        (vector-ref by-length k)))))
+                     (reverse *known-header-names*))
+           (with-syntax ((n n)
+                         (code (datum->syntax
+                                x
+                                `(vector ,@(map (lambda (headers)
+                                                  (if (null? headers)
+                                                      ''()
+                                                      `(list ,@headers)))
+                                                (vector->list by-length))))))
+             #'(begin
+                 (define-constants (longest n))
+                 (define table code)))))))))
 
-(define *known-headers*
-  (map name->known-header *known-header-names*))
-
-(define *longest-known-name*
-  (apply max (map string-length *known-header-names*)))
-
-(define *known-headers-by-length*
-  ;; length -> (<known-header> ...), in the order of *known-header-names*
-  (let ((table (make-vector (+ 1 *longest-known-name*) '())))
-    (for-each (lambda (header)
-                (let ((n (known-header-length header)))
-                  (vector-set! table n (cons header (vector-ref table n)))))
-              (reverse *known-headers*))
-    table))
+(define-known-header-table *known-headers-by-length* *longest-known-name*)
 
 (define-inline (known-header-matches? header bv start n)
   ;; Compare with the name of HEADER, ignoring the case of letters only:
