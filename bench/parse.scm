@@ -26,6 +26,11 @@
 ;;; or let Guile auto-compile: `guile -L . bench/parse.scm [N]'.  With
 ;;; GUILE_AUTO_COMPILE=0 and no build/ the parser would be interpreted.
 ;;;
+;;; `bench/parse.scm --markers N' times nothing: it parses each request
+;;; N times with plucky's parser between two calls of getpgrp(2), for
+;;; bench/parse-instructions, which counts instructions there with
+;;; callgrind (times on a shared machine move; those counts do not).
+;;;
 ;;; Code:
 
 (use-modules (plucky http parse)
@@ -96,6 +101,27 @@ the bytes allocated per run over all rounds."
                      (equal? (request-headers mine) (request-headers guile)))
           (error "parsers disagree" mine guile))))))
 
+(define (markers n)
+  ;; Parse each request N times between two getpgrp(2) calls, where
+  ;; callgrind --dump-before=getpgrp cuts its profile, after 5,000
+  ;; parses not counted (Guile's JIT compiles the parser meanwhile).
+  (for-each
+   (lambda (entry)
+     (let* ((bv (string->utf8 (cdr entry)))
+            (end (bytevector-length bv)))
+       (define (parse-times k)
+         (let loop ((i 0))
+           (when (< i k)
+             (parse-request-head bv 0 end)
+             (loop (+ i 1)))))
+       (check-same bv)
+       (parse-times 5000)
+       (gc)
+       (getpgrp)
+       (parse-times n)
+       (getpgrp)))
+   requests))
+
 (define (main args)
   (let ((n (if (> (length args) 1) (string->number (cadr args)) 200000)))
     (format #t "~a parses per request; ns and bytes allocated per parse~%" n)
@@ -128,6 +154,9 @@ the bytes allocated per run over all rounds."
         (format #t "(open-bytevector-input-port alone: ~,1f ns, ~,1f B)~%"
                 ns bytes)))))
 
-(main (command-line))
+(let ((args (command-line)))
+  (if (and (= (length args) 3) (string=? (cadr args) "--markers"))
+      (markers (string->number (caddr args)))
+      (main args)))
 
 ;;; bench/parse.scm ends here

@@ -106,6 +106,55 @@
 
 
 ;;;
+;;; Macros for this file only
+;;;
+
+;; `plucky serve' loads this module on every start, and loading runs in
+;; Guile's VM, before any JIT.  A toplevel macro costs there: Guile keeps
+;; it in the module, so loading the .go builds every syntax object its
+;; transformer holds, then defines it (about 4.7K instructions a
+;; binding); `define-inlinable' makes a macro and a procedure.  None is
+;; needed once this file is compiled, so each macro here is defined in
+;; (eval-when (expand) ...): it exists while the file is compiled, and
+;; not in the .go.  A call of a `define-inline' procedure expands into
+;; the code `define-inlinable' gave, so the request path is unchanged.
+;; Tables are computed by the compiler, not at load: `define-literal',
+;; `define-known-header-table'.  bench/startup-modules, row (plucky http
+;; parse) (callgrind, JIT off): 3,047,248 instructions -> 1,903,923
+;; without the macros -> 995,660 with the tables too; the .go: 458 ->
+;; 191 KB.  Parsing costs the same or less (bench/parse-instructions;
+;; less to mark in each collection).
+
+(eval-when (expand)
+  (define-syntax-rule (define-inline (name formal ...) body ...)
+    ;; Like define-inlinable, for calls in this file only: (NAME ARG ...)
+    ;; becomes ((lambda (FORMAL ...) BODY ...) ARG ...), which the
+    ;; compiler inlines.  There is no procedure NAME at run time.
+    (eval-when (expand)
+      (define-syntax name
+        (lambda (x)
+          (syntax-case x ()
+            ((_ arg (... ...))
+             #'((lambda (formal ...) body ...) arg (... ...))))))))
+
+  (define-syntax-rule (define-constants (name value) ...)
+    ;; Each NAME expands to the literal VALUE, in this file only.
+    (eval-when (expand)
+      (define-syntax name (identifier-syntax value)) ...))
+
+  (define-syntax-rule (define-literal name expression)
+    ;; NAME is the value of EXPRESSION computed when this file is compiled
+    ;; (the macros above it in scope).  That value must be plain data
+    ;; (numbers, strings, bytevectors, pairs, vectors): it is a constant
+    ;; of the .go, read-only, and loading it costs nothing.
+    (define name
+      (let-syntax ((value (lambda (x)
+                            (with-syntax ((datum (datum->syntax x expression)))
+                              #'(quote datum)))))
+        (value)))))
+
+
+;;;
 ;;; Limits
 ;;;
 
@@ -145,9 +194,9 @@ first field line through the blank line, line ends included."
 ;; The parser checks %parse-limits? once at entry, then reads the fields
 ;; directly: a record-accessor call costs a closure call and a type test
 ;; each (it showed in the profile of the wrk request).
-(define-inlinable (limits-max-request-line limits) (struct-ref limits 0))
-(define-inlinable (limits-max-header-bytes limits) (struct-ref limits 1))
-(define-inlinable (limits-max-header-count limits) (struct-ref limits 2))
+(define-inline (limits-max-request-line limits) (struct-ref limits 0))
+(define-inline (limits-max-header-bytes limits) (struct-ref limits 1))
+(define-inline (limits-max-header-count limits) (struct-ref limits 2))
 
 (define (limit-value? n)
   ;; Capped so that every index stays a small fixnum (see `index-hint').
@@ -178,70 +227,77 @@ is a 431."
 ;;; Bytes
 ;;;
 
-(define-syntax define-byte-constants
-  ;; (define-byte-constants (LF #\newline) ...): LF expands to the literal 10.
-  (lambda (x)
-    (syntax-case x ()
-      ((_ (name char) ...)
-       (with-syntax (((byte ...) (map (lambda (c) (char->integer (syntax->datum c)))
-                                      #'(char ...))))
-         #'(begin (define-syntax name (identifier-syntax byte)) ...))))))
+(eval-when (expand)
+  (define-syntax define-byte-constants
+    ;; (define-byte-constants (LF #\newline) ...): LF expands to the literal 10.
+    (lambda (x)
+      (syntax-case x ()
+        ((_ (name char) ...)
+         (with-syntax (((byte ...) (map (lambda (c) (char->integer (syntax->datum c)))
+                                        #'(char ...))))
+           #'(define-constants (name byte) ...)))))))
 
 (define-byte-constants
   (HTAB #\tab) (LF #\newline) (CR #\return) (SP #\space)
   (COLON #\:) (COMMA #\,) (QUESTION #\?) (HASH #\#) (SLASH #\/)
   (STAR #\*) (LBRACKET #\[) (RBRACKET #\]) (ZERO #\0))
 
-;; (bytes=? bv start "GET") compares BV's bytes from START with the
-;; literal, byte by byte, with no allocation.
-(define-syntax bytes=?
-  (lambda (x)
-    (syntax-case x ()
-      ((_ bv start literal)
-       (string? (syntax->datum #'literal))
-       (let ((chars (string->list (syntax->datum #'literal))))
-         (with-syntax (((byte ...) (map char->integer chars))
-                       ((offset ...) (iota (length chars))))
-           #'(and (= (bytevector-u8-ref bv (+ start offset)) byte) ...)))))))
+(eval-when (expand)
+  ;; (bytes=? bv start "GET") compares BV's bytes from START with the
+  ;; literal, byte by byte, with no allocation.
+  (define-syntax bytes=?
+    (lambda (x)
+      (syntax-case x ()
+        ((_ bv start literal)
+         (string? (syntax->datum #'literal))
+         (let ((chars (string->list (syntax->datum #'literal))))
+           (with-syntax (((byte ...) (map char->integer chars))
+                         ((offset ...) (iota (length chars))))
+             #'(and (= (bytevector-u8-ref bv (+ start offset)) byte) ...)))))))
 
-(define-syntax bytes=?/ci
-  ;; Like bytes=? for a lower-case LITERAL, ignoring the case of letters.
-  (lambda (x)
-    (syntax-case x ()
-      ((_ bv start literal)
-       (string? (syntax->datum #'literal))
-       (let ((chars (string->list (syntax->datum #'literal))))
-         (with-syntax (((byte ...) (map char->integer chars))
-                       ((fold ...) (map (lambda (c) (if (char-alphabetic? c) #x20 0))
-                                        chars))
-                       ((offset ...) (iota (length chars))))
-           #'(and (= (logior (bytevector-u8-ref bv (+ start offset)) fold) byte) ...)))))))
+  (define-syntax bytes=?/ci
+    ;; Like bytes=? for a lower-case LITERAL, ignoring the case of letters.
+    (lambda (x)
+      (syntax-case x ()
+        ((_ bv start literal)
+         (string? (syntax->datum #'literal))
+         (let ((chars (string->list (syntax->datum #'literal))))
+           (with-syntax (((byte ...) (map char->integer chars))
+                         ((fold ...) (map (lambda (c) (if (char-alphabetic? c) #x20 0))
+                                          chars))
+                         ((offset ...) (iota (length chars))))
+             #'(and (= (logior (bytevector-u8-ref bv (+ start offset)) fold) byte) ...)))))))
 
-(define-syntax native-word
-  ;; (native-word "HTTP/1.1") expands to the integer whose native-endian
-  ;; bytes are those 4 or 8 ASCII characters, to compare with
-  ;; bytevector-u32/u64-native-ref of the input.  A literal, not a
-  ;; variable: "HTTP/1.1" is above the fixnum range, and comparing with a
-  ;; bignum variable boxed every word read (32 bytes per parse).
-  (lambda (x)
-    (syntax-case x ()
-      ((_ str)
-       (string? (syntax->datum #'str))
-       (let ((bv (string->utf8 (syntax->datum #'str))))
-         (datum->syntax
-          #'str
-          (case (bytevector-length bv)
-            ((4) (bytevector-u32-native-ref bv 0))
-            ((8) (bytevector-u64-native-ref bv 0)))))))))
+  (define-syntax native-word
+    ;; (native-word "HTTP/1.1") expands to the integer whose native-endian
+    ;; bytes are those 4 or 8 ASCII characters, to compare with
+    ;; bytevector-u32/u64-native-ref of the input.  A literal, not a
+    ;; variable: "HTTP/1.1" is above the fixnum range, and comparing with a
+    ;; bignum variable boxed every word read (32 bytes per parse).
+    (lambda (x)
+      (syntax-case x ()
+        ((_ str)
+         (string? (syntax->datum #'str))
+         (let ((bv (string->utf8 (syntax->datum #'str))))
+           (datum->syntax
+            #'str
+            (case (bytevector-length bv)
+              ((4) (bytevector-u32-native-ref bv 0))
+              ((8) (bytevector-u64-native-ref bv 0))))))))))
 
 ;;; Character classes: one 256-entry table, one bit per class.
+;;;
+;;; The table is a constant of the .go: built at load, it cost 211K
+;;; instructions (bench/startup-modules, (plucky http parse): 1,903,923
+;;; -> 1,692,722); parsing costs the same (bench/parse-instructions).
 
-(define CLASS-TCHAR 1)                  ; token characters (RFC 9110 §5.6.2)
-(define CLASS-HOST 2)                   ; reg-name: unreserved, sub-delims, %
-(define CLASS-DIGIT 4)
-(define CLASS-HEX 8)
+(define-constants
+  (CLASS-TCHAR 1)                       ; token characters (RFC 9110 §5.6.2)
+  (CLASS-HOST 2)                        ; reg-name: unreserved, sub-delims, %
+  (CLASS-DIGIT 4)
+  (CLASS-HEX 8))
 
-(define *byte-classes*
+(define-literal *byte-classes*
   (let ((table (make-bytevector 256 0)))
     (define (add! class chars)
       (for-each (lambda (c)
@@ -260,12 +316,12 @@ is a 431."
     (add! CLASS-HEX (append digit (range #\a #\f) (range #\A #\F)))
     table))
 
-(define-inlinable (byte-class? b class)
+(define-inline (byte-class? b class)
   (not (eqv? 0 (logand class (bytevector-u8-ref *byte-classes* b)))))
-(define-inlinable (tchar? b) (byte-class? b CLASS-TCHAR))
-(define-inlinable (digit? b) (and (<= 48 b) (<= b 57)))
-(define-inlinable (ows? b) (or (eqv? b SP) (eqv? b HTAB)))
-(define-inlinable (ascii-letter? b)
+(define-inline (tchar? b) (byte-class? b CLASS-TCHAR))
+(define-inline (digit? b) (and (<= 48 b) (<= b 57)))
+(define-inline (ows? b) (or (eqv? b SP) (eqv? b HTAB)))
+(define-inline (ascii-letter? b)
   (let ((b (logior b #x20))) (and (<= 97 b) (<= b 122))))
 
 ;;; Eight bytes at a time.
@@ -279,38 +335,42 @@ is a 431."
 ;;; byte loop (a 1000-byte value; bench/parse.scm's chromium request is
 ;;; mostly long values).
 
-(define-syntax-rule (lanes-high x)      ; byte >= #x80
-  (logand x #x8080808080808080))
-(define-syntax-rule (lanes-below x complement) ; low 7 bits < N; COMPLEMENT = (#x80 - N) in each lane
-  (logxor (logand (+ (logand x #x7f7f7f7f7f7f7f7f) complement) #x8080808080808080)
-          #x8080808080808080))
-(define-syntax-rule (lanes-del x)       ; low 7 bits = #x7f
-  (logand (+ (logand x #x7f7f7f7f7f7f7f7f) #x0101010101010101) #x8080808080808080))
-(define-syntax-rule (word-value-special x)
-  (logior (lanes-high x) (lanes-below x #x6060606060606060) (lanes-del x)))
-;; In a request target: also SP, "?" and "#".
-(define-syntax-rule (word-target-special x)
-  (logior (lanes-high x) (lanes-below x #x5f5f5f5f5f5f5f5f) (lanes-del x)
-          (lanes-equal x #x3f3f3f3f3f3f3f3f) (lanes-equal x #x2323232323232323)))
-;; In a field name: controls, SP, DEL, obs-text and ":".
-(define-syntax-rule (word-name-special x)
-  (logior (lanes-high x) (lanes-below x #x5f5f5f5f5f5f5f5f) (lanes-del x)
-          (lanes-equal x #x3a3a3a3a3a3a3a3a)))
-(define-syntax-rule (word-lf x)
-  (lanes-equal x #x0a0a0a0a0a0a0a0a))
+(eval-when (expand)
+  (define-syntax-rule (lanes-high x)      ; byte >= #x80
+    (logand x #x8080808080808080))
+  (define-syntax-rule (lanes-below x complement) ; low 7 bits < N; COMPLEMENT = (#x80 - N) in each lane
+    (logxor (logand (+ (logand x #x7f7f7f7f7f7f7f7f) complement) #x8080808080808080)
+            #x8080808080808080))
+  (define-syntax-rule (lanes-del x)       ; low 7 bits = #x7f
+    (logand (+ (logand x #x7f7f7f7f7f7f7f7f) #x0101010101010101) #x8080808080808080))
+  (define-syntax-rule (word-value-special x)
+    (logior (lanes-high x) (lanes-below x #x6060606060606060) (lanes-del x)))
+  ;; In a request target: also SP, "?" and "#".
+  (define-syntax-rule (word-target-special x)
+    (logior (lanes-high x) (lanes-below x #x5f5f5f5f5f5f5f5f) (lanes-del x)
+            (lanes-equal x #x3f3f3f3f3f3f3f3f) (lanes-equal x #x2323232323232323)))
+  ;; In a field name: controls, SP, DEL, obs-text and ":".
+  (define-syntax-rule (word-name-special x)
+    (logior (lanes-high x) (lanes-below x #x5f5f5f5f5f5f5f5f) (lanes-del x)
+            (lanes-equal x #x3a3a3a3a3a3a3a3a)))
+  (define-syntax-rule (word-lf x)
+    (lanes-equal x #x0a0a0a0a0a0a0a0a)))
 
-(define-inlinable (value-special? b) (or (< b #x20) (<= #x7f b)))
-(define-inlinable (target-special? b)
+(define-inline (value-special? b) (or (< b #x20) (<= #x7f b)))
+(define-inline (target-special? b)
   (or (<= b #x20) (<= #x7f b) (eqv? b QUESTION) (eqv? b HASH)))
-(define-inlinable (name-special? b) (or (<= b #x20) (<= #x7f b) (eqv? b COLON)))
-(define-inlinable (lf? b) (eqv? b LF))
+(define-inline (name-special? b) (or (<= b #x20) (<= #x7f b) (eqv? b COLON)))
+(define-inline (lf? b) (eqv? b LF))
 
 ;; The scanners are inlined into the loops that call them: a procedure
 ;; call and the two index hints at its entry cost more than scanning a
 ;; typical header name (bench/parse.scm, chromium: 4.2 -> 2.9 us for the
-;; validation alone).
-(define-syntax-rule (define-scanner (name bv start stop) word-special byte-special?)
-  (define-inlinable (name bv start stop)
+;; validation alone).  Each is also a procedure, for tests/http/parse.scm
+;; to try at every alignment: (define (NAME ...)) binds it at run time,
+;; and the macro defined after it takes over the name in the rest of this
+;; file as it is compiled.
+(eval-when (expand)
+  (define-syntax-rule (scan bv start stop word-special byte-special?)
     (let ((stop (index-hint stop)))
       (let words ((i (index-hint start)))
         (define (bytes i)
@@ -323,7 +383,14 @@ is a 431."
                ((= 0 special) (words (+ i 8)))
                (*little-endian?* (+ i (lowest-lane special)))
                (else (bytes i))))
-            (bytes i))))))
+            (bytes i)))))
+
+  (define-syntax-rule (define-scanner (name bv start stop) word-special byte-special?)
+    (begin
+      (define (name bv start stop)
+        (scan bv start stop word-special byte-special?))
+      (define-inline (name bv start stop)
+        (scan bv start stop word-special byte-special?)))))
 
 ;; Each returns the index of the first special byte in [START, STOP), or STOP.
 (define-scanner (skip-value-plain bv start stop) word-value-special value-special?)
@@ -334,7 +401,7 @@ is a 431."
 (define (skip-ows/loop bv i end)
   (if (and (< i end) (ows? (u8 bv i))) (skip-ows/loop bv (+ i 1) end) i))
 
-(define-inlinable (skip-ows bv i end)
+(define-inline (skip-ows bv i end)
   ;; -> first index in [I, END) that is not SP or HTAB, or END.
   ;; Fast path: "name: value", one space.
   (cond
@@ -347,7 +414,7 @@ is a 431."
       (trim-ows-right/loop bv start (- end 1))
       end))
 
-(define-inlinable (trim-ows-right bv start end)
+(define-inline (trim-ows-right bv start end)
   ;; -> END moved left over SP and HTAB, not past START
   (if (and (< start end) (ows? (u8 bv (- end 1))))
       (trim-ows-right/loop bv start (- end 1))
@@ -414,96 +481,120 @@ HIGH? says whether any byte is #x80 or above."
 ;;   pattern  bytevector: the name in lower case
 ;;   fold     bytevector: #x20 under each letter, else 0
 ;;   cache    #f, or the recent values: see `cached-value'
-(define-inlinable (make-known-header symbol kind parser pattern fold cache)
+(define-inline (make-known-header symbol kind parser pattern fold cache)
   (vector symbol kind parser pattern fold cache))
-(define-inlinable (known-header-symbol header) (vector-ref header 0))
-(define-inlinable (known-header-kind header) (vector-ref header 1))
-(define-inlinable (known-header-parser header) (vector-ref header 2))
-(define-inlinable (known-header-pattern header) (vector-ref header 3))
-(define-inlinable (known-header-fold header) (vector-ref header 4))
-(define-inlinable (known-header-cache header) (vector-ref header 5))
-(define-inlinable (known-header-length header)
+(define-inline (known-header-symbol header) (vector-ref header 0))
+(define-inline (known-header-kind header) (vector-ref header 1))
+(define-inline (known-header-parser header) (vector-ref header 2))
+(define-inline (known-header-pattern header) (vector-ref header 3))
+(define-inline (known-header-fold header) (vector-ref header 4))
+(define-inline (known-header-cache header) (vector-ref header 5))
+(define-inline (known-header-length header)
   (bytevector-length (known-header-pattern header)))
 
-(define *known-header-names*
-  ;; Every header Guile 3.0 declares in (web http), so their values parse
-  ;; as Guile's server parses them, then common request headers Guile does
-  ;; not declare, whose values stay strings as in Guile: recognising them
-  ;; saves lower-casing and interning the name.
-  '("accept" "accept-charset" "accept-encoding" "accept-language"
-    "accept-ranges" "age" "allow" "authorization" "cache-control"
-    "connection" "content-disposition" "content-encoding"
-    "content-language" "content-length" "content-location" "content-md5"
-    "content-range" "content-type" "date" "etag" "expect" "expires" "from"
-    "host" "if-match" "if-modified-since" "if-none-match" "if-range"
-    "if-unmodified-since" "last-modified" "location" "max-forwards"
-    "pragma" "proxy-authenticate" "proxy-authorization" "range" "referer"
-    "retry-after" "server" "te" "trailer" "transfer-encoding" "upgrade"
-    "user-agent" "vary" "via" "warning" "www-authenticate"
-    ;; not declared by Guile
-    "cookie" "origin" "dnt" "priority" "keep-alive" "forwarded"
-    "upgrade-insecure-requests" "x-requested-with" "x-forwarded-for"
-    "x-forwarded-host" "x-forwarded-proto" "x-real-ip"
-    "sec-fetch-site" "sec-fetch-mode" "sec-fetch-user" "sec-fetch-dest"
-    "sec-ch-ua" "sec-ch-ua-mobile" "sec-ch-ua-platform"
-    "sec-websocket-key" "sec-websocket-version" "sec-websocket-extensions"
-    "sec-websocket-protocol"))
+;; The names and the two lists after them are read when this file is
+;; compiled, by `define-known-header-table'; the names also stay in the
+;; module, for tests/http/parse.scm.
+(eval-when (expand load eval)
+  (define *known-header-names*
+    ;; Every header Guile 3.0 declares in (web http), so their values
+    ;; parse as Guile's server parses them, then common request headers
+    ;; Guile does not declare, whose values stay strings as in Guile:
+    ;; recognising them saves lower-casing and interning the name.
+    '("accept" "accept-charset" "accept-encoding" "accept-language"
+      "accept-ranges" "age" "allow" "authorization" "cache-control"
+      "connection" "content-disposition" "content-encoding"
+      "content-language" "content-length" "content-location" "content-md5"
+      "content-range" "content-type" "date" "etag" "expect" "expires" "from"
+      "host" "if-match" "if-modified-since" "if-none-match" "if-range"
+      "if-unmodified-since" "last-modified" "location" "max-forwards"
+      "pragma" "proxy-authenticate" "proxy-authorization" "range" "referer"
+      "retry-after" "server" "te" "trailer" "transfer-encoding" "upgrade"
+      "user-agent" "vary" "via" "warning" "www-authenticate"
+      ;; not declared by Guile
+      "cookie" "origin" "dnt" "priority" "keep-alive" "forwarded"
+      "upgrade-insecure-requests" "x-requested-with" "x-forwarded-for"
+      "x-forwarded-host" "x-forwarded-proto" "x-real-ip"
+      "sec-fetch-site" "sec-fetch-mode" "sec-fetch-user" "sec-fetch-dest"
+      "sec-ch-ua" "sec-ch-ua-mobile" "sec-ch-ua-platform"
+      "sec-websocket-key" "sec-websocket-version" "sec-websocket-extensions"
+      "sec-websocket-protocol")))
 
-(define *opaque-headers*
-  ;; Declared by Guile with the identity parser: no need to call it.
-  '(user-agent from server content-md5))
+(eval-when (expand)
+  (define *opaque-headers*
+    ;; Declared by Guile with the identity parser: no need to call it.
+    '(user-agent from server content-md5))
 
-(define *cache-ways* 4)                 ; values remembered per header
-(define *longest-cached-value* 512)     ; bytes
+  (define *cached-headers*
+    ;; Headers a client repeats byte for byte on every request and whose
+    ;; Guile parser is slow (Accept: 4.5 us, 896 bytes): their parsed
+    ;; values are remembered, see `cached-value'.  Only values made of
+    ;; pairs, strings, symbols and numbers, so a copy is cheap and
+    ;; complete; never credentials.
+    '(accept accept-charset accept-encoding accept-language cache-control
+      pragma te upgrade content-type content-encoding content-language
+      expect vary via trailer allow accept-ranges)))
 
-(define *cached-headers*
-  ;; Headers a client repeats byte for byte on every request and whose
-  ;; Guile parser is slow (Accept: 4.5 us, 896 bytes): their parsed
-  ;; values are remembered, see `cached-value'.  Only values made of
-  ;; pairs, strings, symbols and numbers, so a copy is cheap and complete;
-  ;; never credentials.
-  '(accept accept-charset accept-encoding accept-language cache-control
-    pragma te upgrade content-type content-encoding content-language
-    expect vary via trailer allow accept-ranges))
+(define-constants
+  (*cache-ways* 4)                      ; values remembered per header
+  (*longest-cached-value* 512))         ; bytes
 
-(define (name->known-header name)
-  (let* ((symbol (string->symbol name))
-         (pattern (string->utf8 name))
-         (fold (make-bytevector (bytevector-length pattern) 0))
-         (kind (cond
-                ((memq symbol '(host content-length transfer-encoding connection))
-                 symbol)
-                ((memq symbol *opaque-headers*) 'raw)
-                ((known-header? symbol) 'guile)
-                (else 'raw))))
-    (let loop ((i 0))
-      (when (< i (bytevector-length pattern))
-        (when (ascii-letter? (u8 pattern i))
-          (bytevector-u8-set! fold i #x20))
-        (loop (+ i 1))))
-    (make-known-header symbol kind
-                       (and (memq kind '(guile transfer-encoding connection))
-                            (header-parser symbol))
-                       pattern fold
-                       (and (eq? kind 'guile) (memq symbol *cached-headers*)
-                            (make-vector (+ *cache-ways* 1) #f)))))
+;; Built at load, from the names, the table cost 697K instructions
+;; (bench/startup-modules, (plucky http parse): 1,692,722 -> 995,660).
+;; Now the compiler works out each header's symbol, kind, pattern and
+;; fold, and loading runs straight-line code that puts them in fresh
+;; vectors with what only run time has: Guile's parser for the header
+;; and an empty cache (a constant vector would be read-only).  The known
+;; headers are the same vectors as before, and the parser's code that
+;; reads them is unchanged.
+(eval-when (expand)
+  (define-syntax define-known-header-table
+    ;; (define-known-header-table TABLE LONGEST) defines TABLE, the vector
+    ;; length -> (<known-header> ...) in the order of *known-header-names*,
+    ;; and LONGEST, a constant: the length of the longest name.
+    (lambda (x)
+      (define (known-header-code name)
+        (let* ((symbol (string->symbol name))
+               (kind (cond
+                      ((memq symbol '(host content-length transfer-encoding connection))
+                       symbol)
+                      ((memq symbol *opaque-headers*) 'raw)
+                      ((known-header? symbol) 'guile)
+                      (else 'raw))))
+          `(make-known-header
+            ',symbol ',kind
+            ,(and (memq kind '(guile transfer-encoding connection))
+                  `(header-parser ',symbol))
+            ,(string->utf8 name)
+            ,(u8-list->bytevector
+              (map (lambda (c) (if (ascii-letter? (char->integer c)) #x20 0))
+                   (string->list name)))
+            ,(and (eq? kind 'guile) (memq symbol *cached-headers*)
+                  '(make-vector (+ *cache-ways* 1) #f)))))
+      (syntax-case x ()
+        ((_ table longest)
+         (let* ((n (apply max (map string-length *known-header-names*)))
+                (by-length (make-vector (+ n 1) '())))
+           (for-each (lambda (name)
+                       (let ((k (string-length name)))
+                         (vector-set! by-length k (cons (known-header-code name)
+                                                        (vector-ref by-length k)))))
+                     (reverse *known-header-names*))
+           (with-syntax ((n n)
+                         (code (datum->syntax
+                                x
+                                `(vector ,@(map (lambda (headers)
+                                                  (if (null? headers)
+                                                      ''()
+                                                      `(list ,@headers)))
+                                                (vector->list by-length))))))
+             #'(begin
+                 (define-constants (longest n))
+                 (define table code)))))))))
 
-(define *known-headers*
-  (map name->known-header *known-header-names*))
+(define-known-header-table *known-headers-by-length* *longest-known-name*)
 
-(define *longest-known-name*
-  (apply max (map string-length *known-header-names*)))
-
-(define *known-headers-by-length*
-  ;; length -> (<known-header> ...), in the order of *known-header-names*
-  (let ((table (make-vector (+ 1 *longest-known-name*) '())))
-    (for-each (lambda (header)
-                (let ((n (known-header-length header)))
-                  (vector-set! table n (cons header (vector-ref table n)))))
-              (reverse *known-headers*))
-    table))
-
-(define-inlinable (known-header-matches? header bv start n)
+(define-inline (known-header-matches? header bv start n)
   ;; Compare with the name of HEADER, ignoring the case of letters only:
   ;; (byte | fold) = pattern holds for a letter in either case and, where
   ;; fold is 0, for the exact byte, so a match also proves every byte is
@@ -605,10 +696,10 @@ HIGH? says whether any byte is #x80 or above."
 ;;; Request line
 ;;;
 
-(define-inlinable (fail status reason offset)
+(define-inline (fail status reason offset)
   (values (make-http-error status reason offset) #f))
 
-(define-inlinable (incomplete)
+(define-inline (incomplete)
   (values 'incomplete #f))
 
 (define (method-symbol bv start end)

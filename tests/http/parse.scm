@@ -824,6 +824,92 @@ With EXACT?, each prefix is copied to a bytevector of just its length
   (test-parse-error "a CR where a known name has a dash"
     (head "GET / HTTP/1.1" "Host: a" "Content\rLength: 1") 400))
 
+(test-group "macros exist only while the parser is compiled"
+  ;; See "Macros for this file only" in plucky/http/parse.scm: a macro
+  ;; left in the module would cost every start of `plucky serve'.
+  (test-equal "the compiled module binds no macro"
+    '()
+    (let ((macros '()))
+      (module-for-each (lambda (name variable)
+                         (when (and (variable-bound? variable)
+                                    (macro? (variable-ref variable)))
+                           (set! macros (cons name macros))))
+                       (resolve-module '(plucky http parse)))
+      macros)))
+
+(test-group "byte classes computed when the parser is compiled"
+  (test-equal "byte classes: token, reg-name, digit, hex"
+    (let ((table (make-bytevector 256 0)))
+      (define (add! class chars)
+        (string-for-each (lambda (c)
+                           (let ((b (char->integer c)))
+                             (bytevector-u8-set! table b
+                                                 (logior class (bytevector-u8-ref table b)))))
+                         chars))
+      (define alnum "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+      (add! 1 (string-append alnum "!#$%&'*+-.^_`|~"))
+      (add! 2 (string-append alnum "-._~!$&'()*+,;=%"))
+      (add! 4 "0123456789")
+      (add! 8 "0123456789abcdefABCDEF")
+      table)
+    (@@ (plucky http parse) *byte-classes*)))
+
+(test-group "known headers computed when the parser is compiled"
+  ;; The same table as building it at load made, from the Guile that runs.
+  (define by-length (@@ (plucky http parse) *known-headers-by-length*))
+  (define names (@@ (plucky http parse) *known-header-names*))
+  (define (entry name)
+    (find (lambda (h) (eq? (vector-ref h 0) (string->symbol name)))
+          (vector-ref by-length (string-length name))))
+  (define (expected-kind symbol)
+    (cond
+     ((memq symbol '(host content-length transfer-encoding connection)) symbol)
+     ((memq symbol '(user-agent from server content-md5)) 'raw)
+     ((known-header? symbol) 'guile)
+     (else 'raw)))
+  (test-equal "each name once, at its length, in the order of the names"
+    (stable-sort names (lambda (a b) (< (string-length a) (string-length b))))
+    (append-map (lambda (length headers)
+                  (map (lambda (h)
+                         (and (= length (bytevector-length (vector-ref h 3)))
+                              (symbol->string (vector-ref h 0))))
+                       headers))
+                (iota (vector-length by-length))
+                (vector->list by-length)))
+  (test-equal "symbol, kind, parser, pattern and fold of every name"
+    '()
+    (filter-map
+     (lambda (name)
+       (let* ((h (entry name))
+              (symbol (string->symbol name))
+              (kind (expected-kind symbol)))
+         (and (not (and h
+                        (eq? (vector-ref h 0) symbol)
+                        (eq? (vector-ref h 1) kind)
+                        (if (memq kind '(guile transfer-encoding connection))
+                            (eq? (vector-ref h 2) (header-parser symbol))
+                            (not (vector-ref h 2)))
+                        (equal? (vector-ref h 3) (string->utf8 name))
+                        (equal? (vector-ref h 4)
+                                (u8-list->bytevector
+                                 (map (lambda (c) (if (char-alphabetic? c) #x20 0))
+                                      (string->list name))))))
+              name)))
+     names))
+  (test-equal "caches: one mutable vector each, only for Guile-parsed values"
+    '(#t #t #t #f #f)
+    (let ((caches (filter-map (lambda (name) (vector-ref (entry name) 5)) names)))
+      (list (every (lambda (c)
+                     (and (vector? c) (= 5 (vector-length c))
+                          ;; a literal vector would be read-only
+                          (begin (vector-set! c 4 (vector-ref c 4)) #t)))
+                   caches)
+            (= (length caches) (length (delete-duplicates caches eq?)))
+            (and (vector-ref (entry "accept") 5) (vector-ref (entry "accept-language") 5)
+                 #t)
+            (vector-ref (entry "authorization") 5) ; never credentials
+            (vector-ref (entry "user-agent") 5)))))
+
 (define (describe-kind bv)
   (receive (r i) (parse-request-head bv 0 (bytevector-length bv))
     (list (cond ((request? r) 'request) ((http-error? r) 'error) (else r)))))
