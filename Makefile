@@ -11,11 +11,22 @@ PORT  ?= 8080
 WARNINGS := -Wunbound-variable -Warity-mismatch -Wformat -Wunused-variable -Wshadowed-toplevel -Wmacro-use-before-definition -Wduplicate-case-datum -Wbad-case-datum
 
 SOURCES := $(shell find plucky web -name '*.scm' | sort)
-OBJECTS := $(SOURCES:%.scm=build/%.go)
 
 .PHONY: all deps check run bench clean
 
+ifneq ($(shell command -v guild),)
+# Each module compiled after the modules it uses (see scripts/build-order):
+# Guile inlines across modules only from compiled ones.  `make -j' would
+# lose the order; a build takes seconds anyway.
+OBJECTS := $(patsubst %.scm,build/%.go,$(shell scripts/build-order $(SOURCES)))
 all: deps $(OBJECTS)
+else ifeq ($(PLUCKY_DEPS_INSTALLED),)
+# No Guile yet: install it, then build in a make that finds it.
+all: deps
+	@$(MAKE) --no-print-directory all PLUCKY_DEPS_INSTALLED=1
+else
+$(error guild is still not on PATH after scripts/install-deps)
+endif
 
 deps:
 	@scripts/install-deps check
