@@ -28,9 +28,16 @@
 ;;; each comes first and is not counted: it fills the page cache and, for
 ;;; the server, lets Guile compile the app file into its cache.
 ;;;
+;;; A third run in each round has the server trace its start-up
+;;; (PLUCKY_TRACE_STARTUP: see `trace-start-up' in (plucky server)): the
+;;; time from exec at which it reached each step, the earliest process
+;;; for the steps of workers.  These runs are not in the figures above;
+;;; tracing costs a line to standard error per step.
+;;;
 ;;; Prints one line per run and then, for both, the median, p90, min and
 ;;; max in milliseconds, as lines "startup: LABEL median P90 MIN MAX"
-;;; that bench/startup reads.  Every wait is bounded: a server that does
+;;; that bench/startup reads, and the median of each traced step, as
+;;; lines "startup-step: STEP median".  Every wait is bounded: a server that does
 ;;; not answer 200 within 10 s counts as a failed run (exit status 1).
 ;;;
 ;;; Code:
@@ -53,8 +60,9 @@
       (close-port sock)
       port)))
 
-(define (spawn program args log)
-  ;; fork + exec PROGRAM with stdout and stderr to the file LOG
+(define* (spawn program args log #:key trace?)
+  ;; fork + exec PROGRAM with stdout and stderr to the file LOG, tracing
+  ;; its start-up if TRACE?
   ;; -> (values pid exec-ms): EXEC-MS is the clock just before execve
   (let* ((clock (pipe))
          (pid (primitive-fork)))
@@ -62,7 +70,9 @@
         (catch #t
           (lambda ()
             (let ((null (open-input-file "/dev/null"))
-                  (out (open-file log "a")))
+                  (out (open-file log (if trace? "w" "a"))))
+              (when trace?
+                (setenv "PLUCKY_TRACE_STARTUP" "1"))
               (close-port (car clock))
               (dup2 (port->fdes null) 0)
               (dup2 (port->fdes out) 1)
@@ -127,15 +137,16 @@
         (close-port sock)
         #f))))
 
-(define (time-server command log)
-  ;; -> milliseconds from exec to a 200, or #f
+(define* (time-server command log #:key trace?)
+  ;; -> milliseconds from exec to a 200, or #f; with TRACE?, a list
+  ;; ((STEP . MS-FROM-EXEC) … ("answer" . MS)) instead
   (let ((port (free-port)))
     (call-with-values
         (lambda ()
           (spawn (car command)
                  (map (lambda (a) (if (string=? a "PORT") (number->string port) a))
                       (cdr command))
-                 log))
+                 log #:trace? trace?))
       (lambda (pid start)
         (let lp ()
           (cond
@@ -143,12 +154,30 @@
            ((try-get port)
             (let ((elapsed (- (now-ms) start)))
               (stop pid)
-              elapsed))
+              (if trace?
+                  (append (traced-steps log start) (list (cons "answer" elapsed)))
+                  elapsed)))
            ((or (> (- (now-ms) start) 10000)
                 (match (waitpid pid WNOHANG) ((0 . _) #f) (_ #t)))
             (stop pid)
             #f)
            (else (usleep 100) (lp))))))))
+
+(define (traced-steps log start)
+  ;; -> ((STEP . MS-FROM-START) …) from the "plucky-startup: STEP PID MS"
+  ;; lines of LOG, in their order; a step that several processes reached
+  ;; (the workers') at the first of them
+  (call-with-input-file log
+    (lambda (port)
+      (let lp ((steps '()))
+        (let ((line (read-line port)))
+          (if (eof-object? line)
+              (reverse steps)
+              (match (string-split line #\space)
+                (("plucky-startup:" step pid ms)
+                 (let ((at (- (string->number ms) start)))
+                   (lp (if (assoc step steps) steps (acons step at steps)))))
+                (_ (lp steps)))))))))
 
 (define (time-guile log)
   ;; -> milliseconds from exec to the exit of `guile -c 1', or #f
@@ -170,31 +199,47 @@
             (percentile sorted 0.5) (percentile sorted 0.9)
             (first sorted) (last sorted))))
 
+(define (step-summary traces)
+  ;; TRACES: a list per run of ((STEP . MS) …); print each step's median,
+  ;; steps in the order of the first run
+  (unless (null? traces)
+    (for-each (lambda (step)
+                (let ((times (filter-map (lambda (trace) (assoc-ref trace step)) traces)))
+                  (format #t "startup-step: ~a ~,1f~%" step
+                          (percentile (sort times <) 0.5))))
+              (map car (last traces)))))
+
 (define (main args)
   (match args
     ((_ runs command ...)
      (let* ((runs (string->number runs))
             (log (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-startup-"
-                                (number->string (getpid)) ".log")))
+                                (number->string (getpid)) ".log"))
+            (trace-log (string-append log ".trace")))
        (format #t "warm-up: server ~a ms, guile -c 1 ~a ms~%"
                (let ((t (time-server command log))) (if t (format #f "~,1f" t) "FAILED"))
                (let ((t (time-guile log))) (if t (format #f "~,1f" t) "FAILED")))
-       (let lp ((i 0) (server '()) (guile '()) (failed 0))
+       (let lp ((i 0) (server '()) (guile '()) (traces '()) (failed 0))
          (if (< i runs)
              (let* ((s (time-server command log))
-                    (g (time-guile log)))
+                    (g (time-guile log))
+                    (t (time-server command trace-log #:trace? #t)))
                (format #t "run ~2d: server ~a ms, guile -c 1 ~a ms~%" (+ i 1)
                        (if s (format #f "~,1f" s) "FAILED")
                        (if g (format #f "~,1f" g) "FAILED"))
                (lp (+ i 1) (if s (cons s server) server) (if g (cons g guile) guile)
-                   (+ failed (if (and s g) 0 1))))
+                   (if t (cons t traces) traces)
+                   (+ failed (if (and s g t) 0 1))))
              (begin
                (unless (null? server) (summary "server" server))
                (unless (null? guile) (summary "guile-c-1" guile))
+               (step-summary traces)
                (when (> failed 0)
                  (format #t "startup: ~a failed runs; the server's output is in ~a~%"
                          failed log))
-               (when (zero? failed) (false-if-exception (delete-file log)))
+               (when (zero? failed)
+                 (false-if-exception (delete-file log))
+                 (false-if-exception (delete-file trace-log)))
                (exit (if (zero? failed) 0 1)))))))
     (_
      (format (current-error-port) "usage: guile bench/startup.scm RUNS COMMAND ARG…~%")

@@ -168,6 +168,7 @@ fresh module where `app-directory' names the directory FILE is in.
                       (module-define! module 'app-directory (dirname file))
                       (set-current-module module))
                     (load file)))))
+    (trace-start-up "app")
     (unless (procedure? handler)
       (error (format #f "~a must end with an expression whose value is the handler procedure; got ~s"
                      file handler)))

@@ -25,6 +25,8 @@
 ;;;
 ;;; Code:
 
+(define launch-time (gettimeofday))       ; for trace-start-up, below
+
 (unless (equal? (getenv "GUILE_AUTO_COMPILE") "0")
   (set! %load-should-auto-compile #t))
 
@@ -48,6 +50,9 @@
 ((@ (plucky sys gc) reserve-heap!) (* 8 1024 1024))
 (resolve-interface '(plucky command))
 (gc-enable)
+(let ((trace-start-up (@ (plucky server) trace-start-up)))
+  (trace-start-up "launch" launch-time)   ; Guile has started, this runs
+  (trace-start-up "modules"))             ; plucky's modules are loaded
 ((@ (plucky command) main) (command-line))
 
 ;;; plucky/launch.scm ends here

@@ -89,7 +89,8 @@
                open-listener
                listener-port)
   #:export (supervise-workers
-            run-server))
+            run-server
+            trace-start-up))
 
 (define (log-line fmt . args)
   (let ((port (current-error-port)))
@@ -107,6 +108,25 @@
 
 (define (now)
   (exact->inexact (/ (get-internal-real-time) internal-time-units-per-second)))
+
+;;;
+;;; Where start-up time goes
+;;;
+
+;; Read once, when this module loads: tracing is for bench/startup.
+(define tracing-start-up? (and (getenv "PLUCKY_TRACE_STARTUP") #t))
+
+(define* (trace-start-up step #:optional (time (gettimeofday)))
+  "When the environment has PLUCKY_TRACE_STARTUP, write to standard error
+the line \"plucky-startup: STEP PID MS\": this process reached STEP (a
+string) at MS, the wall clock in milliseconds since the epoch, from TIME
+(a pair as `gettimeofday' returns; now by default).  bench/startup reads
+them to split exec-to-first-answer into its steps.  Otherwise nothing."
+  (when tracing-start-up?
+    (let ((port (current-error-port)))
+      (format port "plucky-startup: ~a ~a ~a~%" step (getpid)
+              (+ (* 1000 (car time)) (/ (cdr time) 1000.)))
+      (force-output port))))
 
 ;;;
 ;;; A worker: one loop in this process
@@ -211,6 +231,7 @@ until a restart"
                           (when error-log (open-error-log! error-log)))))))
     (when timer
       (set-signal-timer! timer 1 1))
+    (trace-start-up "serving")
     (let ((state (run-loop (map port->fdes sockets) counting-handler
                            #:body-port? (body-port-handler? handler)
                            #:state state #:settings settings
@@ -323,6 +344,7 @@ until a restart"
     (define (in-child generation slot ready)
       ;; The new worker.  Never returns: exits, or escapes through a
       ;; continuation MAKE-CHILD's thunk captured (web server plucky).
+      (trace-start-up "worker")
       (let ((thunk
              (with-exception-handler
                  (lambda (exception)
@@ -364,6 +386,7 @@ until a restart"
     (define (start-worker! generation slot)
       (let ((ready (pipe)))
         (flush-all-ports)
+        (trace-start-up "fork")
         (let ((pid (primitive-fork)))
           (when (zero? pid)
             (in-child generation slot ready))
@@ -642,6 +665,7 @@ caller's policy (see `plucky serve')."
                             workers (if (= workers 1) "" "s")
                             (if per-worker? ", a socket each with SO_REUSEPORT" "")))
                 (if per-worker? (list (car sockets)) sockets)))
+    (trace-start-up "listening")
     (when on-listen (on-listen sockets))
     (let ((result
            (if (not master?)

@@ -17,7 +17,9 @@
 ;;;
 ;;; Code:
 
-(use-modules (srfi srfi-64)
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
+             (ice-9 match)
              (web client)
              (tests lib harness)
              (tests lib command))
@@ -75,6 +77,60 @@
             (lambda (response body)
               (call-with-input-string body read)))))))
    '("1" "2"))
+  (remove-tree dir))
+
+;; PLUCKY_TRACE_STARTUP: the steps of start-up, each once per process
+;; that reaches it, in order of time (bench/startup's breakdown); nothing
+;; without it.
+(define (traced-steps log)
+  ;; -> ((STEP PID MS) …) from the "plucky-startup: …" lines of LOG
+  (filter-map (lambda (line)
+                (match (string-split line #\space)
+                  (("plucky-startup:" step pid ms)
+                   (list step (string->number pid) (string->number ms)))
+                  (_ #f)))
+              (string-split log #\newline)))
+
+(let* ((dir (temporary-directory))
+       (app (write-text-app dir "traced")))
+  (define (served-steps workers environment)
+    ;; -> the traced steps of a plucky that answered a GET, after it stopped
+    (call-with-plucky
+     app (append (list "--port" "0" "--workers" workers) allow-root)
+     (lambda (plucky)
+       (http-get (string-append "http://127.0.0.1:"
+                                (number->string (plucky-port plucky)) "/"))
+       (stop-plucky plucky)
+       (traced-steps (plucky-log plucky)))
+     #:environment environment))
+  (let* ((environment (cons "PLUCKY_TRACE_STARTUP=1" (environ)))
+         (steps (served-steps "2" environment))
+         (master (cadr (car steps))))
+    (test-equal "traced start-up, --workers 2: the master's steps, then each worker's"
+      '(("launch" "modules" "app" "listening" "fork" "fork")
+        ("worker" "serving") ("worker" "serving"))
+      (cons (map car (filter (lambda (s) (= (cadr s) master)) steps))
+            (map (lambda (pid) (map car (filter (lambda (s) (= (cadr s) pid)) steps)))
+                 (delete-duplicates
+                  (filter-map (lambda (s) (and (not (= (cadr s) master)) (cadr s)))
+                              steps)))))
+    (test-assert "traced start-up: in each process, each step no earlier than the one before; a worker after its fork"
+      (let* ((pids (delete-duplicates (map cadr steps)))
+             (times (lambda (pid) (map caddr (filter (lambda (s) (= (cadr s) pid)) steps))))
+             (first-fork (caddr (assoc "fork" steps))))
+        (and (every (lambda (pid)
+                      (let ((ts (times pid)))
+                        (every <= (drop-right ts 1) (cdr ts))))
+                    pids)
+             (every (lambda (pid) (<= first-fork (car (times pid))))
+                    (delete master pids)))))
+    (test-equal "traced start-up, --workers 1: one process's steps"
+      '("launch" "modules" "app" "listening" "serving")
+      (map car (served-steps "1" environment))))
+  (test-equal "no trace without PLUCKY_TRACE_STARTUP"
+    '()
+    (served-steps "1" (filter (lambda (v) (not (string-prefix? "PLUCKY_TRACE_STARTUP=" v)))
+                              (environ))))
   (remove-tree dir))
 
 (test-end "server/startup")
