@@ -243,30 +243,31 @@ is a 431."
   (STAR #\*) (LBRACKET #\[) (RBRACKET #\]) (ZERO #\0))
 
 (eval-when (expand)
-  ;; (bytes=? bv start "GET") compares BV's bytes from START with the
-  ;; literal, byte by byte, with no allocation.
+  (define (byte-comparison x fold-case?)
+    ;; The expansion of (bytes=? bv start "literal"): BV's bytes from
+    ;; START compared with the literal's, byte by byte, with no
+    ;; allocation; FOLD-CASE? for a lower-case literal whose letters
+    ;; match either case (bit #x20 set before comparing).
+    (syntax-case x ()
+      ((_ bv start literal)
+       (string? (syntax->datum #'literal))
+       (let ((chars (string->list (syntax->datum #'literal))))
+         (with-syntax (((test ...)
+                        (map (lambda (c offset)
+                               (with-syntax ((byte (char->integer c)) (offset offset))
+                                 (if (and fold-case? (char-alphabetic? c))
+                                     #'(= (logior (bytevector-u8-ref bv (+ start offset)) #x20)
+                                          byte)
+                                     #'(= (bytevector-u8-ref bv (+ start offset)) byte))))
+                             chars (iota (length chars)))))
+           #'(and test ...))))))
+
   (define-syntax bytes=?
-    (lambda (x)
-      (syntax-case x ()
-        ((_ bv start literal)
-         (string? (syntax->datum #'literal))
-         (let ((chars (string->list (syntax->datum #'literal))))
-           (with-syntax (((byte ...) (map char->integer chars))
-                         ((offset ...) (iota (length chars))))
-             #'(and (= (bytevector-u8-ref bv (+ start offset)) byte) ...)))))))
+    (lambda (x) (byte-comparison x #f)))
 
   (define-syntax bytes=?/ci
     ;; Like bytes=? for a lower-case LITERAL, ignoring the case of letters.
-    (lambda (x)
-      (syntax-case x ()
-        ((_ bv start literal)
-         (string? (syntax->datum #'literal))
-         (let ((chars (string->list (syntax->datum #'literal))))
-           (with-syntax (((byte ...) (map char->integer chars))
-                         ((fold ...) (map (lambda (c) (if (char-alphabetic? c) #x20 0))
-                                          chars))
-                         ((offset ...) (iota (length chars))))
-             #'(and (= (logior (bytevector-u8-ref bv (+ start offset)) fold) byte) ...)))))))
+    (lambda (x) (byte-comparison x #t)))
 
   (define-syntax native-word
     ;; (native-word "HTTP/1.1") expands to the integer whose native-endian
