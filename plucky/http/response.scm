@@ -60,6 +60,8 @@
             response-record?
             response-record-code
             response-record-headers
+            answer-headers
+            answer-code
             write-streamed-head!
             copy-limit))
 
@@ -152,6 +154,16 @@
 (define (response-record-headers response)
   "Return the header alist of RESPONSE, a (web response) record."
   ((@ (web response) response-headers) response))
+
+(define (answer-headers response)
+  "Return the header alist of RESPONSE, a handler's answer: a (web
+response) record or the alist itself."
+  (if (response-record? response) (response-record-headers response) response))
+
+(define (answer-code response)
+  "Return the status code of RESPONSE, a handler's answer: a (web
+response) record's code, or 200 for a header alist."
+  (if (response-record? response) (response-record-code response) 200))
 
 ;;;
 ;;; Headers
@@ -269,9 +281,8 @@ response Guile's `sanitize-response' would refuse (a Content-Length that
 does not match the body, a body on a 204 or 304, a bad body type).
 CACHE? #f renders every header afresh instead of using the caches, which
 only the loop's thread may use (see `write-streamed-head!')."
-  (let* ((record? (response-record? response))
-         (headers (if record? (response-record-headers response) response))
-         (code (if record? (response-record-code response) 200))
+  (let* ((headers (answer-headers response))
+         (code (answer-code response))
          (head? (eq? (request-method request) 'HEAD))
          (textual? (or (string? body) (procedure? body)))
          (type (and textual?
@@ -386,9 +397,7 @@ Transfer-Encoding: chunked or Content-Type text/event-stream.  Any other
 procedure body is collected, as Guile's `sanitize-response' does, so
 that the answer gets a Content-Length."
   (and (procedure? body)
-       (let ((headers (if (response-record? response)
-                          (response-record-headers response)
-                          response)))
+       (let ((headers (answer-headers response)))
          (or (assq 'transfer-encoding headers)
              (let ((type (assq-ref headers 'content-type)))
                (and (pair? type) (eq? (car type) 'text/event-stream)))))
@@ -403,9 +412,8 @@ chunk), 'close (HTTP/1.0: the body ends when the connection closes) or
 'none (HEAD, 204, 304: no body at all), and whether to close the
 connection after it.  Headers are rendered afresh, without the caches,
 so that any thread may call it."
-  (let* ((record? (response-record? response))
-         (headers (if record? (response-record-headers response) response))
-         (code (if record? (response-record-code response) 200))
+  (let* ((headers (answer-headers response))
+         (code (answer-code response))
          (head? (eq? (request-method request) 'HEAD))
          (bodiless? (must-not-include-body? code))
          (framing (cond

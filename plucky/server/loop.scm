@@ -931,7 +931,7 @@ to call from a signal handler."
                         (write-response! out request response response-body close?))
                     (lambda (close? large-body)
                       (set-loop-guarded! loop #f)
-                      (let ((code (if (response-record? response) (response-record-code response) 200)))
+                      (let ((code (answer-code response)))
                         (when (or observer (loop-on-response loop))
                           (let ((bytes (+ (- (output-fill out) mark)
                                           (if large-body (bytevector-length large-body) 0))))
@@ -1181,7 +1181,7 @@ arrived, and what it returns becomes the state again."
       ;; -> outcome; raises on the application's errors
       (let* ((reader (job-reader job))
              (close? (or (job-close? job) (not (complete? reader))))
-             (code (if (response-record? response) (response-record-code response) 200)))
+             (code (answer-code response)))
         (if (streamed-response? response body)
             (let ((out (make-output 1024)))
               (call-with-values (lambda () (write-streamed-head! out request response))
@@ -1258,7 +1258,7 @@ arrived, and what it returns becomes the state again."
 
 (define (stream-body! job send! out-fd timeout response body framing)
   ;; Call the body procedure with a port that sends as it is written.
-  (let* ((headers (if (response-record? response) (response-record-headers response) response))
+  (let* ((headers (answer-headers response))
          (type (assq-ref headers 'content-type))
          (charset (and type (assq-ref (cdr type) 'charset))))
     (call-with-values
