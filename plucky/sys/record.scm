@@ -44,6 +44,7 @@
 ;;; Code:
 
 (define-module (plucky sys record)
+  #:use-module ((srfi srfi-1) #:select (any))
   #:export (define-record-type/lean))
 
 (define-syntax define-record-type/lean
@@ -59,8 +60,6 @@ while the module is compiled (see the commentary)."
                (syntax-violation 'define-record-type/lean "unknown field" form field))
               ((bound-identifier=? field (car fields)) i)
               (else (loop (cdr fields) (+ i 1))))))
-    (define (exists pred list)
-      (and (pair? list) (or (pred (car list)) (exists pred (cdr list)))))
     (define (record-name type)
       ;; <connection> -> connection, as SRFI-9 names its types
       (let ((name (symbol->string (syntax->datum type))))
@@ -78,7 +77,7 @@ while the module is compiled (see the commentary)."
          (with-syntax ((name (record-name #'type))
                        ((init ...)
                         (map (lambda (field)
-                               (if (exists (lambda (a) (bound-identifier=? a field)) arguments)
+                               (if (any (lambda (a) (bound-identifier=? a field)) arguments)
                                    field
                                    #'#f))
                              fields))
@@ -93,39 +92,44 @@ while the module is compiled (see the commentary)."
                (define-record-field type index accessor . modifier)
                ...)))))))
 
-(define-syntax define-record-field
-  ;; ACCESSOR (and MODIFIER) as macros of the compile-time environment
-  ;; only: see the commentary.  Used as a value, ACCESSOR is a lambda.
+(define-syntax checked-struct-op
+  ;; (checked-struct-op type name (op object argument ...)): OP (a
+  ;; struct-ref or struct-set! with its index) on OBJECT if it is of
+  ;; TYPE, else a wrong-type-arg error that names NAME.  Expanded while
+  ;; the record's module is compiled: nothing of it is left at run time.
   (syntax-rules ()
-    ((_ type index accessor)
+    ((_ type name (op object argument ...))
+     (let ((value object))
+       (if ((@ (guile) eq?) ((@ (guile) struct-vtable) value) type)
+           (op value argument ...)
+           ((@ (guile) throw) 'wrong-type-arg 'name "Wrong type argument: ~S"
+            ((@ (guile) list) value) ((@ (guile) list) value)))))))
+
+(define-syntax define-field-macro
+  ;; NAME, a macro of the compile-time environment only, called as
+  ;; (NAME object argument ...): OP on the object, checked.  Used as a
+  ;; value, NAME is a lambda.
+  (syntax-rules ()
+    ((_ type name (op index) argument ...)
      (eval-when (expand)
-       (define-syntax accessor
+       (define-syntax name
          (lambda (form)
            (syntax-case form ()
-             ((_ object)
-              #'(let ((value object))
-                  (if ((@ (guile) eq?) ((@ (guile) struct-vtable) value) type)
-                      ((@ (guile) struct-ref) value index)
-                      ((@ (guile) throw) 'wrong-type-arg 'accessor "Wrong type argument: ~S"
-                             ((@ (guile) list) value) ((@ (guile) list) value)))))
+             ((_ object argument ...)
+              #'(checked-struct-op type name (op object index argument ...)))
              (_
               (identifier? form)
-              #'(lambda (value) (accessor value))))))))
+              #'(lambda (value argument ...) (name value argument ...))))))))))
+
+(define-syntax define-record-field
+  ;; ACCESSOR (and MODIFIER) as macros of the compile-time environment
+  ;; only: see the commentary.
+  (syntax-rules ()
+    ((_ type index accessor)
+     (define-field-macro type accessor ((@ (guile) struct-ref) index)))
     ((_ type index accessor modifier)
      (begin
-       (define-record-field type index accessor)
-       (eval-when (expand)
-         (define-syntax modifier
-           (lambda (form)
-             (syntax-case form ()
-               ((_ object new)
-                #'(let ((value object))
-                    (if ((@ (guile) eq?) ((@ (guile) struct-vtable) value) type)
-                        ((@ (guile) struct-set!) value index new)
-                        ((@ (guile) throw) 'wrong-type-arg 'modifier "Wrong type argument: ~S"
-                               ((@ (guile) list) value) ((@ (guile) list) value)))))
-               (_
-                (identifier? form)
-                #'(lambda (value new) (modifier value new)))))))))))
+       (define-field-macro type accessor ((@ (guile) struct-ref) index))
+       (define-field-macro type modifier ((@ (guile) struct-set!) index) new)))))
 
 ;;; (plucky sys record) ends here
