@@ -64,7 +64,7 @@
    (lambda (workers)
      (call-with-plucky
       app (append (list "--port" "0" "--workers" workers)
-                  (if (zero? (geteuid)) '("--allow-root") '()))
+                  allow-root)
       (lambda (plucky)
         (test-equal (string-append "the heap grown before the app, collections on at load and when answering, SRFI-19 "
                                    "and (web response) unloaded until the app imports "
