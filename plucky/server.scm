@@ -683,6 +683,9 @@ caller's policy (see `plucky serve')."
                                      handler
                                      (handler-from reload)))
                         (sockets (if per-worker? (list (list-ref sockets slot)) sockets)))
+                    (when per-worker?
+                      ;; ready to accept: connections may come to this socket now
+                      (start-listening! (car sockets)))
                     (lambda ()
                       (serve-in-this-process sockets handler state settings
                                              #:worker? #t #:grace grace

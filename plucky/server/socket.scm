@@ -13,7 +13,9 @@
 ;;;                      removed; a live one is not)
 ;;;   open-listeners     bind N sockets to one TCP port with SO_REUSEPORT,
 ;;;                      one per worker: the kernel spreads connections
-;;;                      over them evenly (see README, "Workers")
+;;;                      over them evenly (see README, "Workers"); all
+;;;                      but the first listen once their worker calls
+;;;                      `start-listening!'
 ;;;   inherited-listeners  the sockets systemd or GNU Shepherd passed
 ;;;                      (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES; the
 ;;;                      first is descriptor 3), as sd_listen_fds(3) reads
@@ -30,6 +32,7 @@
   #:use-module (plucky sys libc)
   #:export (open-listener
             open-listeners
+            start-listening!
             listener-port
             listener-url
             unix-listener-path
@@ -59,20 +62,24 @@ a host name, or \"unix:\" followed by a path."
   (fcntl sock F_SETFL (logior O_NONBLOCK (fcntl sock F_GETFL)))
   (fcntl sock F_SETFD (logior FD_CLOEXEC (fcntl sock F_GETFD))))
 
-(define* (open-listener host port #:key (backlog 1024) (reuse-port? #f))
+(define default-backlog 1024)
+
+(define* (open-listener host port #:key (backlog default-backlog) (reuse-port? #f)
+                        (listen? #t))
   "Return a listening, non-blocking socket (a Guile port, which the caller
 must keep and close with `close-listener') bound to HOST and PORT.  HOST
 is a name or an IPv4 or IPv6 address (\"::\" for every address of both
 families), or \"unix:PATH\" for a Unix-domain socket at PATH (PORT is
 then ignored).  PORT 0 picks any free port (see `listener-port').
 REUSE-PORT? sets SO_REUSEPORT, so that more sockets can bind the same
-port (see `open-listeners')."
+port (see `open-listeners').  With LISTEN? #f, a TCP socket is bound but
+does not listen yet: see `start-listening!'."
   (let ((path (unix-path host)))
     (if path
         (open-unix-listener path backlog)
-        (open-tcp-listener host port backlog reuse-port?))))
+        (open-tcp-listener host port backlog reuse-port? listen?))))
 
-(define (open-tcp-listener host port backlog reuse-port?)
+(define (open-tcp-listener host port backlog reuse-port? listen?)
   (let* ((info (car (getaddrinfo host (number->string port)
                                  (logior AI_NUMERICSERV AI_PASSIVE)
                                  0 SOCK_STREAM)))
@@ -81,7 +88,8 @@ port (see `open-listeners')."
     (when reuse-port?
       (setsockopt sock SOL_SOCKET SO_REUSEPORT 1))
     (bind sock (addrinfo:addr info))
-    (listen sock backlog)
+    (when listen?
+      (listen sock backlog))
     (make-non-blocking! sock)
     ;; HTTP clients speak first: let accept(2) return a connection only
     ;; once its request has arrived, so the loop reads it at once instead
@@ -118,20 +126,33 @@ port (see `open-listeners')."
                                   " is in use: a server accepts connections on it")))
           (false-if-exception (delete-file path)))))))
 
-(define* (open-listeners host port count #:key (backlog 1024))
-  "Return a list of COUNT listening sockets bound to the same HOST and
-PORT with SO_REUSEPORT, one per worker, or a list of one socket when
+(define* (open-listeners host port count #:key (backlog default-backlog))
+  "Return a list of COUNT sockets bound to the same HOST and PORT with
+SO_REUSEPORT, one per worker, or a list of one listening socket when
 COUNT is 1 or HOST is a Unix-domain socket (\"unix:PATH\"), which
 SO_REUSEPORT does not spread.  With PORT 0 the first socket picks the
-port and the others join it."
+port and the others join it.  The first socket listens; each of the
+others is only bound until its worker calls `start-listening!' on it,
+ready to accept.  The kernel spreads connections over the sockets that
+listen: had they all listened at once, a connection that came while the
+workers started could wait in the queue of a worker still starting
+(some 1-2 ms at start-up, bench/startup) while another one was idle; a
+socket whose worker cannot start takes no connections."
   (if (or (<= count 1) (unix-path host))
       (list (open-listener host port #:backlog backlog))
       (let* ((first (open-listener host port #:backlog backlog #:reuse-port? #t))
              (port (listener-port first)))
         (cons first
               (map (lambda (i)
-                     (open-listener host port #:backlog backlog #:reuse-port? #t))
+                     (open-listener host port #:backlog backlog #:reuse-port? #t
+                                    #:listen? #f))
                    (iota (- count 1)))))))
+
+(define* (start-listening! sock #:key (backlog default-backlog))
+  "Make SOCK, a socket from `open-listeners', listen: connections start
+coming to it.  Harmless on a socket that listens already (a replacement
+worker's, or the first): the queue keeps what it holds."
+  (listen sock backlog))
 
 (define (listener-port sock)
   "Return the TCP port the listening socket SOCK is bound to."

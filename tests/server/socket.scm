@@ -17,7 +17,9 @@
 ;;;    passes it), whose messages must not reach the client;
 ;;;  - --host unix:PATH, served to curl --unix-socket, with a stale
 ;;;    socket file removed first and a live one refused;
-;;;  - --host ::1.
+;;;  - --host ::1;
+;;;  - open-listeners for workers: only the first socket takes connections
+;;;    until the others' workers call start-listening!.
 ;;;
 ;;; Code:
 
@@ -309,6 +311,60 @@
            (and (plucky-port plucky)
                 (let ((response body (http-get (plucky-port plucky) "/" #:host "::1")))
                   (and response (utf8->string body))))))))))
+
+(test-group "open-listeners: a worker's socket takes connections once it listens"
+  (let* ((sockets ((@ (plucky server socket) open-listeners) "127.0.0.1" 0 2))
+         (first (car sockets))
+         (second (cadr sockets))
+         (port ((@ (plucky server socket) listener-port) first))
+         (SO_ACCEPTCONN 30)             ; Linux; Guile does not define it
+         (listening? (lambda (sock) (= 1 (getsockopt sock SOL_SOCKET SO_ACCEPTCONN))))
+         (connect-and-send
+          (lambda (n)
+            ;; N connections that each send a byte (the sockets defer
+            ;; accept until data comes)
+            (map (lambda (i)
+                   (let ((s (socket AF_INET SOCK_STREAM 0)))
+                     (connect s AF_INET INADDR_LOOPBACK port)
+                     (put-u8 s 71)
+                     (force-output s)
+                     s))
+                 (iota n))))
+         (accept-counts
+          (lambda (n)
+            ;; -> (A B): the connections the first and the second socket
+            ;; (both non-blocking) accept until N in all, or 2 s
+            (let ((deadline (+ (get-internal-real-time)
+                               (* 2 internal-time-units-per-second))))
+              (let loop ((a 0) (b 0))
+                (define (take sock)
+                  (match (false-if-exception (accept sock))
+                    ((conn . _) (close-port conn) 1)
+                    (_ 0)))
+                (if (or (= (+ a b) n) (> (get-internal-real-time) deadline))
+                    (list a b)
+                    (let* ((ready (match (select sockets '() '() 0 100000)
+                                    ((ready _ _) ready)))
+                           (da (if (memq first ready) (take first) 0))
+                           (db (if (memq second ready) (take second) 0)))
+                      (loop (+ a da) (+ b db)))))))))
+    (test-equal "same port" port ((@ (plucky server socket) listener-port) second))
+    (test-assert "the first listens" (listening? first))
+    (test-assert "the second does not yet" (not (listening? second)))
+    (let ((clients (connect-and-send 16)))
+      (test-equal "so every connection goes to the first" '(16 0) (accept-counts 16))
+      (for-each close-port clients))
+    ((@ (plucky server socket) start-listening!) second)
+    (test-assert "start-listening!: the second listens" (listening? second))
+    ((@ (plucky server socket) start-listening!) first)
+    (test-assert "and again on the first: harmless" (listening? first))
+    (let* ((clients (connect-and-send 32))
+           (counts (accept-counts 32)))
+      (test-equal "then both take connections: all 32 accepted" 32 (apply + counts))
+      (test-assert (format #f "the second some of them (~a of 32)" (cadr counts))
+        (> (cadr counts) 0))
+      (for-each close-port clients))
+    (for-each close-port sockets)))
 
 (remove-tree dir)
 
