@@ -62,7 +62,7 @@
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
-  ;; Before any (web …) module: loads (web http) without SRFI-19.
+  ;; Before any (web …) module: (web http) loads at first use, without SRFI-19.
   #:use-module (plucky http guile-web)
   ;; (web response) is loaded only when needed: see (plucky http response).
   #:use-module ((plucky http response) #:select (response-record?))

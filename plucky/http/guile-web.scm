@@ -1,4 +1,4 @@
-;;; (plucky http guile-web) --- Guile's (web http) without SRFI-19 at start-up
+;;; (plucky http guile-web) --- Guile's (web http) loaded at first use, without SRFI-19
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -6,22 +6,44 @@
 ;;; Commentary:
 ;;;
 ;;; plucky hands handlers genuine (web request) records, so it loads
-;;; Guile's (web request), (web response) and (web http).  (web http)
-;;; imports (srfi srfi-19) for its date headers (Date, If-Modified-Since,
-;;; Last-Modified…), and loading SRFI-19 (and the (ice-9 i18n) it
-;;; imports) is the largest single cost of `plucky serve''s start-up
-;;; that a first request does not need: 5.9M of the 65.1M instructions
-;;; callgrind counts from exec to the first response of `plucky serve
-;;; apps/hello.scm --workers 1' (`guile -c 1' alone: 24.4M; bench/startup
-;;; times the whole).  A request for / never touches a date.  (Alone,
-;;; `guile -c '(use-modules (srfi srfi-19))'' costs 13.4M more than
-;;; `guile -c 1': its symbols take Guile's weak tables past the 4,096
-;;; entries at which libgc grows them with a full collection; in plucky
-;;; that collection comes anyway, from its own modules.)
+;;; Guile's (web request), which imports (web http).  Loading (web http)
+;;; is dear, and a request from curl, wget, ab or a health check does
+;;; not need it.  Two things here keep it off the start-up path:
 ;;;
-;;; So this module, imported before anything that imports (web …), loads
-;;; (web http) while the name (srfi srfi-19) stands for a proxy, then
-;;; gives the name back:
+;;; 1. (web http) loads at first use.  Imported before anything that
+;;;    imports (web …), this module registers the module (web http)
+;;;    ahead of its code: a module and its public interface in which
+;;;    each of the 25 names (web http) exports (all procedures) is bound,
+;;;    in a variable of its own, to a procedure that loads the code and
+;;;    then calls what the code put in that variable.  Every module that
+;;;    imports (web http) afterwards, (web request) first, shares those
+;;;    variables (with #:select, #:prefix or #:hide too).  The code's
+;;;    `define-module' takes the registered module as the one named (web
+;;;    http), and each of its definitions sets the variable already
+;;;    there; so from the first call on, every importer sees Guile's own
+;;;    procedures.  `(@@ (web http) name)' of a name not exported loads
+;;;    the code too.  A procedure taken out of a variable before (say
+;;;    `(define p header->string)') stays the loading one: it calls
+;;;    Guile's, one call deeper.  Saved: 2.0M of the 44.3M instructions
+;;;    from exec to the first response of `plucky serve apps/hello.scm'
+;;;    (bench/startup-instructions), when neither the request nor the
+;;;    answer needs Guile's parsers or writers: plucky parses the request
+;;;    line, Host, Content-Length, Connection and the opaque headers
+;;;    itself (and Accept: */*, which curl and most tools send: see
+;;;    *seeded-values* in (plucky http parse)), and writes the status
+;;;    line, Content-Type, Content-Length, Date and Connection itself.
+;;;    A request with any other header Guile parses (a browser's) loads
+;;;    it then, once.
+;;;
+;;; 2. (web http) imports (srfi srfi-19) for its date headers (Date,
+;;;    If-Modified-Since, Last-Modified…), and loading SRFI-19 (and the
+;;;    (ice-9 i18n) it imports) costs 5.9M instructions more; a request
+;;;    for / never touches a date.  (Alone, `guile -c '(use-modules (srfi
+;;;    srfi-19))'' costs 13.4M more than `guile -c 1': its symbols take
+;;;    Guile's weak tables past the 4,096 entries at which libgc grows
+;;;    them with a full collection.)  So (web http), when it loads, loads
+;;;    while the name (srfi srfi-19) stands for a proxy, then gets the
+;;;    name back:
 ;;;
 ;;;   - (web http) imports the proxy's interface.  Looking up one of
 ;;;     SRFI-19's exported names in it (the first call of a procedure of
@@ -49,18 +71,22 @@
 ;;; Everyone else who imports (srfi srfi-19) (an app, a library, Guile's
 ;;; (web …) modules loaded later) gets the real module, loaded when they
 ;;; ask for it: the proxy is only ever in (web http)'s list of imports.
-;;; If (web http) or SRFI-19 is already loaded when this module loads,
-;;; it does nothing.  tests/http/guile-web.scm checks that SRFI-19 stays
-;;; unloaded by plucky's own modules, and that dates parsed before and
-;;; after it loads, and the Expires date, are SRFI-19 dates that Guile's
-;;; header writers accept.
+;;; If (web http) is already loaded when this module loads, it does
+;;; nothing; if SRFI-19 is when (web http) loads, (web http) loads in
+;;; the ordinary way.  tests/http/guile-web.scm checks that plucky's own
+;;; modules, and a request parsed and answered, leave both unloaded;
+;;; that every road to (web http) loads it and sees its bindings; and
+;;; that dates parsed before and after SRFI-19 loads, and the Expires
+;;; date, are SRFI-19 dates that Guile's header writers accept.
 ;;;
 ;;; Code:
 
 (define-module (plucky http guile-web)
-  #:export (srfi-19-loaded?))
+  #:export (srfi-19-loaded?
+            web-http-loaded?))
 
 (define srfi-19 '(srfi srfi-19))
+(define web-http '(web http))
 
 (define (loaded-module name)
   ;; -> the module NAME if it has been loaded, else #f; loads nothing
@@ -71,20 +97,39 @@
   "Return #t if Guile's (srfi srfi-19) has been loaded in this process."
   (and (loaded-module srfi-19) #t))
 
-(define-syntax srfi-19-exports
-  ;; SRFI-19's exported names, read when this file is compiled, from the
-  ;; Guile that compiles it: the proxy must claim exactly these.
-  (lambda (x)
-    (syntax-case x ()
-      ((_)
-       (datum->syntax
-        x
-        `(quote ,(sort (module-map (lambda (name variable) name)
-                                   (resolve-interface '(srfi srfi-19)))
-                       (lambda (a b)
-                         (string<? (symbol->string a) (symbol->string b))))))))))
+(define stand-in #f)            ; the module (web http) until its code runs
 
-(define exports (srfi-19-exports))
+(define (web-http-loaded?)
+  "Return #t if the code of Guile's (web http) has been loaded in this
+process (the module this module registers ahead of the code does not
+count until the code runs in it)."
+  (and (loaded-module web-http) (not stand-in) #t))
+
+(define-syntax module-exports
+  ;; (module-exports NAME [procedures]): the names the module NAME
+  ;; exports, read when this file is compiled, from the Guile that
+  ;; compiles it: what stands for the module must claim exactly these.
+  ;; With `procedures', compiling fails unless each is a procedure.
+  (lambda (x)
+    (define (exports name procedures?)
+      (let ((interface (resolve-interface name)))
+        (when procedures?
+          (module-for-each (lambda (name variable)
+                             (unless (procedure? (variable-ref variable))
+                               (error "not a procedure; cannot load at its first call"
+                                      name)))
+                           interface))
+        (sort (module-map (lambda (name variable) name) interface)
+              (lambda (a b)
+                (string<? (symbol->string a) (symbol->string b))))))
+    (syntax-case x (procedures)
+      ((_ name)
+       (datum->syntax x `(quote ,(exports (syntax->datum #'name) #f))))
+      ((_ name procedures)
+       (datum->syntax x `(quote ,(exports (syntax->datum #'name) #t)))))))
+
+(define exports (module-exports (srfi srfi-19)))
+(define web-http-exports (module-exports (web http) procedures))
 
 (define-syntax srfi-19-date-fields
   ;; The fields of SRFI-19's record type `date', read when this file is
@@ -122,7 +167,9 @@
                           (apply make-record-type name fields rest))))
     type))
 
-(define (load-web-http/lazy-srfi-19!)
+(define (call-with-lazy-srfi-19 thunk)
+  ;; Call THUNK, which loads (web http)'s code, while the name (srfi
+  ;; srfi-19) stands for the proxy (see the Commentary).
   (let* ((directory (resolve-module '(srfi) #f))
          (proxy (make-module))
          (interface (make-module))
@@ -159,10 +206,79 @@
     (module-define-submodule! directory 'srfi-19 proxy)
     (dynamic-wind
       (lambda () #t)
-      (lambda () (resolve-interface '(web http)))
+      thunk
       give-name-back!)))
 
-(unless (or (loaded-module '(web http)) (loaded-module srfi-19))
-  (load-web-http/lazy-srfi-19!))
+;;;
+;;; (web http) at first use
+;;;
+
+(define (load-web-http-code!)
+  ;; Run (web http)'s compiled code, as Guile does when a module is first
+  ;; resolved; its `define-module' finds the module registered ahead
+  ;; (see below) and fills it.
+  (define (load!)
+    (save-module-excursion
+     (lambda ()
+       (with-fluids ((current-reader #f))
+         (primitive-load-path "web/http")))))
+  (if (loaded-module srfi-19)
+      (load!)
+      (call-with-lazy-srfi-19 load!)))
+
+(define (register-web-http-ahead-of-its-code!)
+  ;; Register the module (web http) and its public interface, in which
+  ;; each name (web http) exports is bound, in a variable of its own, to
+  ;; a procedure that loads (web http)'s code then calls what that code
+  ;; put in the variable.  Importing the module, with or without
+  ;; #:select, #:prefix or #:hide, shares those variables; so the code
+  ;; loads at the first call of any of them, and from then on every
+  ;; importer sees Guile's own procedures in them: the code's
+  ;; `define-module' takes this module as the one named (web http), and
+  ;; each of its definitions sets the variable already there.  (@@ (web
+  ;; http) NAME) of a name not exported loads the code too.
+  (let* ((directory (resolve-module '(web) #f))
+         (module (make-module))
+         (interface (make-module))
+         (loading? #f))
+    (define (load-code!)
+      (when (and (eq? stand-in module) (not loading?))
+        (set! loading? #t)
+        (set-module-binder! module #f)
+        (dynamic-wind
+          (lambda () #t)
+          load-web-http-code!
+          (lambda () (set! loading? #f)))
+        (set! stand-in #f)))
+    (define (loading-procedure name variable)
+      (define (call . args)
+        (load-code!)
+        (let ((procedure (variable-ref variable)))
+          (when (eq? procedure call)
+            (error "(web http) did not define" name))
+          (apply procedure args)))
+      call)
+    (set-module-name! module web-http)
+    (set-module-name! interface web-http)
+    (set-module-kind! interface 'interface)
+    (set-module-public-interface! module interface)
+    (for-each (lambda (name)
+                (let ((variable (make-undefined-variable)))
+                  (variable-set! variable (loading-procedure name variable))
+                  (module-add! module name variable)
+                  (module-add! interface name variable)))
+              web-http-exports)
+    (set-module-binder! module
+                        (lambda (_ name define?)
+                          (and (not define?)
+                               (not loading?)
+                               (begin
+                                 (load-code!)
+                                 (hashq-ref (module-obarray module) name)))))
+    (set! stand-in module)
+    (module-define-submodule! directory 'http module)))
+
+(unless (loaded-module web-http)
+  (register-web-http-ahead-of-its-code!))
 
 ;;; (plucky http guile-web) ends here

@@ -88,7 +88,7 @@
 
 (define-module (plucky http parse)
   #:use-module (rnrs bytevectors)
-  ;; Before any (web …) module: loads (web http) without SRFI-19.
+  ;; Before any (web …) module: (web http) loads at first use, without SRFI-19.
   #:use-module (plucky http guile-web)
   #:use-module (web http)
   #:use-module (web uri)
@@ -478,7 +478,7 @@ HIGH? says whether any byte is #x80 or above."
 ;;   kind     how the value is handled: raw (a string), guile (Guile's
 ;;            parser, lenient), host, content-length, transfer-encoding,
 ;;            connection
-;;   parser   string -> value, Guile's own, or #f
+;;   parser   string -> value, Guile's own once looked up, or #f
 ;;   pattern  bytevector: the name in lower case
 ;;   fold     bytevector: #x20 under each letter, else 0
 ;;   cache    #f, or the recent values: see `cached-value'
@@ -486,7 +486,13 @@ HIGH? says whether any byte is #x80 or above."
   (vector symbol kind parser pattern fold cache))
 (define-inline (known-header-symbol header) (vector-ref header 0))
 (define-inline (known-header-kind header) (vector-ref header 1))
-(define-inline (known-header-parser header) (vector-ref header 2))
+(define (known-header-parser header)
+  ;; Guile's parser, looked up the first time a value needs it: (web
+  ;; http) loads then, not at start-up (see (plucky http guile-web)).
+  (or (vector-ref header 2)
+      (let ((parser (header-parser (known-header-symbol header))))
+        (vector-set! header 2 parser)
+        parser)))
 (define-inline (known-header-pattern header) (vector-ref header 3))
 (define-inline (known-header-fold header) (vector-ref header 4))
 (define-inline (known-header-cache header) (vector-ref header 5))
@@ -534,7 +540,16 @@ HIGH? says whether any byte is #x80 or above."
     ;; complete; never credentials.
     '(accept accept-charset accept-encoding accept-language cache-control
       pragma te upgrade content-type content-encoding content-language
-      expect vary via trailer allow accept-ranges)))
+      expect vary via trailer allow accept-ranges))
+
+  (define *seeded-values*
+    ;; Values of cached headers that the cache holds from the start,
+    ;; parsed by Guile's parser when this file is compiled: curl, wget,
+    ;; ab, python-requests and fetch() send Accept: */*, and with this a
+    ;; first request from them needs no parser, so (web http) stays
+    ;; unloaded (see (plucky http guile-web)).  They are evicted like
+    ;; any other value.
+    '((accept "*/*"))))
 
 (define-constants
   (*cache-ways* 4)                      ; values remembered per header
@@ -544,10 +559,9 @@ HIGH? says whether any byte is #x80 or above."
 ;; (bench/startup-modules, (plucky http parse): 1,692,722 -> 995,660).
 ;; Now the compiler works out each header's symbol, kind, pattern and
 ;; fold, and loading runs straight-line code that puts them in fresh
-;; vectors with what only run time has: Guile's parser for the header
-;; and an empty cache (a constant vector would be read-only).  The known
-;; headers are the same vectors as before, and the parser's code that
-;; reads them is unchanged.
+;; vectors with what only run time has: an empty cache (a constant
+;; vector would be read-only) and the slot of Guile's parser for the
+;; header, which `known-header-parser' fills at first need.
 (eval-when (expand)
   (define-syntax define-known-header-table
     ;; (define-known-header-table TABLE LONGEST) defines TABLE, the vector
@@ -564,14 +578,26 @@ HIGH? says whether any byte is #x80 or above."
                       (else 'raw))))
           `(make-known-header
             ',symbol ',kind
-            ,(and (memq kind '(guile transfer-encoding connection))
-                  `(header-parser ',symbol))
+            #f                          ; parser: see known-header-parser
             ,(string->utf8 name)
             ,(u8-list->bytevector
               (map (lambda (c) (if (ascii-letter? (char->integer c)) #x20 0))
                    (string->list name)))
             ,(and (eq? kind 'guile) (memq symbol *cached-headers*)
-                  '(make-vector (+ *cache-ways* 1) #f)))))
+                  (seeded-cache-code symbol)))))
+      (define (seeded-cache-code symbol)
+        ;; a fresh cache holding SYMBOL's *seeded-values*, the next way
+        ;; to fill after them
+        (let ((seeds (map cadr (filter (lambda (seed) (eq? (car seed) symbol))
+                                       *seeded-values*))))
+          `(let ((cache (make-vector (+ *cache-ways* 1) #f)))
+             ,@(map (lambda (text way)
+                      `(vector-set! cache ,way
+                                    (cons ,(string->utf8 text)
+                                          ',((@ (web http) parse-header) symbol text))))
+                    seeds (iota (length seeds)))
+             (vector-set! cache *cache-ways* (modulo ,(length seeds) *cache-ways*))
+             cache)))
       (syntax-case x ()
         ((_ table longest)
          (let* ((n (apply max (map string-length *known-header-names*)))

@@ -37,7 +37,7 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 iconv)
-  ;; Before any (web …) module: loads (web http) without SRFI-19.
+  ;; Before any (web …) module: (web http) loads at first use, without SRFI-19.
   #:use-module (plucky http guile-web)
   #:use-module (web http)
   #:use-module (web request)
@@ -177,15 +177,40 @@ response) record's code, or 200 for a header alist."
 (define (string->latin-1 str)
   (string->bytevector str "ISO-8859-1" 'substitute))
 
+(define (media-type-text type)
+  ;; -> the text Guile's Content-Type writer makes of TYPE when it has
+  ;; the usual shape, (text/html (charset . "utf-8") …); else #f, and
+  ;; Guile's writer has it.  Written here so that an answer with only
+  ;; this header and those plucky writes itself (the common case: a
+  ;; type, Content-Length, Date) does not load (web http): see (plucky
+  ;; http guile-web).
+  (and (pair? type)
+       (symbol? (car type))
+       (let loop ((parameters (cdr type))
+                  (parts (list (symbol->string (car type)))))
+         (cond
+          ((null? parameters) (string-concatenate-reverse parts))
+          ((and (pair? parameters)
+                (pair? (car parameters))
+                (symbol? (caar parameters))
+                (string? (cdar parameters)))
+           (loop (cdr parameters)
+                 (cons* (cdar parameters) "=" (symbol->string (caar parameters))
+                        ";" parts)))
+          (else #f)))))
+
 (define (render-header name value)
   ;; -> bytevector "Name: value\r\n", or raise if the value would smuggle
   ;; a line break into the head (header injection).
-  (let ((text (call-with-output-string
-                (lambda (port)
-                  ((header-writer name) value port)))))
+  (let ((text (or (and (eq? name 'content-type) (media-type-text value))
+                  (call-with-output-string
+                    (lambda (port)
+                      ((header-writer name) value port))))))
     (when (or (string-index text #\return) (string-index text #\newline))
       (error "response header value contains CR or LF" name value))
-    (string->latin-1 (string-append (header->string name) ": " text "\r\n"))))
+    (string->latin-1
+     (string-append (if (eq? name 'content-type) "Content-Type" (header->string name))
+                    ": " text "\r\n"))))
 
 (define cache-limit 512)
 

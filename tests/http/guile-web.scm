@@ -5,17 +5,20 @@
 
 ;;; Commentary:
 ;;;
-;;; (plucky http guile-web) loads Guile's (web http) with SRFI-19 left
-;;; unloaded until a date needs it (see its commentary).  Which modules
-;;; are loaded is a property of the whole process, so each case runs in
-;;; a fresh Guile (`fresh'), which prints the value of its last
-;;; expression for the test to compare.  The cases: SRFI-19 stays
-;;; unloaded through plucky's start; dates that (web http) makes before
-;;; SRFI-19 is loaded, the Expires date among them, are SRFI-19 dates
-;;; once it is; loading it by any road (an import, a prefixed import, a
-;;; header that needs a SRFI-19 procedure) gives the same; Guile's
-;;; validators and writers accept them; with SRFI-19 loaded first,
-;;; nothing changes.
+;;; (plucky http guile-web) registers Guile's (web http) ahead of its code,
+;;; which loads at the first call of one of its procedures, and then with
+;;; SRFI-19 left unloaded until a date needs it (see its commentary).
+;;; Which modules are loaded is a property of the whole process, so each
+;;; case runs in a fresh Guile (`fresh'), which prints the value of its
+;;; last expression for the test to compare.  The cases: (web http)'s
+;;; code and SRFI-19 stay unloaded through plucky's start and a simple
+;;; request; every road to (web http) (a header Guile parses, an import
+;;; with a prefix, a private name, (web response)) loads it and sees
+;;; Guile's own bindings; dates that (web http) makes before SRFI-19 is
+;;; loaded, the Expires date among them, are SRFI-19 dates once it is;
+;;; loading it by any road (an import, a prefixed import, a header that
+;;; needs a SRFI-19 procedure) gives the same; Guile's validators and
+;;; writers accept them; with SRFI-19 loaded first, nothing changes.
 ;;;
 ;;; Code:
 
@@ -57,21 +60,79 @@
 
 (define rfc-1123 "\"Sun, 06 Nov 1994 08:49:37 GMT\"")
 
+(define web-http-loaded?
+  "((@ (plucky http guile-web) web-http-loaded?))")
+
 (test-group "start-up"
-  (test-equal "plucky's modules leave SRFI-19 unloaded, (web http) loaded"
-    '(#f #t)
+  (test-equal "plucky's modules leave SRFI-19 and (web http)'s code unloaded, (web request) loaded"
+    '(#f #f #t)
     (fresh "(use-modules (plucky command))"
-           (string-append "(list " srfi-19-loaded?
-                          " (and (module-public-interface (resolve-module '(web http))) #t))")))
+           (string-append "(list " srfi-19-loaded? " " web-http-loaded?
+                          " (and (module-public-interface (resolve-module '(web request))) #t))")))
   (test-equal "so does a request parsed and answered"
-    '(#f 200)
+    '(#f #f 200 #t)
     (fresh "(use-modules (plucky http parse) (plucky http response) (rnrs bytevectors))"
            "(define bv (string->utf8 \"GET / HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n\"))"
            "(define request (parse-request-head bv 0 (bytevector-length bv)))"
            "(define out (make-output))"
            "(write-response! out request '((content-type . (text/plain))) \"hi\" #f)"
-           (string-append "(list " srfi-19-loaded?
-                          " (string->number (utf8->string (let ((b (make-bytevector 3))) (bytevector-copy! (output-bytes out) 9 b 0 3) b))))"))))
+           "(define text (utf8->string (output-bytes out)))"
+           (string-append "(list " srfi-19-loaded? " " web-http-loaded?
+                          " (string->number (substring text 9 12))"
+                          " (and (string-contains text \"\\r\\nContent-Type: text/plain;charset=utf-8\\r\\n\") #t))"))))
+
+(test-group "(web http) at first use"
+  (test-equal "a request as curl sends it leaves it unloaded: Accept: */* is parsed when plucky is compiled"
+    '(#f ((*/*)) #f #t)
+    (fresh "(use-modules (plucky http parse) (rnrs bytevectors) (web request))"
+           "(define bv (string->utf8 \"GET / HTTP/1.1\\r\\nHost: x\\r\\nUser-Agent: curl/8.0\\r\\nAccept: */*\\r\\n\\r\\n\"))"
+           "(define (accept) (assq-ref (request-headers (parse-request-head bv 0 (bytevector-length bv))) 'accept))"
+           "(define a (accept))"
+           "(define b (accept))"
+           (string-append "(list " web-http-loaded? " a (eq? a b)"
+                          " (equal? a ((@ (web http) parse-header) 'accept \"*/*\")))")))
+  (test-equal "a header Guile parses loads it, and gets Guile's value"
+    '(#f #t #t)
+    (fresh "(use-modules (plucky http parse) (rnrs bytevectors) (web request))"
+           (string-append "(define before " web-http-loaded? ")")
+           "(define bv (string->utf8 \"GET / HTTP/1.1\\r\\nHost: x\\r\\nAccept: text/html;q=0.5, */*\\r\\n\\r\\n\"))"
+           "(define request (parse-request-head bv 0 (bytevector-length bv)))"
+           (string-append "(list before " web-http-loaded?
+                          " (equal? (assq-ref (request-headers request) 'accept)"
+                          "         ((@ (web http) parse-header) 'accept \"text/html;q=0.5, */*\")))")))
+  (test-equal "an import with a prefix sees every export, Guile's own once called"
+    '(25 #f ((text/html (q . 500))) #t #t)
+    (fresh "(use-modules (plucky server))"
+           "(use-modules ((web http) #:prefix h:))"
+           "(define n (length (module-map (lambda (n v) n) (resolve-interface '(web http)))))"
+           (string-append "(define before " web-http-loaded? ")")
+           "(define value (h:parse-header 'accept \"text/html;q=0.5\"))"
+           (string-append "(list n before value " web-http-loaded?
+                          " (eq? h:parse-header (module-ref (resolve-module '(web http)) 'parse-header)))")))
+  (test-equal "#:select and #:hide too"
+    '("Accept" #t)
+    (fresh "(use-modules (plucky server))"
+           "(use-modules ((web http) #:select (header->string)) ((web http) #:hide (header->string) #:prefix x:))"
+           "(list (header->string 'accept) (procedure? x:parse-header))"))
+  (test-equal "a private name loads it"
+    '(#f x-foo #t)
+    (fresh "(use-modules (plucky server))"
+           (string-append "(define before " web-http-loaded? ")")
+           "(define name ((@@ (web http) string->header) \"X-Foo\"))"
+           (string-append "(list before name " web-http-loaded? ")")))
+  (test-equal "a procedure taken before the code loads works after"
+    '("Content-Type" "Accept")
+    (fresh "(use-modules (plucky server))"
+           "(define p (@ (web http) header->string))"
+           "(define first (p 'content-type))"
+           "(list first (p 'accept))"))
+  (test-equal "(web response) loaded later builds and checks responses; SRFI-19 stays unloaded"
+    '(((content-type text/plain)) #t #f)
+    (fresh "(use-modules (plucky server) (web response))"
+           "(define r (build-response #:headers '((content-type text/plain))))"
+           (string-append "(list (response-headers r)"
+                          " (catch #t (lambda () (build-response #:headers '((content-length . \"x\"))) #f) (lambda _ #t))"
+                          " " srfi-19-loaded? ")"))))
 
 (test-group "dates made before SRFI-19 is loaded"
   (test-equal "parsing a date header does not load it"

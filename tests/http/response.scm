@@ -282,6 +282,32 @@
   (test-error "a symbol" #t (render '() 'body))
   (test-error "a number" #t (render '() 42)))
 
+(test-group "Content-Type written as Guile's writer writes it"
+  ;; plucky writes the usual shapes itself, so that a simple answer does
+  ;; not load (web http) (see (plucky http guile-web)); anything else is
+  ;; left to Guile's writer.
+  (let ((plucky (@@ (plucky http response) media-type-text))
+        (guile (lambda (value)
+                 (call-with-output-string
+                   (lambda (port) ((header-writer 'content-type) value port))))))
+    (for-each
+     (lambda (value)
+       (test-equal (format #f "~s" value) (guile value) (plucky value)))
+     '((text/plain)
+       (text/html (charset . "utf-8"))
+       (application/json (charset . "UTF-8") (profile . "x"))
+       (multipart/form-data (boundary . "----abc=def"))
+       (text/plain (charset . ""))))
+    (for-each
+     (lambda (value)
+       (test-equal (format #f "~s: left to Guile's" value) #f (plucky value)))
+     '("text/plain" () (text/plain charset) (text/plain (charset . utf-8))
+       ("text/plain") (text/plain . "x")))
+    (test-equal "a shape left to Guile still renders through Guile's writer"
+      "Content-Type: text/plain;charset=utf-8\r\n"
+      (utf8->string ((@@ (plucky http response) render-header)
+                     'content-type '(text/plain (charset . "utf-8")))))))
+
 (test-group "header injection"
   (test-error "CRLF in a value" #t (render '((x-foo . "a\r\nSet-Cookie: evil=1")) "x"))
   (test-error "bare LF in a value" #t (render '((x-foo . "a\nb")) "x"))
