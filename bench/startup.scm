@@ -201,13 +201,17 @@
 
 (define (step-summary traces)
   ;; TRACES: a list per run of ((STEP . MS) …); print each step's median,
-  ;; steps in the order of the first run
+  ;; earliest first (two processes write their steps to one log, so the
+  ;; order of its lines may differ from run to run)
   (unless (null? traces)
-    (for-each (lambda (step)
-                (let ((times (filter-map (lambda (trace) (assoc-ref trace step)) traces)))
-                  (format #t "startup-step: ~a ~,1f~%" step
-                          (percentile (sort times <) 0.5))))
-              (map car (last traces)))))
+    (for-each (match-lambda
+                ((step . median) (format #t "startup-step: ~a ~,1f~%" step median)))
+              (sort (map (lambda (step)
+                           (let ((times (filter-map (lambda (trace) (assoc-ref trace step))
+                                                    traces)))
+                             (cons step (percentile (sort times <) 0.5))))
+                         (map car (last traces)))
+                    (lambda (a b) (< (cdr a) (cdr b)))))))
 
 (define (main args)
   (match args

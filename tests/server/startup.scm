@@ -107,7 +107,7 @@
          (steps (served-steps "2" environment))
          (master (cadr (car steps))))
     (test-equal "traced start-up, --workers 2: the master's steps, then each worker's"
-      '(("launch" "modules" "app" "listening" "fork" "fork")
+      '(("launch" "modules" "app" "listening" "fork" "ready" "fork")
         ("worker" "serving") ("worker" "serving"))
       (cons (map car (filter (lambda (s) (= (cadr s) master)) steps))
             (map (lambda (pid) (map car (filter (lambda (s) (= (cadr s) pid)) steps)))
@@ -124,6 +124,9 @@
                     pids)
              (every (lambda (pid) (<= first-fork (car (times pid))))
                     (delete master pids)))))
+    (test-assert "traced start-up, --workers 2: the second worker forked once the master heard the first was ready"
+      (let ((master-steps (filter (lambda (s) (= (cadr s) master)) steps)))
+        (equal? '("fork" "ready" "fork") (take-right (map car master-steps) 3))))
     (test-equal "traced start-up, --workers 1: one process's steps"
       '("launch" "modules" "app" "listening" "serving")
       (map car (served-steps "1" environment))))
