@@ -1,4 +1,4 @@
-;;; (plucky http guile-web) --- Guile's (web http) loaded at first use, without SRFI-19
+;;; (plucky http guile-web) --- Guile's (web http) and what (web …) imports, loaded at first use
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -6,34 +6,39 @@
 ;;; Commentary:
 ;;;
 ;;; plucky hands handlers genuine (web request) records, so it loads
-;;; Guile's (web request), which imports (web http).  Loading (web http)
-;;; is dear, and a request from curl, wget, ab or a health check does
-;;; not need it.  Two things here keep it off the start-up path:
+;;; Guile's (web request) and (web uri), which import (web http), (ice-9
+;;; regex), (ice-9 iconv), (ice-9 rdelim), (ice-9 binary-ports) and
+;;; (ice-9 textual-ports).  None of those is called before the first
+;;; request, nor by a request from curl, wget, ab or a health check and
+;;; an answer that plucky parses and writes itself; loading them is dear.
+;;; Two things here keep them off the start-up path:
 ;;;
-;;; 1. (web http) loads at first use.  Imported before anything that
-;;;    imports (web …), this module registers the module (web http)
-;;;    ahead of its code: a module and its public interface in which
-;;;    each of the 25 names (web http) exports (all procedures) is bound,
-;;;    in a variable of its own, to a procedure that loads the code and
-;;;    then calls what the code put in that variable.  Every module that
-;;;    imports (web http) afterwards, (web request) first, shares those
-;;;    variables (with #:select, #:prefix or #:hide too).  The code's
-;;;    `define-module' takes the registered module as the one named (web
-;;;    http), and each of its definitions sets the variable already
-;;;    there; so from the first call on, every importer sees Guile's own
-;;;    procedures.  `(@@ (web http) name)' of a name not exported loads
-;;;    the code too.  A procedure taken out of a variable before (say
-;;;    `(define p header->string)') stays the loading one: it calls
-;;;    Guile's, one call deeper.  Saved: 2.0M of the 44.3M instructions
-;;;    from exec to the first response of `plucky serve apps/hello.scm'
-;;;    (bench/startup-instructions), when neither the request nor the
-;;;    answer needs Guile's parsers or writers: plucky parses the request
-;;;    line, Host, Content-Length, Connection and the opaque headers
-;;;    itself (and Accept: */*, which curl and most tools send: see
-;;;    *seeded-values* in (plucky http parse)), and writes the status
-;;;    line, Content-Type, Content-Length, Date and Connection itself.
-;;;    A request with any other header Guile parses (a browser's) loads
-;;;    it then, once.
+;;; 1. They load at first use.  Imported before anything that imports
+;;;    (web …), this module registers each of them ahead of its code
+;;;    (`deferred-modules', unless it is loaded already): a module and
+;;;    its public interface in which each name the module defines and
+;;;    exports (all procedures, checked when this file is compiled) is
+;;;    bound, in a variable of its own, to a procedure that loads the
+;;;    code and then calls what the code put in that variable; a name it
+;;;    re-exports is bound to the variable of the module it comes from.
+;;;    Every module that imports one of them afterwards, (web request)
+;;;    first, shares those variables (with #:select, #:prefix or #:hide
+;;;    too).  The code's `define-module' takes the registered module as
+;;;    the one of its name, and each of its definitions sets the variable
+;;;    already there; so from the first call on, every importer sees
+;;;    Guile's own procedures.  `(@@ NAME private-name)' loads the code
+;;;    too.  A procedure taken out of a variable before (say `(define p
+;;;    read-line)') stays the loading one: it calls Guile's, one call
+;;;    deeper.  Saved: 3.2M of the 44.3M instructions from exec to the
+;;;    first response of `plucky serve apps/hello.scm' (bench/startup-
+;;;    instructions; 2.0M of them by (web http)).  plucky parses the
+;;;    request line, Host, Content-Length, Connection and the opaque
+;;;    headers itself (and Accept: */*, which curl and most tools send:
+;;;    see *seeded-values* in (plucky http parse)), writes the status
+;;;    line, Content-Type, Content-Length, Date and Connection itself,
+;;;    and encodes the head without (ice-9 iconv).  A request with any
+;;;    other header Guile parses (a browser's) loads (web http) then,
+;;;    once.
 ;;;
 ;;; 2. (web http) imports (srfi srfi-19) for its date headers (Date,
 ;;;    If-Modified-Since, Last-Modified…), and loading SRFI-19 (and the
@@ -74,16 +79,22 @@
 ;;; If (web http) is already loaded when this module loads, it does
 ;;; nothing; if SRFI-19 is when (web http) loads, (web http) loads in
 ;;; the ordinary way.  tests/http/guile-web.scm checks that plucky's own
-;;; modules, and a request parsed and answered, leave both unloaded;
-;;; that every road to (web http) loads it and sees its bindings; and
-;;; that dates parsed before and after SRFI-19 loads, and the Expires
-;;; date, are SRFI-19 dates that Guile's header writers accept.
+;;; modules, and a request parsed and answered, leave SRFI-19 and the
+;;; deferred modules unloaded; that each deferred module has Guile's
+;;; names, loads at a first call through a prefixed import and answers
+;;; as Guile's does; that every road to (web http) loads it and sees its
+;;; bindings; and that dates parsed before and after SRFI-19 loads, and
+;;; the Expires date, are SRFI-19 dates that Guile's header writers
+;;; accept.
 ;;;
 ;;; Code:
 
 (define-module (plucky http guile-web)
   #:export (srfi-19-loaded?
-            web-http-loaded?))
+            web-http-loaded?
+            code-loaded?
+            deferred-modules)
+  #:use-module (srfi srfi-1))
 
 (define srfi-19 '(srfi srfi-19))
 (define web-http '(web http))
@@ -97,39 +108,61 @@
   "Return #t if Guile's (srfi srfi-19) has been loaded in this process."
   (and (loaded-module srfi-19) #t))
 
-(define stand-in #f)            ; the module (web http) until its code runs
+(define deferred '())    ; ((NAME . module) …) registered, code not yet run
+
+(define (code-loaded? name)
+  "Return #t if the code of the module NAME (a list of symbols) has been
+loaded in this process; a module this module registered ahead of its
+code does not count until the code has run in it."
+  (and (loaded-module name) (not (assoc name deferred)) #t))
 
 (define (web-http-loaded?)
   "Return #t if the code of Guile's (web http) has been loaded in this
-process (the module this module registers ahead of the code does not
-count until the code runs in it)."
-  (and (loaded-module web-http) (not stand-in) #t))
+process (see `code-loaded?')."
+  (code-loaded? web-http))
 
 (define-syntax module-exports
-  ;; (module-exports NAME [procedures]): the names the module NAME
-  ;; exports, read when this file is compiled, from the Guile that
-  ;; compiles it: what stands for the module must claim exactly these.
-  ;; With `procedures', compiling fails unless each is a procedure.
+  ;; (module-exports NAME): the names the module NAME exports, read when
+  ;; this file is compiled, from the Guile that compiles it: what stands
+  ;; for the module must claim exactly these.
   (lambda (x)
-    (define (exports name procedures?)
-      (let ((interface (resolve-interface name)))
-        (when procedures?
-          (module-for-each (lambda (name variable)
-                             (unless (procedure? (variable-ref variable))
-                               (error "not a procedure; cannot load at its first call"
-                                      name)))
-                           interface))
-        (sort (module-map (lambda (name variable) name) interface)
-              (lambda (a b)
-                (string<? (symbol->string a) (symbol->string b))))))
-    (syntax-case x (procedures)
+    (syntax-case x ()
       ((_ name)
-       (datum->syntax x `(quote ,(exports (syntax->datum #'name) #f))))
-      ((_ name procedures)
-       (datum->syntax x `(quote ,(exports (syntax->datum #'name) #t)))))))
+       (datum->syntax
+        x
+        `(quote ,(sort (module-map (lambda (name variable) name)
+                                   (resolve-interface (syntax->datum #'name)))
+                       (lambda (a b)
+                         (string<? (symbol->string a) (symbol->string b))))))))))
+
+(define-syntax module-shape
+  ;; (module-shape NAME): (OWN . RE-EXPORTS), read when this file is
+  ;; compiled: OWN, the names the module NAME defines and exports, which
+  ;; must all be procedures (compiling fails otherwise); RE-EXPORTS,
+  ;; ((NAME . MODULE) …), the names it exports from the modules it uses.
+  (lambda (x)
+    (syntax-case x ()
+      ((_ name)
+       (let* ((name (syntax->datum #'name))
+              (module (resolve-module name))
+              (own '())
+              (re-exports '()))
+         (module-for-each
+          (lambda (symbol variable)
+            (if (eq? variable (module-local-variable module symbol))
+                (if (and (variable-bound? variable) (procedure? (variable-ref variable)))
+                    (set! own (cons symbol own))
+                    (error "not a procedure; cannot load at its first call" name symbol))
+                (let ((source (find (lambda (interface)
+                                      (eq? variable (module-variable interface symbol)))
+                                    (module-uses module))))
+                  (unless source
+                    (error "re-exported from no module it uses" name symbol))
+                  (set! re-exports (acons symbol (module-name source) re-exports)))))
+          (resolve-interface name))
+         (datum->syntax x `(quote (,own . ,re-exports))))))))
 
 (define exports (module-exports (srfi srfi-19)))
-(define web-http-exports (module-exports (web http) procedures))
 
 (define-syntax srfi-19-date-fields
   ;; The fields of SRFI-19's record type `date', read when this file is
@@ -213,72 +246,111 @@ count until the code runs in it)."
 ;;; (web http) at first use
 ;;;
 
-(define (load-web-http-code!)
-  ;; Run (web http)'s compiled code, as Guile does when a module is first
-  ;; resolved; its `define-module' finds the module registered ahead
-  ;; (see below) and fills it.
+(define (module-file name)
+  ;; (ice-9 regex) -> "ice-9/regex", as Guile finds a module's code
+  (string-join (map symbol->string name) "/"))
+
+(define (load-code! name)
+  ;; Run the compiled code of the module NAME as Guile does when a module
+  ;; is first resolved; its `define-module' finds the module registered
+  ;; ahead (see below) and fills it.  (web http)'s without SRFI-19.
   (define (load!)
     (save-module-excursion
      (lambda ()
        (with-fluids ((current-reader #f))
-         (primitive-load-path "web/http")))))
-  (if (loaded-module srfi-19)
-      (load!)
-      (call-with-lazy-srfi-19 load!)))
+         (primitive-load-path (module-file name))))))
+  (if (and (equal? name web-http) (not (loaded-module srfi-19)))
+      (call-with-lazy-srfi-19 load!)
+      (load!)))
 
-(define (register-web-http-ahead-of-its-code!)
-  ;; Register the module (web http) and its public interface, in which
-  ;; each name (web http) exports is bound, in a variable of its own, to
-  ;; a procedure that loads (web http)'s code then calls what that code
-  ;; put in the variable.  Importing the module, with or without
-  ;; #:select, #:prefix or #:hide, shares those variables; so the code
-  ;; loads at the first call of any of them, and from then on every
-  ;; importer sees Guile's own procedures in them: the code's
-  ;; `define-module' takes this module as the one named (web http), and
-  ;; each of its definitions sets the variable already there.  (@@ (web
-  ;; http) NAME) of a name not exported loads the code too.
-  (let* ((directory (resolve-module '(web) #f))
+(define (register-ahead-of-code! name shape)
+  ;; Register the module NAME and its public interface, in which each
+  ;; name the module defines and exports is bound, in a variable of its
+  ;; own, to a procedure that loads the module's code then calls what
+  ;; that code put in the variable; the names it re-exports are bound to
+  ;; the variables of the modules it takes them from, as the code would
+  ;; bind them.  SHAPE: see `module-shape'.  Importing the module, with
+  ;; or without #:select, #:prefix or #:hide, shares those variables; so
+  ;; the code loads at the first call of any of them, and from then on
+  ;; every importer sees Guile's own procedures in them: the code's
+  ;; `define-module' takes this module as the one named NAME, and each
+  ;; of its definitions sets the variable already there.  (@@ NAME
+  ;; private-name) loads the code too.
+  (let* ((directory (resolve-module (drop-right name 1) #f))
          (module (make-module))
          (interface (make-module))
          (loading? #f))
-    (define (load-code!)
-      (when (and (eq? stand-in module) (not loading?))
+    (define (load-once!)
+      (when (and (assoc name deferred) (not loading?))
         (set! loading? #t)
         (set-module-binder! module #f)
         (dynamic-wind
           (lambda () #t)
-          load-web-http-code!
+          (lambda () (load-code! name))
           (lambda () (set! loading? #f)))
-        (set! stand-in #f)))
-    (define (loading-procedure name variable)
-      (define (call . args)
-        (load-code!)
+        (set! deferred (alist-delete name deferred))))
+    (define (loading-procedure symbol variable)
+      ;; Arities up to three without a rest list: no allocation per call
+      ;; for whoever took the procedure out of its variable before the
+      ;; code loaded and calls it ever after.
+      (define (real)
+        (load-once!)
         (let ((procedure (variable-ref variable)))
           (when (eq? procedure call)
-            (error "(web http) did not define" name))
-          (apply procedure args)))
+            (error "the module's code did not define it" name symbol))
+          procedure))
+      (define call
+        (case-lambda
+          (() ((real)))
+          ((a) ((real) a))
+          ((a b) ((real) a b))
+          ((a b c) ((real) a b c))
+          ((a b c . rest) (apply (real) a b c rest))))
       call)
-    (set-module-name! module web-http)
-    (set-module-name! interface web-http)
+    (set-module-name! module name)
+    (set-module-name! interface name)
     (set-module-kind! interface 'interface)
     (set-module-public-interface! module interface)
-    (for-each (lambda (name)
+    (for-each (lambda (symbol)
                 (let ((variable (make-undefined-variable)))
-                  (variable-set! variable (loading-procedure name variable))
-                  (module-add! module name variable)
-                  (module-add! interface name variable)))
-              web-http-exports)
+                  (variable-set! variable (loading-procedure symbol variable))
+                  (module-add! module symbol variable)
+                  (module-add! interface symbol variable)))
+              (car shape))
+    (for-each (lambda (re-export)
+                (module-add! interface (car re-export)
+                             (module-variable (resolve-interface (cdr re-export))
+                                              (car re-export))))
+              (cdr shape))
     (set-module-binder! module
-                        (lambda (_ name define?)
+                        (lambda (_ symbol define?)
                           (and (not define?)
                                (not loading?)
                                (begin
-                                 (load-code!)
-                                 (hashq-ref (module-obarray module) name)))))
-    (set! stand-in module)
-    (module-define-submodule! directory 'http module)))
+                                 (load-once!)
+                                 (hashq-ref (module-obarray module) symbol)))))
+    (set! deferred (acons name module deferred))
+    (module-define-submodule! directory (last name) module)))
 
-(unless (loaded-module web-http)
-  (register-web-http-ahead-of-its-code!))
+(define-syntax with-shapes
+  ;; (with-shapes NAME …) -> the NAMEs, each with its shape read when
+  ;; this file is compiled: ((NAME . SHAPE) …)
+  (syntax-rules ()
+    ((_ name ...) (list (cons 'name (module-shape name)) ...))))
+
+;; Guile's modules that (web uri), (web request) and (web http) import,
+;; and those, in the order they must be registered in (a module whose
+;; names another re-exports comes first); none is called before the
+;; first request, nor by a request and answer that plucky handles
+;; itself.  Those already loaded are left as they are.
+(define deferred-modules
+  ;; ((NAME . SHAPE) …): see `module-shape'
+  (with-shapes (ice-9 regex) (ice-9 rdelim) (ice-9 binary-ports)
+               (ice-9 iconv) (ice-9 textual-ports) (web http)))
+
+(for-each (lambda (entry)
+            (unless (loaded-module (car entry))
+              (register-ahead-of-code! (car entry) (cdr entry))))
+          deferred-modules)
 
 ;;; (plucky http guile-web) ends here

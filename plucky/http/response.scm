@@ -175,7 +175,18 @@ response) record's code, or 200 for a header alist."
 (define connection-keep-alive-line (string->utf8 "Connection: keep-alive\r\n"))
 
 (define (string->latin-1 str)
-  (string->bytevector str "ISO-8859-1" 'substitute))
+  ;; -> STR as (string->bytevector str "ISO-8859-1" 'substitute) encodes
+  ;; it: a byte per character, "?" for one above U+00FF.  Here, not by
+  ;; (ice-9 iconv): a head needs no port, and the module stays unloaded
+  ;; (see (plucky http guile-web)).
+  (let* ((n (string-length str))
+         (bv (make-bytevector n)))
+    (let loop ((i 0))
+      (if (= i n)
+          bv
+          (let ((c (char->integer (string-ref str i))))
+            (bytevector-u8-set! bv i (if (< c 256) c 63))
+            (loop (+ i 1)))))))
 
 (define (media-type-text type)
   ;; -> the text Guile's Content-Type writer makes of TYPE when it has

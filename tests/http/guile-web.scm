@@ -22,7 +22,9 @@
 ;;;
 ;;; Code:
 
-(use-modules (srfi srfi-64)
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
+             (ice-9 match)
              (ice-9 popen)
              (ice-9 rdelim)
              (tests lib harness)
@@ -63,23 +65,65 @@
 (define web-http-loaded?
   "((@ (plucky http guile-web) web-http-loaded?))")
 
+(define deferred-loaded?
+  ;; the deferred modules whose code has run
+  "((@ (srfi srfi-1) filter-map) (lambda (e) (and ((@ (plucky http guile-web) code-loaded?) (car e)) (car e)))
+               (@ (plucky http guile-web) deferred-modules))")
+
 (test-group "start-up"
-  (test-equal "plucky's modules leave SRFI-19 and (web http)'s code unloaded, (web request) loaded"
-    '(#f #f #t)
+  (test-equal "plucky's modules leave SRFI-19 and the deferred modules' code unloaded, (web request) loaded"
+    '(#f () #t)
     (fresh "(use-modules (plucky command))"
-           (string-append "(list " srfi-19-loaded? " " web-http-loaded?
+           (string-append "(list " srfi-19-loaded? " " deferred-loaded?
                           " (and (module-public-interface (resolve-module '(web request))) #t))")))
   (test-equal "so does a request parsed and answered"
-    '(#f #f 200 #t)
+    '(#f () 200 #t)
     (fresh "(use-modules (plucky http parse) (plucky http response) (rnrs bytevectors))"
            "(define bv (string->utf8 \"GET / HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n\"))"
            "(define request (parse-request-head bv 0 (bytevector-length bv)))"
            "(define out (make-output))"
            "(write-response! out request '((content-type . (text/plain))) \"hi\" #f)"
            "(define text (utf8->string (output-bytes out)))"
-           (string-append "(list " srfi-19-loaded? " " web-http-loaded?
+           (string-append "(list " srfi-19-loaded? " " deferred-loaded?
                           " (string->number (substring text 9 12))"
                           " (and (string-contains text \"\\r\\nContent-Type: text/plain;charset=utf-8\\r\\n\") #t))"))))
+
+(test-group "the deferred modules"
+  ;; For each: a sample call and its value.  In a fresh Guile that loaded
+  ;; plucky first: the interface has the names Guile's has, the code is
+  ;; not loaded until the call, the call gives Guile's answer, and then
+  ;; every name of the interface holds a procedure.
+  (for-each
+   (match-lambda
+     ((name call value)
+      (let ((names (fresh (format #f "(sort (module-map (lambda (n v) (symbol->string n)) (resolve-interface '~s)) string<?)" name))))
+        (test-equal (format #f "~s: Guile's names, loaded at the first call, Guile's answer" name)
+          (list names #f value #t #t)
+          (fresh "(use-modules (plucky server) (srfi srfi-1))"
+                 (format #f "(use-modules (~a #:prefix p:))" name)
+                 (format #f "(define names (sort (module-map (lambda (n v) (symbol->string n)) (resolve-interface '~s)) string<?))" name)
+                 (format #f "(define before ((@ (plucky http guile-web) code-loaded?) '~s))" name)
+                 (format #f "(define value ~a)" call)
+                 (format #f "(list names before value ((@ (plucky http guile-web) code-loaded?) '~s) (every (lambda (v) (procedure? (variable-ref v))) (module-map (lambda (n v) v) (resolve-interface '~s))))"
+                         name name))))))
+   '(((ice-9 regex) "(p:match:substring (p:string-match \"b+\" \"abbc\"))" "bb")
+     ((ice-9 rdelim) "(call-with-input-string \"ab\\ncd\" p:read-line)" "ab")
+     ((ice-9 binary-ports) "(p:get-bytevector-all (p:open-bytevector-input-port #vu8(1 2 3)))" #vu8(1 2 3))
+     ((ice-9 iconv) "(p:bytevector->string #vu8(104 105) \"ISO-8859-1\")" "hi")
+     ((ice-9 textual-ports) "(call-with-input-string \"xyz\" p:get-string-all)" "xyz")
+     ((web http) "(p:header->string 'accept)" "Accept")))
+  (test-equal "a re-exported name is the variable of the module it comes from"
+    '(#t #t)
+    (fresh "(use-modules (plucky server))"
+           "(list (eq? (module-variable (resolve-interface '(ice-9 textual-ports)) 'get-string-n!)"
+           "           (module-variable (resolve-interface '(ice-9 binary-ports)) 'get-string-n!))"
+           "      (eq? (module-variable (resolve-interface '(ice-9 textual-ports)) 'put-string)"
+           "           (module-variable (resolve-interface '(ice-9 ports internal)) 'put-string)))"))
+  (test-equal "a module loaded before plucky is left as it is"
+    '(#t #f)
+    (fresh "(use-modules (ice-9 rdelim) (plucky server))"
+           "(list ((@ (plucky http guile-web) code-loaded?) '(ice-9 rdelim))"
+           "      ((@ (plucky http guile-web) code-loaded?) '(ice-9 regex)))")))
 
 (test-group "(web http) at first use"
   (test-equal "a request as curl sends it leaves it unloaded: Accept: */* is parsed when plucky is compiled"

@@ -308,6 +308,14 @@
       (utf8->string ((@@ (plucky http response) render-header)
                      'content-type '(text/plain (charset . "utf-8")))))))
 
+(test-group "header lines in ISO-8859-1, as Guile's iconv writes them"
+  (for-each
+   (lambda (text)
+     (test-equal (format #f "~s" text)
+       (string->bytevector text "ISO-8859-1" 'substitute)
+       ((@@ (plucky http response) string->latin-1) text)))
+   (list "" "X-A: b\r\n" "caf\xe9" "\xff\x80 \x7f" "\u20ac and \u0100" "\U0001F600!")))
+
 (test-group "header injection"
   (test-error "CRLF in a value" #t (render '((x-foo . "a\r\nSet-Cookie: evil=1")) "x"))
   (test-error "bare LF in a value" #t (render '((x-foo . "a\nb")) "x"))
