@@ -29,7 +29,7 @@
 ;;;    Guile's own procedures.  `(@@ NAME private-name)' loads the code
 ;;;    too.  A procedure taken out of a variable before (say `(define p
 ;;;    read-line)') stays the loading one: it calls Guile's, one call
-;;;    deeper.  Saved: 3.2M of the 44.3M instructions from exec to the
+;;;    deeper.  Saved: 3.5M of the 44.3M instructions from exec to the
 ;;;    first response of `plucky serve apps/hello.scm' (bench/startup-
 ;;;    instructions; 2.0M of them by (web http)).  plucky parses the
 ;;;    request line, Host, Content-Length, Connection and the opaque
@@ -121,19 +121,19 @@ code does not count until the code has run in it."
 process (see `code-loaded?')."
   (code-loaded? web-http))
 
-(define-syntax module-exports
-  ;; (module-exports NAME): the names the module NAME exports, read when
-  ;; this file is compiled, from the Guile that compiles it: what stands
-  ;; for the module must claim exactly these.
+(define-syntax module-export-names
+  ;; (module-export-names NAME): the names the module NAME exports, as
+  ;; strings (no symbols to intern at load), read when this file is
+  ;; compiled, from the Guile that compiles it: what stands for the
+  ;; module must claim exactly these.
   (lambda (x)
     (syntax-case x ()
       ((_ name)
        (datum->syntax
         x
-        `(quote ,(sort (module-map (lambda (name variable) name)
+        `(quote ,(sort (module-map (lambda (name variable) (symbol->string name))
                                    (resolve-interface (syntax->datum #'name)))
-                       (lambda (a b)
-                         (string<? (symbol->string a) (symbol->string b))))))))))
+                       string<?)))))))
 
 (define-syntax module-shape
   ;; (module-shape NAME): (OWN . RE-EXPORTS), read when this file is
@@ -162,7 +162,9 @@ process (see `code-loaded?')."
           (resolve-interface name))
          (datum->syntax x `(quote (,own . ,re-exports))))))))
 
-(define exports (module-exports (srfi srfi-19)))
+(define exports
+  ;; SRFI-19's exported names, needed once (web http)'s code loads
+  (delay (map string->symbol (module-export-names (srfi srfi-19)))))
 
 (define-syntax srfi-19-date-fields
   ;; The fields of SRFI-19's record type `date', read when this file is
@@ -226,7 +228,7 @@ process (see `code-loaded?')."
     (set-module-binder! interface
                         (lambda (module name define?)
                           (and (not define?)
-                               (memq name exports)
+                               (memq name (force exports))
                                (module-local-variable
                                 (module-public-interface (real-module)) name))))
     (set-module-binder! proxy
@@ -311,16 +313,18 @@ process (see `code-loaded?')."
     (set-module-name! interface name)
     (set-module-kind! interface 'interface)
     (set-module-public-interface! module interface)
+    ;; Straight into the obarrays: `module-add!' would also tell the
+    ;; modules' observers, and these new modules have none.
     (for-each (lambda (symbol)
                 (let ((variable (make-undefined-variable)))
                   (variable-set! variable (loading-procedure symbol variable))
-                  (module-add! module symbol variable)
-                  (module-add! interface symbol variable)))
+                  (hashq-set! (module-obarray module) symbol variable)
+                  (hashq-set! (module-obarray interface) symbol variable)))
               (car shape))
     (for-each (lambda (re-export)
-                (module-add! interface (car re-export)
-                             (module-variable (resolve-interface (cdr re-export))
-                                              (car re-export))))
+                (hashq-set! (module-obarray interface) (car re-export)
+                            (module-variable (resolve-interface (cdr re-export))
+                                             (car re-export))))
               (cdr shape))
     (set-module-binder! module
                         (lambda (_ symbol define?)
