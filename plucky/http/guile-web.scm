@@ -283,14 +283,19 @@ process (see `code-loaded?')."
          (interface (make-module))
          (loading? #f))
     (define (load-once!)
-      (when (and (assoc name deferred) (not loading?))
-        (set! loading? #t)
-        (set-module-binder! module #f)
-        (dynamic-wind
-          (lambda () #t)
-          (lambda () (load-code! name))
-          (lambda () (set! loading? #f)))
-        (set! deferred (alist-delete name deferred))))
+      ;; Under Guile's lock for loading modules (recursive, and taken by
+      ;; (ice-9 threads)): a thread that calls in while another loads the
+      ;; code waits for it, then finds the variables set.
+      (call-with-module-autoload-lock
+       (lambda ()
+         (when (and (assoc name deferred) (not loading?))
+           (set! loading? #t)
+           (set-module-binder! module #f)
+           (dynamic-wind
+             (lambda () #t)
+             (lambda () (load-code! name))
+             (lambda () (set! loading? #f)))
+           (set! deferred (alist-delete name deferred))))))
     (define (loading-procedure symbol variable)
       ;; Arities up to three without a rest list: no allocation per call
       ;; for whoever took the procedure out of its variable before the

@@ -119,6 +119,20 @@
            "           (module-variable (resolve-interface '(ice-9 binary-ports)) 'get-string-n!))"
            "      (eq? (module-variable (resolve-interface '(ice-9 textual-ports)) 'put-string)"
            "           (module-variable (resolve-interface '(ice-9 ports internal)) 'put-string)))"))
+  (test-equal "threads that call at once all get Guile's answer"
+    '("ab" "ab" "ab" "ab" "ab" "ab" "ab" "ab")
+    (fresh "(use-modules (plucky server) (ice-9 threads) ((ice-9 rdelim) #:prefix p:))"
+           "(define m (make-mutex)) (define c (make-condition-variable)) (define go? #f)"
+           "(define threads"
+           "  (map (lambda (i)"
+           "         (call-with-new-thread"
+           "          (lambda ()"
+           "            (with-mutex m (let wait () (unless go? (wait-condition-variable c m) (wait))))"
+           "            (catch #t (lambda () (call-with-input-string \"ab\\ncd\" p:read-line))"
+           "              (lambda args (format #f \"~s\" args))))))"
+           "       (iota 8)))"
+           "(with-mutex m (set! go? #t) (broadcast-condition-variable c))"
+           "(map join-thread threads)"))
   (test-equal "a module loaded before plucky is left as it is"
     '(#t #f)
     (fresh "(use-modules (ice-9 rdelim) (plucky server))"
