@@ -19,26 +19,37 @@
 ;;;    its public interface in which each name the module defines and
 ;;;    exports (all procedures, checked when this file is compiled) is
 ;;;    bound, in a variable of its own, to a procedure that loads the
-;;;    code and then calls what the code put in that variable; a name it
-;;;    re-exports is bound to the variable of the module it comes from.
-;;;    Every module that imports one of them afterwards, (web request)
-;;;    first, shares those variables (with #:select, #:prefix or #:hide
-;;;    too).  The code's `define-module' takes the registered module as
-;;;    the one of its name, and each of its definitions sets the variable
-;;;    already there; so from the first call on, every importer sees
-;;;    Guile's own procedures.  `(@@ NAME private-name)' loads the code
-;;;    too.  A procedure taken out of a variable before (say `(define p
-;;;    read-line)') stays the loading one: it calls Guile's, one call
-;;;    deeper.  Saved: 3.5M of the 44.3M instructions from exec to the
-;;;    first response of `plucky serve apps/hello.scm' (bench/startup-
-;;;    instructions; 2.0M of them by (web http)).  plucky parses the
-;;;    request line, Host, Content-Length, Connection and the opaque
-;;;    headers itself (and Accept: */*, which curl and most tools send:
-;;;    see *seeded-values* in (plucky http parse)), writes the status
-;;;    line, Content-Type, Content-Length, Date and Connection itself,
-;;;    and encodes the head without (ice-9 iconv).  A request with any
-;;;    other header Guile parses (a browser's) loads (web http) then,
-;;;    once.
+;;;    code and then calls what the code defined; a name it re-exports
+;;;    is bound to the variable of the module it comes from.  Every
+;;;    module that imports one of them afterwards, (web request) first,
+;;;    shares those variables (with #:select, #:prefix or #:hide too).
+;;;    The first call of any of them, or `(@@ NAME private-name)', loads
+;;;    the code, into a module of its own, under Guile's lock for loading
+;;;    modules; only once it has loaded whole do the shared variables get
+;;;    its procedures, and the loaded module and its interface take the
+;;;    shared variables as their own (see `register-ahead-of-code!').  So
+;;;    from then on every importer sees Guile's own procedures, as it
+;;;    would have, and a patch made to one of them before (`module-set!')
+;;;    stays, as it would had it come after.  Saved: 3.5M of the 44.3M
+;;;    instructions from exec to the first response of `plucky serve
+;;;    apps/hello.scm' (bench/startup-instructions; 2.0M of them by (web
+;;;    http)).  plucky parses the request line, Host, Content-Length,
+;;;    Connection and the opaque headers itself (and Accept: */*, which
+;;;    curl and most tools send: see *seeded-values* in (plucky http
+;;;    parse)), writes the status line, Content-Type, Content-Length,
+;;;    Date and Connection itself, and encodes the head without (ice-9
+;;;    iconv).  A request with any other header Guile parses (a
+;;;    browser's) loads (web http) then, once.
+;;;
+;;;    What differs from loading them at start, until a module's code has
+;;;    loaded: the load happens in a request, so it can fail there (say,
+;;;    with no file descriptor left): that request fails, and the next
+;;;    call tries again; a procedure taken out of a variable before (say
+;;;    `(define p read-line)') stays the loading one, and calls Guile's
+;;;    one call deeper (and is named `call'); code compiled in the
+;;;    process before (an app Guile compiles on its first load) gets no
+;;;    warning about a wrong number of arguments to these procedures and
+;;;    does not inline them; `reload-module' of the module fails.
 ;;;
 ;;; 2. (web http) imports (srfi srfi-19) for its date headers (Date,
 ;;;    If-Modified-Since, Last-Modified…), and loading SRFI-19 (and the
@@ -82,8 +93,10 @@
 ;;; modules, and a request parsed and answered, leave SRFI-19 and the
 ;;; deferred modules unloaded; that each deferred module has Guile's
 ;;; names, loads at a first call through a prefixed import and answers
-;;; as Guile's does; that every road to (web http) loads it and sees its
-;;; bindings; and that dates parsed before and after SRFI-19 loads, and
+;;; as Guile's does, for threads calling at once too; that a patch made
+;;; before the load stays, a failed load is tried again and an exception
+;;; thrown into the loading thread leaves the procedures whole; that
+;;; every road to (web http) loads it and sees its bindings; and that dates parsed before and after SRFI-19 loads, and
 ;;; the Expires date, are SRFI-19 dates that Guile's header writers
 ;;; accept.
 ;;;
@@ -254,8 +267,8 @@ process (see `code-loaded?')."
 
 (define (load-code! name)
   ;; Run the compiled code of the module NAME as Guile does when a module
-  ;; is first resolved; its `define-module' finds the module registered
-  ;; ahead (see below) and fills it.  (web http)'s without SRFI-19.
+  ;; is first resolved, the name free: its `define-module' makes the
+  ;; module.  (web http)'s without SRFI-19.
   (define (load!)
     (save-module-excursion
      (lambda ()
@@ -269,33 +282,66 @@ process (see `code-loaded?')."
   ;; Register the module NAME and its public interface, in which each
   ;; name the module defines and exports is bound, in a variable of its
   ;; own, to a procedure that loads the module's code then calls what
-  ;; that code put in the variable; the names it re-exports are bound to
-  ;; the variables of the modules it takes them from, as the code would
-  ;; bind them.  SHAPE: see `module-shape'.  Importing the module, with
-  ;; or without #:select, #:prefix or #:hide, shares those variables; so
-  ;; the code loads at the first call of any of them, and from then on
-  ;; every importer sees Guile's own procedures in them: the code's
-  ;; `define-module' takes this module as the one named NAME, and each
-  ;; of its definitions sets the variable already there.  (@@ NAME
-  ;; private-name) loads the code too.
+  ;; that code defined; the names it re-exports are bound to the
+  ;; variables of the modules it takes them from, as the code would bind
+  ;; them.  SHAPE: see `module-shape'.  Importing the module, with or
+  ;; without #:select, #:prefix or #:hide, shares those variables.  The
+  ;; code loads, at the first call of any of them or at (@@ NAME
+  ;; private-name), into a module of its own, while this one steps aside:
+  ;; until it has loaded whole, the variables keep the loading procedures
+  ;; (a thread that calls one then waits for the load, under Guile's lock
+  ;; for loading modules; a load that fails leaves them, and this module
+  ;; under the name, for the next call to try again).  Then each variable
+  ;; gets the code's procedure, unless it was set to something else
+  ;; meanwhile (a patch, which wins, as it would had the code loaded
+  ;; first), and the loaded module and its interface take these very
+  ;; variables in place of their own, so that the module under the name
+  ;; and every importer share them from then on; names defined in this
+  ;; module meanwhile go to the loaded one too.
   (let* ((directory (resolve-module (drop-right name 1) #f))
+         (leaf (last name))
          (module (make-module))
          (interface (make-module))
+         (own '())                      ; ((symbol variable loader) …)
          (loading? #f))
+    (define (adopt! loaded)
+      ;; LOADED: the module NAME's code made; it takes our variables
+      (let ((loaded-interface (module-public-interface loaded)))
+        (for-each (lambda (entry)
+                    (let ((symbol (car entry)) (ours (cadr entry)) (loader (caddr entry)))
+                      (when (eq? (variable-ref ours) loader)
+                        (variable-set! ours (variable-ref (module-local-variable loaded symbol))))
+                      (hashq-set! (module-obarray loaded) symbol ours)
+                      (hashq-set! (module-obarray loaded-interface) symbol ours)))
+                  own)
+        (hash-for-each (lambda (symbol variable)
+                         (unless (assq symbol own)
+                           (hashq-set! (module-obarray loaded) symbol variable)))
+                       (module-obarray module))))
     (define (load-once!)
-      ;; Under Guile's lock for loading modules (recursive, and taken by
-      ;; (ice-9 threads)): a thread that calls in while another loads the
-      ;; code waits for it, then finds the variables set.
       (call-with-module-autoload-lock
        (lambda ()
          (when (and (assoc name deferred) (not loading?))
            (set! loading? #t)
-           (set-module-binder! module #f)
-           (dynamic-wind
-             (lambda () #t)
-             (lambda () (load-code! name))
-             (lambda () (set! loading? #f)))
-           (set! deferred (alist-delete name deferred))))))
+           (hashq-remove! (module-submodules directory) leaf)
+           (let ((loaded #f))
+             (dynamic-wind
+               (lambda () #t)
+               (lambda ()
+                 (load-code! name)
+                 (set! loaded (loaded-module name)))
+               (lambda ()
+                 (set! loading? #f)
+                 (unless loaded
+                   ;; This module stands again, the loading procedures in
+                   ;; its variables: the next call tries again.
+                   (module-define-submodule! directory leaf module))))
+             ;; No async may cut this short: half the variables set
+             (call-with-blocked-asyncs
+              (lambda ()
+                (adopt! loaded)
+                (set-module-binder! module #f)
+                (set! deferred (alist-delete name deferred)))))))))
     (define (loading-procedure symbol variable)
       ;; Arities up to three without a rest list: no allocation per call
       ;; for whoever took the procedure out of its variable before the
@@ -321,8 +367,10 @@ process (see `code-loaded?')."
     ;; Straight into the obarrays: `module-add!' would also tell the
     ;; modules' observers, and these new modules have none.
     (for-each (lambda (symbol)
-                (let ((variable (make-undefined-variable)))
-                  (variable-set! variable (loading-procedure symbol variable))
+                (let* ((variable (make-undefined-variable))
+                       (loader (loading-procedure symbol variable)))
+                  (variable-set! variable loader)
+                  (set! own (cons (list symbol variable loader) own))
                   (hashq-set! (module-obarray module) symbol variable)
                   (hashq-set! (module-obarray interface) symbol variable)))
               (car shape))
@@ -331,15 +379,18 @@ process (see `code-loaded?')."
                             (module-variable (resolve-interface (cdr re-export))
                                              (car re-export))))
               (cdr shape))
+    ;; (@@ NAME private-name) before the load: load, then look there
     (set-module-binder! module
                         (lambda (_ symbol define?)
                           (and (not define?)
                                (not loading?)
                                (begin
                                  (load-once!)
-                                 (hashq-ref (module-obarray module) symbol)))))
+                                 (let ((loaded (loaded-module name)))
+                                   (and loaded (not (eq? loaded module))
+                                        (module-local-variable loaded symbol)))))))
     (set! deferred (acons name module deferred))
-    (module-define-submodule! directory (last name) module)))
+    (module-define-submodule! directory leaf module)))
 
 (define-syntax with-shapes
   ;; (with-shapes NAME …) -> the NAMEs, each with its shape read when

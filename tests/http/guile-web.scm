@@ -133,6 +133,33 @@
            "       (iota 8)))"
            "(with-mutex m (set! go? #t) (broadcast-condition-variable c))"
            "(map join-thread threads)"))
+  (test-equal "a binding patched before the code loads keeps the patch, as if patched after"
+    '("X-Patched" (text/html) #t)
+    (fresh "(use-modules (plucky server))"
+           "(module-define! (resolve-module '(web http)) 'header->string (lambda _ \"X-Patched\"))"
+           "(define parsed ((@ (web http) parse-header) 'accept \"text/html\"))"
+           "(list ((@ (web http) header->string) 'accept) (car parsed)"
+           "      ((@ (plucky http guile-web) web-http-loaded?)))"))
+  (test-equal "a load that fails (no descriptor left) is tried again by the next call"
+    '(#t #f ((text/html)) #t)
+    (fresh "(use-modules (plucky server))"
+           "(setrlimit 'nofile 64 64)"
+           "(define ports (let lp ((acc '())) (let ((p (false-if-exception (open-input-file \"/dev/null\")))) (if p (lp (cons p acc)) acc))))"
+           "(define failed? (catch #t (lambda () ((@ (web http) parse-header) 'accept \"text/html\") #f) (lambda _ #t)))"
+           "(define after-failure ((@ (plucky http guile-web) web-http-loaded?)))"
+           "(for-each close-port ports)"
+           "(list failed? after-failure ((@ (web http) parse-header) 'accept \"text/html\")"
+           "      ((@ (plucky http guile-web) web-http-loaded?)))"))
+  (test-equal "an exception thrown into the loading thread as the code's procedures appear leaves them whole"
+    '(#t (text/html))
+    (fresh "(use-modules (plucky server) (ice-9 threads))"
+           "(define var (module-variable (resolve-interface '(web http)) 'parse-header))"
+           "(define loader (variable-ref var))"
+           "(define main (current-thread))"
+           "(define watcher (call-with-new-thread (lambda () (let spin () (when (eq? (variable-ref var) loader) (spin))) (system-async-mark (lambda () (throw 'interrupted)) main))))"
+           "(catch #t (lambda () ((@ (web http) header->string) 'accept) (join-thread watcher)) (lambda _ #f))"
+           "(list ((@ (plucky http guile-web) web-http-loaded?))"
+           "      ((@ (web http) parse-header) 'content-type \"text/html\"))"))
   (test-equal "a module loaded before plucky is left as it is"
     '(#t #f)
     (fresh "(use-modules (ice-9 rdelim) (plucky server))"
