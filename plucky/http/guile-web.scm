@@ -87,18 +87,18 @@
 ;;; Everyone else who imports (srfi srfi-19) (an app, a library, Guile's
 ;;; (web …) modules loaded later) gets the real module, loaded when they
 ;;; ask for it: the proxy is only ever in (web http)'s list of imports.
-;;; If (web http) is already loaded when this module loads, it does
-;;; nothing; if SRFI-19 is when (web http) loads, (web http) loads in
-;;; the ordinary way.  tests/http/guile-web.scm checks that plucky's own
+;;; A module already loaded when this module loads is left as it is; if
+;;; SRFI-19 is loaded when (web http) loads, (web http) loads in the
+;;; ordinary way.  tests/http/guile-web.scm checks that plucky's own
 ;;; modules, and a request parsed and answered, leave SRFI-19 and the
 ;;; deferred modules unloaded; that each deferred module has Guile's
 ;;; names, loads at a first call through a prefixed import and answers
 ;;; as Guile's does, for threads calling at once too; that a patch made
 ;;; before the load stays, a failed load is tried again and an exception
 ;;; thrown into the loading thread leaves the procedures whole; that
-;;; every road to (web http) loads it and sees its bindings; and that dates parsed before and after SRFI-19 loads, and
-;;; the Expires date, are SRFI-19 dates that Guile's header writers
-;;; accept.
+;;; every road to (web http) loads it and sees its bindings; and that
+;;; dates parsed before and after SRFI-19 loads, and the Expires date,
+;;; are SRFI-19 dates that Guile's header writers accept.
 ;;;
 ;;; Code:
 
@@ -107,7 +107,8 @@
             web-http-loaded?
             code-loaded?
             deferred-modules)
-  #:use-module (srfi srfi-1))
+  #:use-module (srfi srfi-1)
+  #:use-module (ice-9 match))
 
 (define srfi-19 '(srfi srfi-19))
 (define web-http '(web http))
@@ -307,12 +308,13 @@ process (see `code-loaded?')."
     (define (adopt! loaded)
       ;; LOADED: the module NAME's code made; it takes our variables
       (let ((loaded-interface (module-public-interface loaded)))
-        (for-each (lambda (entry)
-                    (let ((symbol (car entry)) (ours (cadr entry)) (loader (caddr entry)))
-                      (when (eq? (variable-ref ours) loader)
-                        (variable-set! ours (variable-ref (module-local-variable loaded symbol))))
-                      (hashq-set! (module-obarray loaded) symbol ours)
-                      (hashq-set! (module-obarray loaded-interface) symbol ours)))
+        (for-each (match-lambda
+                    ((symbol ours loader)
+                     ;; the code's procedure, unless patched meanwhile
+                     (when (eq? (variable-ref ours) loader)
+                       (variable-set! ours (module-ref loaded symbol)))
+                     (hashq-set! (module-obarray loaded) symbol ours)
+                     (hashq-set! (module-obarray loaded-interface) symbol ours)))
                   own)
         (hash-for-each (lambda (symbol variable)
                          (unless (assq symbol own)
