@@ -106,6 +106,7 @@
   #:export (srfi-19-loaded?
             web-http-loaded?
             code-loaded?
+            loaded-module
             deferred-modules)
   #:use-module (srfi srfi-1)
   #:use-module (ice-9 match))
@@ -114,9 +115,21 @@
 (define web-http '(web http))
 
 (define (loaded-module name)
-  ;; -> the module NAME if it has been loaded, else #f; loads nothing
+  "Return the module NAME (a list of symbols) if it has been loaded in
+this process, else #f; load nothing."
   (let ((module (resolve-module name #f #:ensure #f)))
     (and module (module-public-interface module) module)))
+
+(define (make-named-module name)
+  ;; -> a new module NAME with an empty public interface, neither
+  ;; registered under the name
+  (let ((module (make-module))
+        (interface (make-module)))
+    (set-module-name! module name)
+    (set-module-name! interface name)
+    (set-module-kind! interface 'interface)
+    (set-module-public-interface! module interface)
+    module))
 
 (define (srfi-19-loaded?)
   "Return #t if Guile's (srfi srfi-19) has been loaded in this process."
@@ -220,8 +233,8 @@ process (see `code-loaded?')."
   ;; Call THUNK, which loads (web http)'s code, while the name (srfi
   ;; srfi-19) stands for the proxy (see the Commentary).
   (let* ((directory (resolve-module '(srfi) #f))
-         (proxy (make-module))
-         (interface (make-module))
+         (proxy (make-named-module srfi-19))
+         (interface (module-public-interface proxy))
          (date-type (make-date-type-for-srfi-19!))
          (date? (lambda (object)
                   (and (struct? object) (eq? (struct-vtable object) date-type))))
@@ -235,10 +248,6 @@ process (see `code-loaded?')."
       (give-name-back!)
       (resolve-interface srfi-19)
       (resolve-module srfi-19 #f))
-    (set-module-name! proxy srfi-19)
-    (set-module-name! interface srfi-19)
-    (set-module-kind! interface 'interface)
-    (set-module-public-interface! proxy interface)
     (set-module-binder! interface
                         (lambda (module name define?)
                           (and (not define?)
@@ -301,8 +310,8 @@ process (see `code-loaded?')."
   ;; module meanwhile go to the loaded one too.
   (let* ((directory (resolve-module (drop-right name 1) #f))
          (leaf (last name))
-         (module (make-module))
-         (interface (make-module))
+         (module (make-named-module name))
+         (interface (module-public-interface module))
          (own '())                      ; ((symbol variable loader) …)
          (loading? #f))
     (define (adopt! loaded)
@@ -362,10 +371,6 @@ process (see `code-loaded?')."
           ((a b c) ((real) a b c))
           ((a b c . rest) (apply (real) a b c rest))))
       call)
-    (set-module-name! module name)
-    (set-module-name! interface name)
-    (set-module-kind! interface 'interface)
-    (set-module-public-interface! module interface)
     ;; Straight into the obarrays: `module-add!' would also tell the
     ;; modules' observers, and these new modules have none.
     (for-each (lambda (symbol)

@@ -482,8 +482,9 @@ HIGH? says whether any byte is #x80 or above."
 ;;   pattern  bytevector: the name in lower case
 ;;   fold     bytevector: #x20 under each letter, else 0
 ;;   cache    #f, or the recent values: see `cached-value'
-(define-inline (make-known-header symbol kind parser pattern fold cache)
-  (vector symbol kind parser pattern fold cache))
+(define-inline (make-known-header symbol kind pattern fold cache)
+  ;; the parser slot starts empty: see `known-header-parser'
+  (vector symbol kind #f pattern fold cache))
 (define-inline (known-header-symbol header) (vector-ref header 0))
 (define-inline (known-header-kind header) (vector-ref header 1))
 (define (known-header-parser header)
@@ -578,7 +579,6 @@ HIGH? says whether any byte is #x80 or above."
                       (else 'raw))))
           `(make-known-header
             ',symbol ',kind
-            #f                          ; parser: see known-header-parser
             ,(string->utf8 name)
             ,(u8-list->bytevector
               (map (lambda (c) (if (ascii-letter? (char->integer c)) #x20 0))

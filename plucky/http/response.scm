@@ -135,8 +135,8 @@
 
 (define (loaded-response-type)
   ;; -> <response> if (web response) has been loaded, else #f
-  (let ((module (resolve-module '(web response) #f #:ensure #f)))
-    (and module (module-public-interface module)
+  (let ((module (loaded-module '(web response))))
+    (and module
          (begin
            (set! response-type (module-ref module '<response>))
            response-type))))
@@ -213,14 +213,15 @@ response) record's code, or 200 for a header alist."
 (define (render-header name value)
   ;; -> bytevector "Name: value\r\n", or raise if the value would smuggle
   ;; a line break into the head (header injection).
-  (let ((text (or (and (eq? name 'content-type) (media-type-text value))
-                  (call-with-output-string
-                    (lambda (port)
-                      ((header-writer name) value port))))))
+  (let* ((type? (eq? name 'content-type))
+         (text (or (and type? (media-type-text value))
+                   (call-with-output-string
+                     (lambda (port)
+                       ((header-writer name) value port))))))
     (when (or (string-index text #\return) (string-index text #\newline))
       (error "response header value contains CR or LF" name value))
     (string->latin-1
-     (string-append (if (eq? name 'content-type) "Content-Type" (header->string name))
+     (string-append (if type? "Content-Type" (header->string name))
                     ": " text "\r\n"))))
 
 (define cache-limit 512)
