@@ -5,6 +5,31 @@
 
 ;;; Commentary:
 ;;;
+;;; bin/plucky, the command (see (plucky command) for what it does), is a
+;;; Guile script that the kernel starts through env(1): no shell in
+;;; between (a shell cost about 1 ms of each start: bench/startup).  It
+;;; needs `make' to have compiled plucky (build/).
+;;;
+;;; Guile reads a script with its reader, written in Scheme, which skips
+;;; a comment character by character: the 1.3 KB of commentary this text
+;;; was until it moved here cost 1.2M instructions of every start (bench/
+;;; startup-instructions), hence the one line left there.  Guile's
+;;; interpreter then runs the script's forms, expanding each first, so
+;;; there are two: collections off, first and alone (reading a form makes
+;;; weak entries, its source properties, which can be enough to set off
+;;; the collection this avoids), then this file, compiled.
+;;; --no-auto-compile keeps Guile from compiling the script into its
+;;; cache; below, auto-compilation is turned back on.
+;;;
+;;; GUILE_JIT_THRESHOLD, which bin/plucky's #! line sets: Guile compiles
+;;; a procedure to machine code once it has been called that many times,
+;;; 1,000 by default.  Start-up calls the module system's procedures just
+;;; over that many times, and compiling them costs more than it saves
+;;; before the first response: with 3,000, 9M fewer instructions from
+;;; exec to the first 200 (bench/startup-instructions).  Procedures on the
+;;; request path pass 3,000 calls within the first few thousand requests.
+;;; Processes the app starts inherit it.
+;;;
 ;;; Not a module: bin/plucky loads build/plucky/launch.go, the compiled
 ;;; form of this file, with `load-compiled', and its top level runs in
 ;;; the script's module.  Guile evaluates a script's own forms with its
