@@ -94,7 +94,6 @@
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 iconv)
   #:use-module (plucky http error)
-  #:use-module (plucky http bytes)
   #:export (make-multipart-parser
             multipart-parser?
             multipart-parser-parts
@@ -108,6 +107,10 @@
             multipart-part-name
             multipart-part-filename
             multipart-part-content-type))
+
+;; Macros only, needed while this file is compiled: see there.
+(eval-when (expand)
+  (use-modules (plucky http bytes)))
 
 
 ;;;

@@ -94,7 +94,6 @@
   #:use-module (web uri)
   #:use-module (web request)
   #:use-module (plucky http error)
-  #:use-module (plucky http bytes)
   #:export (parse-request-head
             make-parse-limits
             parse-limits?
@@ -103,6 +102,10 @@
             parse-limits-max-header-count
             %default-parse-limits
             request-keep-alive?))
+
+;; Macros only, needed while this file is compiled: see there.
+(eval-when (expand)
+  (use-modules (plucky http bytes)))
 
 
 ;;;
