@@ -105,7 +105,8 @@
 
 ;; Macros only, needed while this file is compiled: see there.
 (eval-when (expand)
-  (use-modules (plucky http bytes)))
+  (use-modules (plucky http bytes)
+               (plucky sys inline)))
 
 
 ;;;
@@ -119,8 +120,9 @@
 ;; binding); `define-inlinable' makes a macro and a procedure.  None is
 ;; needed once this file is compiled, so each macro here is defined in
 ;; (eval-when (expand) ...): it exists while the file is compiled, and
-;; not in the .go.  A call of a `define-inline' procedure expands into
-;; the code `define-inlinable' gave, so the request path is unchanged.
+;; not in the .go.  A call of a `define-inline' procedure ((plucky sys
+;; inline)) expands into the code `define-inlinable' gave, so the
+;; request path is unchanged.
 ;; Tables are computed by the compiler, not at load: `define-literal',
 ;; `define-known-header-table'.  bench/startup-modules, row (plucky http
 ;; parse) (callgrind, JIT off): 3,047,248 instructions -> 1,903,923
@@ -129,17 +131,6 @@
 ;; less to mark in each collection).
 
 (eval-when (expand)
-  (define-syntax-rule (define-inline (name formal ...) body ...)
-    ;; Like define-inlinable, for calls in this file only: (NAME ARG ...)
-    ;; becomes ((lambda (FORMAL ...) BODY ...) ARG ...), which the
-    ;; compiler inlines.  There is no procedure NAME at run time.
-    (eval-when (expand)
-      (define-syntax name
-        (lambda (x)
-          (syntax-case x ()
-            ((_ arg (... ...))
-             #'((lambda (formal ...) body ...) arg (... ...))))))))
-
   (define-syntax-rule (define-constants (name value) ...)
     ;; Each NAME expands to the literal VALUE, in this file only.
     (eval-when (expand)

@@ -78,12 +78,15 @@
             close-loop-connections!))
 
 ;; Its records' accessors and modifiers are macros that exist while this
-;; file is compiled, and (plucky sys record) with them: see there.  What
+;; file is compiled, and (plucky sys record) with them: see there; so are
+;; its inlined procedures (`define-inline', (plucky sys inline)) and its
+;; other macros (in `eval-when (expand)').  What
 ;; (plucky server tally) gives is macros too (slot numbers, `status-class'
 ;; inlined), so neither module is loaded at run time: 0.7M instructions
 ;; of start-up (bench/startup-modules).
 (eval-when (expand)
   (use-modules (plucky sys record)
+               (plucky sys inline)
                (plucky server tally)))
 
 ;;;
@@ -301,7 +304,8 @@ to call from a signal handler."
 ;; 29 ns a call, and GC_get_total_bytes 26 ns (measured with a loop of a
 ;; million calls), so leaving the accounting on costs about 0.2 us a
 ;; request; bench/hello's keep-alive figure shows the difference.
-(define-syntax-rule (clock) (get-internal-real-time))
+(eval-when (expand)
+  (define-syntax-rule (clock) (get-internal-real-time)))
 
 (define gc-total-bytes
   ;; (dynamic-link), not "libgc": libguile's libgc is already in the
@@ -310,29 +314,30 @@ to call from a signal handler."
   (pointer->procedure size_t (dynamic-func "GC_get_total_bytes" (dynamic-link))
                       '()))
 
-(define-syntax-rule (timed when? expression record!)
-  ;; Evaluate EXPRESSION; when WHEN?, call (RECORD! ns) with its duration
-  ;; first.  -> the (single) value of EXPRESSION
-  (if when?
-      (let* ((start (clock))
-             (value expression))
-        (record! (- (clock) start))
-        value)
-      expression))
+(eval-when (expand)
+  (define-syntax-rule (timed when? expression record!)
+    ;; Evaluate EXPRESSION; when WHEN?, call (RECORD! ns) with its duration
+    ;; first.  -> the (single) value of EXPRESSION
+    (if when?
+        (let* ((start (clock))
+               (value expression))
+          (record! (- (clock) start))
+          value)
+        expression)))
 
 ;; The observer times one request in N, N of its choosing (see (plucky
 ;; server tally)); the others cost a count.  bench/instructions counted
 ;; 1,600 instructions a request for timing every one (six clock reads and
 ;; three calls of the observer), 4% of a hello world's.
 
-(define-inlinable (take-sample! loop)
+(define-inline (take-sample! loop)
   ;; Count a request down.  -> #t when it is to be timed
   (let* ((tally (loop-tally loop))
          (countdown (- (vector-ref tally tally-countdown) 1)))
     (vector-set! tally tally-countdown countdown)
     (<= countdown 0)))
 
-(define-inlinable (sampling? loop)
+(define-inline (sampling? loop)
   ;; Is the next request, or the one being served, to be timed?  For the
   ;; read that brings it, its accept and its body.
   (and (loop-observer loop)
@@ -348,7 +353,7 @@ to call from a signal handler."
       (bytevector-u32-ref sockaddr 4 (endianness big))
       (sockaddr->string sockaddr)))
 
-(define-inlinable (tally-add! loop slot n)
+(define-inline (tally-add! loop slot n)
   (let ((tally (loop-tally loop)))
     (vector-set! tally slot (+ n (vector-ref tally slot)))))
 
@@ -866,7 +871,7 @@ to call from a signal handler."
           (observer 'failure request exception stack)))
       (values #f #f))))
 
-(define-inlinable (count-answer! loop code bytes)
+(define-inline (count-answer! loop code bytes)
   ;; -> the status class of CODE, counted in the tally with BYTES
   (let ((tally (loop-tally loop))
         (class (status-class code)))
