@@ -148,61 +148,67 @@ code does not count until the code has run in it."
 process (see `code-loaded?')."
   (code-loaded? web-http))
 
-(define-syntax module-export-names
-  ;; (module-export-names NAME): the names the module NAME exports, as
-  ;; strings (no symbols to intern at load), read when this file is
-  ;; compiled, from the Guile that compiles it: what stands for the
-  ;; module must claim exactly these.
-  (lambda (x)
-    (syntax-case x ()
-      ((_ name)
-       (datum->syntax
-        x
-        `(quote ,(sort (module-map (lambda (name variable) (symbol->string name))
-                                   (resolve-interface (syntax->datum #'name)))
-                       string<?)))))))
+;; This file's macros run while it is compiled and are defined then only
+;; (eval-when (expand)): a macro kept in the module is built and defined
+;; at every start (see (plucky sys inline)).
+(eval-when (expand)
+  (define-syntax module-export-names
+    ;; (module-export-names NAME): the names the module NAME exports, as
+    ;; strings (no symbols to intern at load), read when this file is
+    ;; compiled, from the Guile that compiles it: what stands for the
+    ;; module must claim exactly these.
+    (lambda (x)
+      (syntax-case x ()
+        ((_ name)
+         (datum->syntax
+          x
+          `(quote ,(sort (module-map (lambda (name variable) (symbol->string name))
+                                     (resolve-interface (syntax->datum #'name)))
+                         string<?))))))))
 
-(define-syntax module-shape
-  ;; (module-shape NAME): (OWN . RE-EXPORTS), read when this file is
-  ;; compiled: OWN, the names the module NAME defines and exports, which
-  ;; must all be procedures (compiling fails otherwise); RE-EXPORTS,
-  ;; ((NAME . MODULE) …), the names it exports from the modules it uses.
-  (lambda (x)
-    (syntax-case x ()
-      ((_ name)
-       (let* ((name (syntax->datum #'name))
-              (module (resolve-module name))
-              (own '())
-              (re-exports '()))
-         (module-for-each
-          (lambda (symbol variable)
-            (if (eq? variable (module-local-variable module symbol))
-                (if (and (variable-bound? variable) (procedure? (variable-ref variable)))
-                    (set! own (cons symbol own))
-                    (error "not a procedure; cannot load at its first call" name symbol))
-                (let ((source (find (lambda (interface)
-                                      (eq? variable (module-variable interface symbol)))
-                                    (module-uses module))))
-                  (unless source
-                    (error "re-exported from no module it uses" name symbol))
-                  (set! re-exports (acons symbol (module-name source) re-exports)))))
-          (resolve-interface name))
-         (datum->syntax x `(quote (,own . ,re-exports))))))))
+(eval-when (expand)
+  (define-syntax module-shape
+    ;; (module-shape NAME): (OWN . RE-EXPORTS), read when this file is
+    ;; compiled: OWN, the names the module NAME defines and exports, which
+    ;; must all be procedures (compiling fails otherwise); RE-EXPORTS,
+    ;; ((NAME . MODULE) …), the names it exports from the modules it uses.
+    (lambda (x)
+      (syntax-case x ()
+        ((_ name)
+         (let* ((name (syntax->datum #'name))
+                (module (resolve-module name))
+                (own '())
+                (re-exports '()))
+           (module-for-each
+            (lambda (symbol variable)
+              (if (eq? variable (module-local-variable module symbol))
+                  (if (and (variable-bound? variable) (procedure? (variable-ref variable)))
+                      (set! own (cons symbol own))
+                      (error "not a procedure; cannot load at its first call" name symbol))
+                  (let ((source (find (lambda (interface)
+                                        (eq? variable (module-variable interface symbol)))
+                                      (module-uses module))))
+                    (unless source
+                      (error "re-exported from no module it uses" name symbol))
+                    (set! re-exports (acons symbol (module-name source) re-exports)))))
+            (resolve-interface name))
+           (datum->syntax x `(quote (,own . ,re-exports)))))))))
 
 (define exports
   ;; SRFI-19's exported names, needed once (web http)'s code loads
   (delay (map string->symbol (module-export-names (srfi srfi-19)))))
 
-(define-syntax srfi-19-date-fields
-  ;; The fields of SRFI-19's record type `date', read when this file is
-  ;; compiled: the type made here must be the one SRFI-19 would make.
-  (lambda (x)
-    (syntax-case x ()
-      ((_)
-       (datum->syntax
-        x
-        `(quote ,(record-type-fields
-                  (module-ref (resolve-module '(srfi srfi-19)) 'date))))))))
+(eval-when (expand)
+  (define-syntax srfi-19-date-fields
+    ;; The fields of SRFI-19's record type `date', read when this file is
+    ;; compiled: the type made here must be the one SRFI-19 would make.
+    (lambda (x)
+      (syntax-case x ()
+        ((_)
+         (datum->syntax
+          x
+          `(quote ,(record-type-fields
+                    (module-ref (resolve-module '(srfi srfi-19)) 'date)))))))))
 
 (define date-fields (srfi-19-date-fields))
 
@@ -399,11 +405,12 @@ process (see `code-loaded?')."
     (set! deferred (acons name module deferred))
     (module-define-submodule! directory leaf module)))
 
-(define-syntax with-shapes
-  ;; (with-shapes NAME …) -> the NAMEs, each with its shape read when
-  ;; this file is compiled: ((NAME . SHAPE) …)
-  (syntax-rules ()
-    ((_ name ...) (list (cons 'name (module-shape name)) ...))))
+(eval-when (expand)
+  (define-syntax with-shapes
+    ;; (with-shapes NAME …) -> the NAMEs, each with its shape read when
+    ;; this file is compiled: ((NAME . SHAPE) …)
+    (syntax-rules ()
+      ((_ name ...) (list (cons 'name (module-shape name)) ...)))))
 
 ;; Guile's modules that (web uri), (web request) and (web http) import,
 ;; and those, in the order they must be registered in (a module whose

@@ -77,15 +77,17 @@ must keep BV reachable while it uses the address."
   (pointer-address (bytevector->pointer bv)))
 
 ;; Each %call returns two values: the C result and errno.  The macro
-;; retries EINTR and folds errno into a negative result.
-(define-syntax-rule (retrying-eintr call)
-  (let retry ()
-    (call-with-values (lambda () call)
-      (lambda (result errno)
-        (cond
-         ((>= result 0) result)
-         ((= errno errno-EINTR) (retry))
-         (else (- errno)))))))
+;; retries EINTR and folds errno into a negative result.  A macro of the
+;; compiler only: see (plucky sys inline) for why.
+(eval-when (expand)
+  (define-syntax-rule (retrying-eintr call)
+    (let retry ()
+      (call-with-values (lambda () call)
+        (lambda (result errno)
+          (cond
+           ((>= result 0) result)
+           ((= errno errno-EINTR) (retry))
+           (else (- errno))))))))
 
 (define %read (libc-procedure ssize_t "read" (list int uintptr_t size_t)))
 (define %write (libc-procedure ssize_t "write" (list int uintptr_t size_t)))

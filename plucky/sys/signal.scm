@@ -194,15 +194,17 @@ library numbers them (it keeps the first few for itself)."
 (define sigevent-size 64)               ; struct sigevent on Linux
 (define word-size (sizeof uintptr_t))
 
-(define-syntax-rule (check-result name call)
-  (let retry ()
-    (call-with-values (lambda () call)
-      (lambda (result errno)
-        (cond
-         ((>= result 0) result)
-         ((= errno EINTR) (retry))
-         (else (scm-error 'system-error name "~A" (list (strerror errno))
-                          (list errno))))))))
+;; A macro of the compiler only: see (plucky sys inline) for why.
+(eval-when (expand)
+  (define-syntax-rule (check-result name call)
+    (let retry ()
+      (call-with-values (lambda () call)
+        (lambda (result errno)
+          (cond
+           ((>= result 0) result)
+           ((= errno EINTR) (retry))
+           (else (scm-error 'system-error name "~A" (list (strerror errno))
+                            (list errno)))))))))
 
 (define (make-signal-timer signal)
   "Return a new POSIX timer, on the monotonic clock and disarmed, that
