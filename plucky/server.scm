@@ -60,7 +60,6 @@
 
 (define-module (plucky server)
   #:use-module (srfi srfi-1)
-  #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
   ;; Before any (web …) module: (web http) loads at first use, without SRFI-19.
@@ -92,6 +91,12 @@
   #:export (supervise-workers
             run-server
             trace-start-up))
+
+;; <worker>'s accessors are macros of the compiler only: see (plucky sys
+;; record).  SRFI-9's kept a macro per accessor in the module, whose
+;; syntax objects were built at every start (bench/startup-instructions).
+(eval-when (expand)
+  (use-modules (plucky sys record)))
 
 (define (log-line fmt . args)
   (let ((port (current-error-port)))
@@ -263,7 +268,7 @@ until a restart"
 ;;; The master
 ;;;
 
-(define-record-type <worker>
+(define-record-type/lean <worker>
   (make-worker pid generation slot ready state)
   worker?
   (pid worker-pid)
