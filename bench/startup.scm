@@ -34,6 +34,18 @@
 ;;; for the steps of workers.  These runs are not in the figures above;
 ;;; tracing costs a line to standard error per step.
 ;;;
+;;; Paired comparison (bench/startup-compare uses it):
+;;;
+;;;   guile bench/startup.scm --compare RUNS COMMAND-A ARG… -- COMMAND-B ARG…
+;;;
+;;; times RUNS pairs, A then B or B then A in turn, each pair beside one
+;;; `guile -c 1', and prints the summaries of A, B and guile -c 1 and,
+;;; as "startup-paired: MEDIAN MEAN A-SLOWER RUNS", the median and mean of
+;;; the differences A - B within pairs and how many pairs A lost: on a
+;;; shared machine whose load drifts by milliseconds over a run, the two
+;;; of a pair see the same load, so a difference of a fraction of a
+;;; millisecond shows there long before it shows between two medians.
+;;;
 ;;; Prints one line per run and then, for both, the median, p90, min and
 ;;; max in milliseconds, as lines "startup: LABEL median P90 MIN MAX"
 ;;; that bench/startup reads, and the median of each traced step, as
@@ -213,8 +225,52 @@
                          (map car (last traces)))
                     (lambda (a b) (< (cdr a) (cdr b)))))))
 
+(define (split-commands words)
+  ;; (A … "--" B …) -> (values (A …) (B …))
+  (let ((tail (member "--" words)))
+    (values (list-head words (- (length words) (length tail))) (cdr tail))))
+
+(define (compare runs a b)
+  (let ((log (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-startup-"
+                            (number->string (getpid)) ".log")))
+    (format #t "warm-up: A ~a ms, B ~a ms~%"
+            (or (time-server a log) "FAILED") (or (time-server b log) "FAILED"))
+    (let lp ((i 0) (pairs '()) (guile '()) (failed 0))
+      (if (< i runs)
+          ;; A first in even pairs, B first in odd ones
+          (let* ((first (time-server (if (even? i) a b) log))
+                 (second (time-server (if (even? i) b a) log))
+                 (ta (if (even? i) first second))
+                 (tb (if (even? i) second first))
+                 (g (time-guile log)))
+            (format #t "pair ~3d: A ~a ms, B ~a ms, guile -c 1 ~a ms~%" (+ i 1)
+                    (if ta (format #f "~,1f" ta) "FAILED")
+                    (if tb (format #f "~,1f" tb) "FAILED")
+                    (if g (format #f "~,1f" g) "FAILED"))
+            (lp (+ i 1) (if (and ta tb) (cons (cons ta tb) pairs) pairs)
+                (if g (cons g guile) guile)
+                (+ failed (if (and ta tb g) 0 1))))
+          (begin
+            (unless (null? pairs)
+              (summary "A" (map car pairs))
+              (summary "B" (map cdr pairs))
+              (let ((d (sort (map (lambda (p) (- (car p) (cdr p))) pairs) <)))
+                (format #t "startup-paired: ~,2f ~,2f ~a ~a~%"
+                        (percentile d 0.5) (/ (apply + d) (length d))
+                        (count positive? d) (length d))))
+            (unless (null? guile) (summary "guile-c-1" guile))
+            (when (> failed 0)
+              (format #t "startup: ~a failed pairs; the servers' output is in ~a~%"
+                      failed log))
+            (when (zero? failed)
+              (false-if-exception (delete-file log)))
+            (exit (if (zero? failed) 0 1)))))))
+
 (define (main args)
   (match args
+    ((_ "--compare" runs words ...)
+     (call-with-values (lambda () (split-commands words))
+       (lambda (a b) (compare (string->number runs) a b))))
     ((_ runs command ...)
      (let* ((runs (string->number runs))
             (log (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-startup-"
@@ -246,7 +302,8 @@
                  (false-if-exception (delete-file trace-log)))
                (exit (if (zero? failed) 0 1)))))))
     (_
-     (format (current-error-port) "usage: guile bench/startup.scm RUNS COMMAND ARG…~%")
+     (format (current-error-port) "usage: guile bench/startup.scm RUNS COMMAND ARG…
+       guile bench/startup.scm --compare RUNS COMMAND-A ARG… -- COMMAND-B ARG…~%")
      (exit 2))))
 
 (main (command-line))
