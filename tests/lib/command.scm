@@ -32,6 +32,7 @@
             remove-tree
             write-file
             read-file
+            compiled-in-fresh-guile
             wait-until
 
             launch
@@ -99,6 +100,25 @@ every user (the privileges tests serve from it as nobody)."
                                 (lp (cons entry names)))))))
             (rmdir dir))
           (delete-file dir)))))
+
+(define (compiled-in-fresh-guile text expression)
+  "Compile TEXT, the source of a module, in this Guile, then start a fresh
+`guile' that loads the compiled file and evaluates EXPRESSION (a string),
+which writes its answer; return the first line it wrote.  What a compiled
+module holds at run time, without the compile-time modules this Guile
+has loaded."
+  (let* ((dir (temporary-directory))
+         (source (string-append dir "/module.scm"))
+         (compiled (string-append dir "/module.go")))
+    (write-file source text)
+    ((@ (system base compile) compile-file) source #:output-file compiled)
+    (let* ((port ((@ (ice-9 popen) open-pipe*) OPEN_READ "guile" "--no-auto-compile" "-c"
+                  (string-append "(load-compiled " (object->string compiled) ")"
+                                 expression)))
+           (line ((@ (ice-9 rdelim) read-line) port)))
+      ((@ (ice-9 popen) close-pipe) port)
+      (remove-tree dir)
+      line)))
 
 (define (write-file file text)
   "Write TEXT to FILE (readable by all), replacing it atomically: a

@@ -91,10 +91,9 @@
 ;; Compiled, the module that defines the records holds no accessor, and
 ;; does not need (plucky sys record) to run: a fresh Guile loads one and
 ;; says what it finds.
-(let* ((dir (temporary-directory))
-       (source (string-append dir "/lean-test.scm"))
-       (compiled (string-append dir "/lean-test.go")))
-  (write-file source "
+(test-equal "compiled: works, no accessor bound, (plucky sys record) not loaded"
+  "(#t 12 #f #f #f)"
+  (compiled-in-fresh-guile "
 (define-module (lean-test)
   #:export (make-thing thing? thing-sum))
 (eval-when (expand) (use-modules (plucky sys record)))
@@ -104,24 +103,15 @@
   (a thing-a set-thing-a!)
   (b thing-b))
 (define (thing-sum t) (set-thing-a! t (* 10 (thing-a t))) (+ (thing-a t) (thing-b t)))
-")
-  ((@ (system base compile) compile-file) source #:output-file compiled)
-  (test-equal "compiled: works, no accessor bound, (plucky sys record) not loaded"
-    "(#t 12 #f #f #f)"
-    (let* ((port ((@ (ice-9 popen) open-pipe*) OPEN_READ "guile" "--no-auto-compile" "-c"
-                  (string-append
-                   "(load-compiled " (object->string compiled) ")"
-                   "(let ((m (resolve-module '(lean-test))))"
-                   "  (write (list ((module-ref m 'thing?) ((module-ref m 'make-thing) 1 2))"
-                   "               ((module-ref m 'thing-sum) ((module-ref m 'make-thing) 1 2))"
-                   "               (module-variable m 'thing-a)"
-                   "               (module-variable m 'set-thing-a!)"
-                   "               (let ((r (resolve-module '(plucky sys record) #f #:ensure #f)))"
-                   "                 (and r (module-public-interface r) #t)))))")))
-           (text ((@ (ice-9 rdelim) read-line) port)))
-      ((@ (ice-9 popen) close-pipe) port)
-      text))
-  (remove-tree dir))
+"
+   (string-append
+    "(let ((m (resolve-module '(lean-test))))"
+    "  (write (list ((module-ref m 'thing?) ((module-ref m 'make-thing) 1 2))"
+    "               ((module-ref m 'thing-sum) ((module-ref m 'make-thing) 1 2))"
+    "               (module-variable m 'thing-a)"
+    "               (module-variable m 'set-thing-a!)"
+    "               (let ((r (resolve-module '(plucky sys record) #f #:ensure #f)))"
+    "                 (and r (module-public-interface r) #t)))))")))
 
 (test-equal "a constructor field that is not a field is refused" 'syntax-error
   (catch #t
