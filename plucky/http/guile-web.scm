@@ -1,17 +1,17 @@
-;;; (plucky http guile-web) --- Guile's (web http) and what (web …) imports, loaded at first use
+;;; (plucky http guile-web) --- Guile's (web …) modules and what they import, loaded at first use
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
 
 ;;; Commentary:
 ;;;
-;;; plucky hands handlers genuine (web request) records, so it loads
+;;; plucky hands handlers genuine (web request) records, which needs
 ;;; Guile's (web request) and (web uri), which import (web http), (ice-9
 ;;; regex), (ice-9 iconv), (ice-9 rdelim), (ice-9 binary-ports) and
-;;; (ice-9 textual-ports).  None of those is called before the first
-;;; request, nor by a request from curl, wget, ab or a health check and
-;;; an answer that plucky parses and writes itself; loading them is dear.
-;;; Two things here keep them off the start-up path:
+;;; (ice-9 textual-ports).  None of their procedures is called before
+;;; the first request, nor by a request from curl, wget, ab or a health
+;;; check and an answer that plucky parses and writes itself; loading
+;;; them is dear.  Three things here keep them off the start-up path:
 ;;;
 ;;; 1. They load at first use.  Imported before anything that imports
 ;;;    (web …), this module registers each of them ahead of its code
@@ -89,7 +89,29 @@
 ;;; ask for it: the proxy is only ever in (web http)'s list of imports.
 ;;; A module already loaded when this module loads is left as it is; if
 ;;; SRFI-19 is loaded when (web http) loads, (web http) loads in the
-;;; ordinary way.  tests/http/guile-web.scm checks that plucky's own
+;;; ordinary way.
+;;;
+;;; 3. (web uri) and (web request) wait for their code too, though every
+;;;    request is a <request> holding a <uri>: those record types are
+;;;    made here, ahead, and claimed for the code (`claim-record-type!',
+;;;    the way of SRFI-19's `date' above), so that the records plucky
+;;;    makes before the code runs are the code's records after.  Their
+;;;    other exports are SRFI-9's macros, the predicate and the
+;;;    accessors, which a procedure that loads the code cannot stand
+;;;    for: each is made here as a macro that expands as SRFI-9's does,
+;;;    naming the type and its procedure by their private names in the
+;;;    module (`record-macro'), which the module registered here binds
+;;;    as Guile's module does (`record-ahead!').  So code compiled against
+;;;    either module runs with either: plucky's, built while its modules
+;;;    wait, and an app Guile compiles in plucky's process and later runs
+;;;    without plucky.  The first call of one of their procedures (say
+;;;    `uri->string', `build-request') loads them; their macros then are
+;;;    Guile's own.  What differs until then: `set-field' and the other
+;;;    functional setters of (srfi srfi-9 gnu) do not know these
+;;;    accessors.  Saved: 1.9M of the 38.3M instructions from exec to the
+;;;    first response (bench/startup-instructions).
+;;;
+;;; tests/http/guile-web.scm checks that plucky's own
 ;;; modules, and a request parsed and answered, leave SRFI-19 and the
 ;;; deferred modules unloaded; that each deferred module has Guile's
 ;;; names, loads at a first call through a prefixed import and answers
@@ -98,7 +120,10 @@
 ;;; thrown into the loading thread leaves the procedures whole; that
 ;;; every road to (web http) loads it and sees its bindings; and that
 ;;; dates parsed before and after SRFI-19 loads, and the Expires date,
-;;; are SRFI-19 dates that Guile's header writers accept.
+;;; are SRFI-19 dates that Guile's header writers accept; that a request
+;;; parsed before (web request) loads is its record after, that its
+;;; accessors raise what Guile's do, and that code compiled against the
+;;; registered modules runs with Guile's, and the other way round.
 ;;;
 ;;; Code:
 
@@ -168,23 +193,36 @@ process (see `code-loaded?')."
 
 (eval-when (expand)
   (define-syntax module-shape
-    ;; (module-shape NAME): (OWN . RE-EXPORTS), read when this file is
-    ;; compiled: OWN, the names the module NAME defines and exports, which
-    ;; must all be procedures (compiling fails otherwise); RE-EXPORTS,
-    ;; ((NAME . MODULE) …), the names it exports from the modules it uses.
+    ;; (module-shape NAME): (OWN RE-EXPORTS RECORD), read when this file
+    ;; is compiled: OWN, the names the module NAME defines and exports
+    ;; that are procedures; RE-EXPORTS, ((NAME . MODULE) …), the names it
+    ;; exports from the modules it uses; RECORD, #f, or, for a module
+    ;; whose other exports are the macros of its one SRFI-9 record type,
+    ;; (TYPE-BINDING TYPE-NAME FIELDS CONSTRUCTOR-BINDING (MACRO . KIND)
+    ;; …): the record type's binding, name and fields, the binding of its
+    ;; constructor's procedure, and each exported macro with what it is,
+    ;; `predicate' or the index of the field it reads (found by calling
+    ;; its procedure on a record).  Any other export fails the compile.
     (lambda (x)
       (syntax-case x ()
         ((_ name)
          (let* ((name (syntax->datum #'name))
                 (module (resolve-module name))
                 (own '())
-                (re-exports '()))
+                (re-exports '())
+                (macros '()))
            (module-for-each
             (lambda (symbol variable)
               (if (eq? variable (module-local-variable module symbol))
-                  (if (and (variable-bound? variable) (procedure? (variable-ref variable)))
-                      (set! own (cons symbol own))
-                      (error "not a procedure; cannot load at its first call" name symbol))
+                  (cond
+                   ((not (variable-bound? variable))
+                    (error "unbound; cannot load at its first call" name symbol))
+                   ((procedure? (variable-ref variable))
+                    (set! own (cons symbol own)))
+                   ((macro? (variable-ref variable))
+                    (set! macros (cons symbol macros)))
+                   (else
+                    (error "not a procedure; cannot load at its first call" name symbol)))
                   (let ((source (find (lambda (interface)
                                         (eq? variable (module-variable interface symbol)))
                                       (module-uses module))))
@@ -192,7 +230,55 @@ process (see `code-loaded?')."
                       (error "re-exported from no module it uses" name symbol))
                     (set! re-exports (acons symbol (module-name source) re-exports)))))
             (resolve-interface name))
-           (datum->syntax x `(quote (,own . ,re-exports)))))))))
+           (datum->syntax
+            x
+            `(quote (,own ,re-exports
+                          ,(and (pair? macros) (record-shape name module macros)))))))))))
+
+(eval-when (expand)
+  (define (record-shape name module macros)
+    ;; RECORD of `module-shape', MACROS being the exported macros
+    (define (procedure-of macro)
+      ;; SRFI-9's inlinable macros keep their procedure as %NAME-procedure
+      (let ((variable (module-local-variable
+                       module (symbol-append '% macro '-procedure))))
+        (unless (and variable (procedure? (variable-ref variable)))
+          (error "an exported macro that is not a SRFI-9 record's" name macro))
+        (variable-ref variable)))
+    (let ((types (filter-map (lambda (entry)
+                               (and (variable-bound? (cdr entry))
+                                    (record-type? (variable-ref (cdr entry)))
+                                    (cons (car entry) (variable-ref (cdr entry)))))
+                             (hash-map->list cons (module-obarray module)))))
+      (unless (= 1 (length types))
+        (error "exported macros, and not exactly one record type" name types))
+      (let* ((type (cdar types))
+             (fields (record-type-fields type))
+             (constructor
+              (find (lambda (symbol)
+                      (let ((variable (module-local-variable module symbol))
+                            (text (symbol->string symbol)))
+                        (and (string-prefix? "%" text) (string-suffix? "-procedure" text)
+                             variable (procedure? (variable-ref variable))
+                             (false-if-exception
+                              (eq? type (struct-vtable (apply (variable-ref variable)
+                                                              (iota (length fields)))))))))
+                    (hash-map->list (lambda (k v) k) (module-obarray module))))
+             (record (and constructor
+                          (apply (variable-ref (module-local-variable module constructor))
+                                 (iota (length fields))))))
+        (unless constructor
+          (error "no constructor taking every field" name))
+        (list (caar types) (record-type-name type) fields constructor
+              (map (lambda (macro)
+                     (let* ((procedure (procedure-of macro))
+                            (value (procedure record)))
+                       (cons macro
+                             (cond ((and (eq? value #t) (not (procedure 'other))) 'predicate)
+                                   ((and (exact-integer? value) (< value (length fields))) value)
+                                   (else (error "an exported macro neither predicate nor accessor"
+                                                name macro))))))
+                   macros))))))
 
 (define exports
   ;; SRFI-19's exported names, needed once (web http)'s code loads
@@ -212,28 +298,50 @@ process (see `code-loaded?')."
 
 (define date-fields (srfi-19-date-fields))
 
+;;; Record types made ahead of the code that defines them.  A SRFI-9
+;;; `define-record-type' expands, in (srfi srfi-9)'s scope, to
+;;; (make-record-type 'NAME '(FIELD …) default-record-printer): a binding
+;;; of that name in (srfi srfi-9) takes precedence over Guile's for the
+;;; code compiled from it.  While a claim is pending, the one here hands
+;;; the module that claims it the type made ahead, once.
+
+(define claims '())      ; ((MODULE-NAME TYPE-NAME FIELDS . TYPE) …) pending
+
+(define (claim-record-type! owner type-name fields)
+  "Return a record type TYPE-NAME with FIELDS, made as SRFI-9 makes one,
+that the `define-record-type' of TYPE-NAME with those FIELDS in the module
+OWNER (a module name) will adopt when its code runs, in place of a type
+of its own; the same one if it is claimed already and not yet adopted."
+  (let ((srfi-9 (resolve-module '(srfi srfi-9))))
+    (define (claim owner type-name fields)
+      ;; the pending claim (OWNER TYPE-NAME FIELDS . TYPE), or #f
+      (find (lambda (claim)
+              (and (equal? (car claim) owner) (eq? (cadr claim) type-name)
+                   (equal? (caddr claim) fields)))
+            claims))
+    (define (claimed name fields)
+      (claim (module-name (current-module)) name fields))
+    (define (make-record-type* name fields . rest)
+      (let ((claim (claimed name fields)))
+        (if claim
+            (begin
+              (set! claims (delq claim claims))
+              (when (null? claims)
+                (module-remove! srfi-9 'make-record-type))
+              (cdddr claim))
+            (apply make-record-type name fields rest))))
+    (or (let ((pending (claim owner type-name fields)))
+          (and pending (cdddr pending)))
+        (let ((type (make-record-type type-name fields
+                                      (module-ref srfi-9 'default-record-printer))))
+          (when (null? claims)
+            (module-define! srfi-9 'make-record-type make-record-type*))
+          (set! claims (cons (cons* owner type-name fields type) claims))
+          type))))
+
 (define (make-date-type-for-srfi-19!)
   ;; -> the record type `date' that SRFI-19 will adopt when it loads
-  (let* ((srfi-9 (resolve-module '(srfi srfi-9)))
-         (type (make-record-type 'date date-fields
-                                 (module-ref srfi-9 'default-record-printer)))
-         (unclaimed type))
-    ;; SRFI-19's `define-record-type' expands, in (srfi srfi-9)'s scope,
-    ;; to (make-record-type 'date '(nanosecond …) default-record-printer):
-    ;; a binding of that name in (srfi srfi-9) takes precedence over
-    ;; Guile's for the code compiled from it.
-    (module-define! srfi-9 'make-record-type
-                    (lambda (name fields . rest)
-                      (if (and unclaimed
-                               (eq? name 'date)
-                               (equal? fields date-fields)
-                               (equal? (module-name (current-module)) srfi-19))
-                          (let ((type unclaimed))
-                            (set! unclaimed #f)
-                            (module-remove! srfi-9 'make-record-type)
-                            type)
-                          (apply make-record-type name fields rest))))
-    type))
+  (claim-record-type! srfi-19 'date date-fields))
 
 (define (call-with-lazy-srfi-19 thunk)
   ;; Call THUNK, which loads (web http)'s code, while the name (srfi
@@ -313,12 +421,15 @@ process (see `code-loaded?')."
   ;; first), and the loaded module and its interface take these very
   ;; variables in place of their own, so that the module under the name
   ;; and every importer share them from then on; names defined in this
-  ;; module meanwhile go to the loaded one too.
+  ;; module meanwhile go to the loaded one too.  A module whose other
+  ;; exports are its record type's macros gets those ahead of its code
+  ;; too (see `record-ahead!'); once the code has loaded, they are its.
   (let* ((directory (resolve-module (drop-right name 1) #f))
          (leaf (last name))
          (module (make-named-module name))
          (interface (module-public-interface module))
          (own '())                      ; ((symbol variable loader) …)
+         (ahead '())                    ; names the code's own replace: see record-ahead!
          (loading? #f))
     (define (adopt! loaded)
       ;; LOADED: the module NAME's code made; it takes our variables
@@ -332,9 +443,16 @@ process (see `code-loaded?')."
                      (hashq-set! (module-obarray loaded-interface) symbol ours)))
                   own)
         (hash-for-each (lambda (symbol variable)
-                         (unless (assq symbol own)
+                         (unless (or (assq symbol own) (memq symbol ahead))
                            (hashq-set! (module-obarray loaded) symbol variable)))
-                       (module-obarray module))))
+                       (module-obarray module))
+        ;; the record's macros: the code's own, in the interface that
+        ;; importers share too
+        (for-each (lambda (symbol)
+                    (let ((variable (module-local-variable loaded-interface symbol)))
+                      (when (and variable (module-local-variable interface symbol))
+                        (hashq-set! (module-obarray interface) symbol variable))))
+                  ahead)))
     (define (load-once!)
       (call-with-module-autoload-lock
        (lambda ()
@@ -391,7 +509,9 @@ process (see `code-loaded?')."
                 (hashq-set! (module-obarray interface) (car re-export)
                             (module-variable (resolve-interface (cdr re-export))
                                              (car re-export))))
-              (cdr shape))
+              (cadr shape))
+    (when (caddr shape)
+      (set! ahead (record-ahead! name module interface (caddr shape))))
     ;; (@@ NAME private-name) before the load: load, then look there
     (set-module-binder! module
                         (lambda (_ symbol define?)
@@ -405,6 +525,91 @@ process (see `code-loaded?')."
     (set! deferred (acons name module deferred))
     (module-define-submodule! directory leaf module)))
 
+(define (record-constructor-procedure type n)
+  ;; a procedure of N arguments that makes a record of TYPE: fixed
+  ;; arities for those of (web uri) and (web request), made per request
+  (case n
+    ((6) (lambda (a b c d e f) (make-struct/simple type a b c d e f)))
+    ((7) (lambda (a b c d e f g) (make-struct/simple type a b c d e f g)))
+    (else (lambda fields
+            (unless (= n (length fields))
+              (scm-error 'wrong-number-of-args #f
+                         "Wrong number of arguments to constructor of ~A" (list type) #f))
+            (apply make-struct/simple type fields)))))
+
+(define (record-macro name type-binding macro kind)
+  ;; MACRO, an export of the module NAME's SRFI-9 record type, as a macro
+  ;; that expands as SRFI-9's does: a call, to the type check and the
+  ;; struct-ref (or, KIND being `predicate', the check alone); a
+  ;; reference, to its procedure.  The expansion names the record type
+  ;; and the procedure by their private names in NAME, which Guile's
+  ;; module binds as this module does (see `record-ahead!'): code
+  ;; compiled against either runs with either.
+  (define (private symbol)
+    `(@@ ,name ,symbol))
+  (make-syntax-transformer
+   macro 'macro
+   (lambda (form)
+     (syntax-case form ()
+       ((_ object)
+        (with-syntax ((type (datum->syntax form (private type-binding)))
+                      (who (datum->syntax form macro)))
+          (if (eq? kind 'predicate)
+              #'(let ((o object))
+                  (and (struct? o) (eq? (struct-vtable o) type)))
+              (with-syntax ((index (datum->syntax form kind)))
+                #'(let ((s object))
+                    (if (eq? (struct-vtable s) type)
+                        (struct-ref s index)
+                        ((@@ (srfi srfi-9) throw-bad-struct) s 'who)))))))
+       (id
+        (identifier? #'id)
+        (datum->syntax form (private (symbol-append '% macro '-procedure))))))))
+
+(define (record-ahead! name module interface record)
+  ;; The module NAME's one SRFI-9 record type, which its code has not yet
+  ;; made: RECORD, from `module-shape'.  The type is claimed ahead (see
+  ;; `claim-record-type!'), so records made now are the code's records
+  ;; once it has run.  Bound in MODULE under the code's private names:
+  ;; the type, its constructor's procedure, and the procedures of the
+  ;; exported macros (predicate and accessors, with SRFI-9's checks and
+  ;; errors), which code compiled against Guile's module, plucky's own,
+  ;; looks up; and the exported macros themselves (`record-macro').  None
+  ;; of these loads the code.  -> the private names bound, which the
+  ;; code's own bindings replace when it loads.
+  (match record
+    ((type-binding type-name fields constructor-binding macros)
+     (let ((type (claim-record-type! name type-name fields)))
+       (define (throw-bad-struct s who)
+         ;; what SRFI-9's macro of that name raises
+         (throw 'wrong-type-arg who "Wrong type argument: ~S" (list s) (list s)))
+       (define (bind! module symbol value)
+         (hashq-set! (module-obarray module) symbol (make-variable value)))
+       (let ((constructor (record-constructor-procedure type (length fields))))
+         ;; what record-type-constructor answers, as SRFI-9 sets it
+         (struct-set! type (+ 2 vtable-offset-user) constructor)
+         (bind! module type-binding type)
+         (bind! module constructor-binding constructor))
+       (for-each (match-lambda
+                   ((macro . kind)
+                    (let ((transformer (record-macro name type-binding macro kind)))
+                      (bind! module macro transformer)
+                      (hashq-set! (module-obarray interface) macro
+                                  (module-local-variable module macro))
+                      (bind! module (symbol-append '% macro '-procedure)
+                             (if (eq? kind 'predicate)
+                                 (lambda (object)
+                                   (and (struct? object) (eq? (struct-vtable object) type)))
+                                 (lambda (s)
+                                   (if (eq? (struct-vtable s) type)
+                                       (struct-ref s kind)
+                                       (throw-bad-struct s macro))))))))
+                 macros)
+       (append (list type-binding constructor-binding)
+               (append-map (lambda (entry)
+                             (list (car entry) (symbol-append '% (car entry) '-procedure)))
+                           macros))))))
+
 (eval-when (expand)
   (define-syntax with-shapes
     ;; (with-shapes NAME …) -> the NAMEs, each with its shape read when
@@ -412,15 +617,16 @@ process (see `code-loaded?')."
     (syntax-rules ()
       ((_ name ...) (list (cons 'name (module-shape name)) ...)))))
 
-;; Guile's modules that (web uri), (web request) and (web http) import,
-;; and those, in the order they must be registered in (a module whose
-;; names another re-exports comes first); none is called before the
-;; first request, nor by a request and answer that plucky handles
-;; itself.  Those already loaded are left as they are.
+;; (web uri), (web request) and (web http), and Guile's modules they
+;; import, in the order they must be registered in (a module whose names
+;; another re-exports comes first); no procedure of theirs is called
+;; before the first request, nor by a request and answer that plucky
+;; handles itself.  Those already loaded are left as they are.
 (define deferred-modules
   ;; ((NAME . SHAPE) …): see `module-shape'
   (with-shapes (ice-9 regex) (ice-9 rdelim) (ice-9 binary-ports)
-               (ice-9 iconv) (ice-9 textual-ports) (web http)))
+               (ice-9 iconv) (ice-9 textual-ports) (web http)
+               (web uri) (web request)))
 
 (for-each (lambda (entry)
             (unless (loaded-module (car entry))

@@ -264,13 +264,89 @@
            "(define r (build-response #:headers `((date . ,(make-date 0 37 49 8 6 11 1994 0)) (last-modified . ,(current-date 0)))))"
            "(list (date? (assq-ref (response-headers r) 'last-modified))"
            "      (call-with-output-string (lambda (p) ((@ (web http) write-header) 'date (assq-ref (response-headers r) 'date) p))))"))
-  (test-equal "a record type defined before SRFI-19 loads is ordinary"
-    '(#t 1 #f)
+  (test-equal "a record type defined before SRFI-19 loads is ordinary; the claims gone, so is SRFI-9"
+    '(#t 1 #t #f)
     (fresh "(use-modules (plucky server) (srfi srfi-9))"
            "(define-record-type <point> (make-point x) point? (x point-x))"
            "(use-modules (srfi srfi-19))"
-           "(list (point? (make-point 1)) (point-x (make-point 1))"
+           ;; the record types of (web uri) and (web request) are claimed
+           ;; until their code runs: build-request runs both
+           "(define claims-pending? (and (module-local-variable (resolve-module '(srfi srfi-9)) 'make-record-type) #t))"
+           "((@ (web request) build-request) ((@ (web uri) build-uri) 'http #:host \"x\"))"
+           "(list (point? (make-point 1)) (point-x (make-point 1)) claims-pending?"
            "      (module-local-variable (resolve-module '(srfi srfi-9)) 'make-record-type))")))
+
+(test-group "(web uri) and (web request) at first use"
+  ;; Their record types are made ahead (claimed) and their exported
+  ;; macros, accessors and predicates, are made here to expand as
+  ;; SRFI-9's: records made before the code loads are its records after,
+  ;; and code compiled against either runs with either.
+  (define request-text
+    "(define bv (string->utf8 \"GET /a?b HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n\"))")
+  (test-equal "a request parsed before their code loads: accessors, then their procedures after"
+    '(() GET "/a" "b" #t #t #t ((ice-9 regex) (web uri) (web request)) "/a?b" #t)
+    (fresh "(use-modules (plucky http parse) (rnrs bytevectors) (web request) (web uri))"
+           request-text
+           "(define r (parse-request-head bv 0 (bytevector-length bv)))"
+           (string-append "(define before " deferred-loaded? ")")
+           "(define fields (list (request-method r) (uri-path (request-uri r)) (uri-query (request-uri r))))"
+           "(define preds (list (request? r) (uri-reference? (request-uri r))))"
+           ;; uri->string and build-request are procedures: they load the code
+           "(define text (uri->string (request-uri r)))"
+           "(define built (build-request (string->uri \"http://x/a\")))"
+           (string-append "(append (list before) fields preds"
+                          " (list (request? built)) (list " deferred-loaded? " text (request? r)))")))
+  (let ((errors "(define-record-type <point> (make-point x) point? (x point-x))
+                 (define (error-of thunk) (catch #t thunk (lambda (key who . _) (list key who))))
+                 (list (error-of (lambda () (request-method (make-point 1))))
+                       (error-of (lambda () (request-method 'x)))
+                       (error-of (lambda () (map request-method (list (make-point 1))))))"))
+    (test-equal "an accessor given another value raises what Guile's does"
+      (fresh "(use-modules (web request) (srfi srfi-9))" errors)
+      (fresh "(use-modules (plucky server) (web request) (srfi srfi-9))" errors)))
+  (let* ((dir (temporary-directory))
+         (source (string-append dir "/uses-request.scm"))
+         (compiled (string-append dir "/uses-request.go")))
+    (write-file source "
+(define-module (uses-request)
+  #:use-module (web request)
+  #:use-module (web uri)
+  #:export (describe))
+(define (describe r)
+  (list (request? r) (request-method r) (uri-path (request-uri r))
+        (map (lambda (f) (f r)) (list request-method request-version))))
+")
+    (define (compile-in . preamble)
+      (apply fresh (append preamble
+                           (list (format #f "((@ (system base compile) compile-file) ~s #:output-file ~s)"
+                                         source compiled)
+                                 "#t"))))
+    (define (run-in . preamble)
+      (apply fresh (append preamble
+                           (list "(use-modules (rnrs bytevectors))"
+                                 (format #f "(save-module-excursion (lambda () (load-compiled ~s)))" compiled)
+                                 request-text
+                                 "(define r ((@ (plucky http parse) parse-request-head) bv 0 (bytevector-length bv)))"
+                                 "((@ (uses-request) describe) r)"))))
+    (define expected '(#t GET "/a" (GET (1 . 1))))
+    (test-equal "compiled while they wait for their code, run where Guile's modules are loaded first"
+      expected
+      (begin
+        (compile-in "(use-modules (plucky server))")
+        (run-in "(use-modules (web request) (web uri) (web http))"
+                "((@ (web uri) build-uri) 'http #:host \"x\")"
+                "(use-modules (plucky server))")))
+    (test-equal "compiled against Guile's modules, run while they wait for their code"
+      (list expected '())
+      (begin
+        (compile-in "(use-modules (web request) (web uri))")
+        (list (run-in "(use-modules (plucky server))")
+              (fresh "(use-modules (plucky server) (rnrs bytevectors))"
+                     (format #f "(save-module-excursion (lambda () (load-compiled ~s)))" compiled)
+                     request-text
+                     "((@ (uses-request) describe) ((@ (plucky http parse) parse-request-head) bv 0 (bytevector-length bv)))"
+                     deferred-loaded?))))
+    (remove-tree dir)))
 
 (test-group "SRFI-19 loaded first"
   (test-equal "nothing changes"
