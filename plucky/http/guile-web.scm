@@ -254,21 +254,28 @@ process (see `code-loaded?')."
         (error "exported macros, and not exactly one record type" name types))
       (let* ((type (cdar types))
              (fields (record-type-fields type))
+             ;; SRFI-9 keeps the constructor in the type (what
+             ;; record-type-constructor answers): its binding's name
              (constructor
-              (find (lambda (symbol)
-                      (let ((variable (module-local-variable module symbol))
-                            (text (symbol->string symbol)))
-                        (and (string-prefix? "%" text) (string-suffix? "-procedure" text)
-                             variable (procedure? (variable-ref variable))
-                             (false-if-exception
-                              (eq? type (struct-vtable (apply (variable-ref variable)
-                                                              (iota (length fields)))))))))
-                    (hash-map->list (lambda (k v) k) (module-obarray module))))
-             (record (and constructor
-                          (apply (variable-ref (module-local-variable module constructor))
-                                 (iota (length fields))))))
-        (unless constructor
-          (error "no constructor taking every field" name))
+              (let ((procedure (struct-ref type (+ 2 vtable-offset-user))))
+                (find (lambda (symbol)
+                        (let ((variable (module-local-variable module symbol)))
+                          (and variable (variable-bound? variable)
+                               (eq? procedure (variable-ref variable))
+                               (string-suffix? "-procedure" (symbol->string symbol)))))
+                      (hash-map->list (lambda (k v) k) (module-obarray module)))))
+             (procedure (and constructor
+                             (variable-ref (module-local-variable module constructor))))
+             (record (and procedure
+                          (equal? (procedure-minimum-arity procedure)
+                                  (list (length fields) 0 #f))
+                          (let ((record (apply procedure (iota (length fields)))))
+                            ;; its arguments are the fields, in order
+                            (and (every (lambda (i) (eqv? i (struct-ref record i)))
+                                        (iota (length fields)))
+                                 record)))))
+        (unless record
+          (error "no constructor taking every field, in order" name))
         (list (caar types) (record-type-name type) fields constructor
               (map (lambda (macro)
                      (let* ((procedure (procedure-of macro))
