@@ -105,11 +105,17 @@
 ;;;    either module runs with either: plucky's, built while its modules
 ;;;    wait, and an app Guile compiles in plucky's process and later runs
 ;;;    without plucky.  The first call of one of their procedures (say
-;;;    `uri->string', `build-request') loads them; their macros then are
-;;;    Guile's own.  What differs until then: `set-field' and the other
-;;;    functional setters of (srfi srfi-9 gnu) do not know these
-;;;    accessors.  Saved: 1.9M of the 38.3M instructions from exec to the
-;;;    first response (bench/startup-instructions).
+;;;    `uri->string', `build-request') loads them; a module that imports
+;;;    them after that gets Guile's own macros.  A record type stays
+;;;    claimed until its module's code has loaded whole, so a load that
+;;;    fails halfway hands the same type to the next.  What differs:
+;;;    the functional setters of (srfi srfi-9 gnu), `set-field' and
+;;;    `set-fields', do not know the accessors made here, so code that
+;;;    uses them on requests or URIs fails to compile while the modules
+;;;    wait for their code, and, in a module that imported them before
+;;;    the code loaded, after too.  Saved: 1.75M of the 38.3M
+;;;    instructions from exec to the first response (bench/startup-
+;;;    instructions).
 ;;;
 ;;; tests/http/guile-web.scm checks that plucky's own
 ;;; modules, and a request parsed and answered, leave SRFI-19 and the
@@ -314,6 +320,13 @@ process (see `code-loaded?')."
 
 (define claims '())      ; ((MODULE-NAME TYPE-NAME FIELDS . TYPE) …) pending
 
+(define (release-claims! owner)
+  (set! claims (remove (lambda (claim) (equal? (car claim) owner)) claims))
+  (when (null? claims)
+    (let ((srfi-9 (resolve-module '(srfi srfi-9))))
+      (when (module-local-variable srfi-9 'make-record-type)
+        (module-remove! srfi-9 'make-record-type)))))
+
 (define (claim-record-type! owner type-name fields)
   "Return a record type TYPE-NAME with FIELDS, made as SRFI-9 makes one,
 that the `define-record-type' of TYPE-NAME with those FIELDS in the module
@@ -327,14 +340,15 @@ of its own; the same one if it is claimed already and not yet adopted."
                    (equal? (caddr claim) fields)))
             claims))
     (define (claimed name fields)
-      (claim (module-name (current-module)) name fields))
+      (let ((owner ((record-accessor module-type 'name) (current-module))))
+        (and owner (claim owner name fields))))
     (define (make-record-type* name fields . rest)
       (let ((claim (claimed name fields)))
         (if claim
             (begin
-              (set! claims (delq claim claims))
-              (when (null? claims)
-                (module-remove! srfi-9 'make-record-type))
+              ;; a module loaded here keeps its claim until its load succeeds
+              (unless (assoc (car claim) deferred)
+                (release-claims! (car claim)))
               (cdddr claim))
             (apply make-record-type name fields rest))))
     (or (let ((pending (claim owner type-name fields)))
@@ -483,7 +497,8 @@ of its own; the same one if it is claimed already and not yet adopted."
               (lambda ()
                 (adopt! loaded)
                 (set-module-binder! module #f)
-                (set! deferred (alist-delete name deferred)))))))))
+                (set! deferred (alist-delete name deferred))
+                (release-claims! name))))))))
     (define (loading-procedure symbol variable)
       ;; Arities up to three without a rest list: no allocation per call
       ;; for whoever took the procedure out of its variable before the
@@ -559,7 +574,7 @@ of its own; the same one if it is claimed already and not yet adopted."
    (lambda (form)
      (syntax-case form ()
        ((_ object)
-        (with-syntax ((type (datum->syntax form (private type-binding)))
+        (with-syntax ((type (datum->syntax #'here (private type-binding)))
                       (who (datum->syntax form macro)))
           (if (eq? kind 'predicate)
               #'(let ((o object))
@@ -569,9 +584,17 @@ of its own; the same one if it is claimed already and not yet adopted."
                     (if (eq? (struct-vtable s) type)
                         (struct-ref s index)
                         ((@@ (srfi srfi-9) throw-bad-struct) s 'who)))))))
+       ((_ argument ...)
+        (syntax-violation macro "Wrong number of arguments" form))
        (id
         (identifier? #'id)
-        (datum->syntax form (private (symbol-append '% macro '-procedure))))))))
+        (datum->syntax #'here (private (symbol-append '% macro '-procedure))))))))
+
+(define (named procedure name)
+  ;; PROCEDURE, which prints and shows in backtraces as NAME, as
+  ;; SRFI-9's procedures do under their %NAME-procedure names
+  (set-procedure-property! procedure 'name name)
+  procedure)
 
 (define (record-ahead! name module interface record)
   ;; The module NAME's one SRFI-9 record type, which its code has not yet
@@ -592,7 +615,8 @@ of its own; the same one if it is claimed already and not yet adopted."
          (throw 'wrong-type-arg who "Wrong type argument: ~S" (list s) (list s)))
        (define (bind! module symbol value)
          (hashq-set! (module-obarray module) symbol (make-variable value)))
-       (let ((constructor (record-constructor-procedure type (length fields))))
+       (let ((constructor (named (record-constructor-procedure type (length fields))
+                                 constructor-binding)))
          ;; what record-type-constructor answers, as SRFI-9 sets it
          (struct-set! type (+ 2 vtable-offset-user) constructor)
          (bind! module type-binding type)
@@ -604,13 +628,15 @@ of its own; the same one if it is claimed already and not yet adopted."
                       (hashq-set! (module-obarray interface) macro
                                   (module-local-variable module macro))
                       (bind! module (symbol-append '% macro '-procedure)
-                             (if (eq? kind 'predicate)
-                                 (lambda (object)
-                                   (and (struct? object) (eq? (struct-vtable object) type)))
-                                 (lambda (s)
-                                   (if (eq? (struct-vtable s) type)
-                                       (struct-ref s kind)
-                                       (throw-bad-struct s macro))))))))
+                             (named
+                              (if (eq? kind 'predicate)
+                                  (lambda (object)
+                                    (and (struct? object) (eq? (struct-vtable object) type)))
+                                  (lambda (s)
+                                    (if (eq? (struct-vtable s) type)
+                                        (struct-ref s kind)
+                                        (throw-bad-struct s macro))))
+                              (symbol-append '% macro '-procedure))))))
                  macros)
        (append (list type-binding constructor-binding)
                (append-map (lambda (entry)
