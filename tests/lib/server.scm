@@ -47,6 +47,7 @@
             server-alive?
             kill-survivors
             child-pids
+            wait-for-child-pids
             call-with-server
 
             free-port
@@ -349,6 +350,18 @@ is set."
                          (cons (string->number entry) found)
                          found)))))
          (else (lp found)))))))
+
+(define* (wait-for-child-pids pid n #:key (timeout 10))
+  "Return the PIDs of the live children of process PID (`child-pids') once
+there are at least N, or after TIMEOUT seconds, whichever comes first.  A
+master forks its workers one after the other, some once the first is
+ready: a count taken at once may be short."
+  (let ((deadline (+ (now-seconds) timeout)))
+    (let lp ()
+      (let ((pids (child-pids pid)))
+        (if (or (>= (length pids) n) (> (now-seconds) deadline))
+            pids
+            (begin (usleep 10000) (lp)))))))
 
 (define (kill-survivors pids)
   "Kill with SIGKILL those of PIDS (processes the tests started, such as

@@ -223,7 +223,7 @@
                                          (values text-headers (number->string (getpid))))
                                        port (list #:port port #:workers 2) "127.0.0.1"))
             (pids (map (lambda (i) (get server "/")) (iota 10)))
-            (workers (child-pids (server-pid server))))
+            (workers (wait-for-child-pids (server-pid server) 2)))
        (test-equal "two worker processes" 2 (length workers))
        (test-assert "10 answers" (every string? pids))
        (test-assert "from workers, not the supervisor"
