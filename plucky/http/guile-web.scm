@@ -241,13 +241,16 @@ process (see `code-loaded?')."
             `(quote (,own ,re-exports
                           ,(and (pair? macros) (record-shape name module macros)))))))))))
 
+(eval-when (expand load eval)
+  (define (inlinable-procedure-name macro)
+    ;; SRFI-9's inlinable macro MACRO keeps its procedure under this name
+    (symbol-append '% macro '-procedure)))
+
 (eval-when (expand)
   (define (record-shape name module macros)
     ;; RECORD of `module-shape', MACROS being the exported macros
     (define (procedure-of macro)
-      ;; SRFI-9's inlinable macros keep their procedure as %NAME-procedure
-      (let ((variable (module-local-variable
-                       module (symbol-append '% macro '-procedure))))
+      (let ((variable (module-local-variable module (inlinable-procedure-name macro))))
         (unless (and variable (procedure? (variable-ref variable)))
           (error "an exported macro that is not a SRFI-9 record's" name macro))
         (variable-ref variable)))
@@ -327,23 +330,23 @@ process (see `code-loaded?')."
       (when (module-local-variable srfi-9 'make-record-type)
         (module-remove! srfi-9 'make-record-type)))))
 
+(define (pending-claim owner type-name fields)
+  ;; the pending claim (OWNER TYPE-NAME FIELDS . TYPE), or #f
+  (find (lambda (claim)
+          (and (equal? (car claim) owner) (eq? (cadr claim) type-name)
+               (equal? (caddr claim) fields)))
+        claims))
+
 (define (claim-record-type! owner type-name fields)
   "Return a record type TYPE-NAME with FIELDS, made as SRFI-9 makes one,
 that the `define-record-type' of TYPE-NAME with those FIELDS in the module
 OWNER (a module name) will adopt when its code runs, in place of a type
 of its own; the same one if it is claimed already and not yet adopted."
   (let ((srfi-9 (resolve-module '(srfi srfi-9))))
-    (define (claim owner type-name fields)
-      ;; the pending claim (OWNER TYPE-NAME FIELDS . TYPE), or #f
-      (find (lambda (claim)
-              (and (equal? (car claim) owner) (eq? (cadr claim) type-name)
-                   (equal? (caddr claim) fields)))
-            claims))
-    (define (claimed name fields)
-      (let ((owner ((record-accessor module-type 'name) (current-module))))
-        (and owner (claim owner name fields))))
     (define (make-record-type* name fields . rest)
-      (let ((claim (claimed name fields)))
+      ;; the current module's name read without naming an anonymous one
+      (let* ((owner ((record-accessor module-type 'name) (current-module)))
+             (claim (and owner (pending-claim owner name fields))))
         (if claim
             (begin
               ;; a module loaded here keeps its claim until its load succeeds
@@ -351,7 +354,7 @@ of its own; the same one if it is claimed already and not yet adopted."
                 (release-claims! (car claim)))
               (cdddr claim))
             (apply make-record-type name fields rest))))
-    (or (let ((pending (claim owner type-name fields)))
+    (or (let ((pending (pending-claim owner type-name fields)))
           (and pending (cdddr pending)))
         (let ((type (make-record-type type-name fields
                                       (module-ref srfi-9 'default-record-printer))))
@@ -360,17 +363,14 @@ of its own; the same one if it is claimed already and not yet adopted."
           (set! claims (cons (cons* owner type-name fields type) claims))
           type))))
 
-(define (make-date-type-for-srfi-19!)
-  ;; -> the record type `date' that SRFI-19 will adopt when it loads
-  (claim-record-type! srfi-19 'date date-fields))
-
 (define (call-with-lazy-srfi-19 thunk)
   ;; Call THUNK, which loads (web http)'s code, while the name (srfi
   ;; srfi-19) stands for the proxy (see the Commentary).
   (let* ((directory (resolve-module '(srfi) #f))
          (proxy (make-named-module srfi-19))
          (interface (module-public-interface proxy))
-         (date-type (make-date-type-for-srfi-19!))
+         ;; the record type `date' that SRFI-19 will adopt when it loads
+         (date-type (claim-record-type! srfi-19 'date date-fields))
          (date? (lambda (object)
                   (and (struct? object) (eq? (struct-vtable object) date-type))))
          (standing? #t))
@@ -588,7 +588,7 @@ of its own; the same one if it is claimed already and not yet adopted."
         (syntax-violation macro "Wrong number of arguments" form))
        (id
         (identifier? #'id)
-        (datum->syntax #'here (private (symbol-append '% macro '-procedure))))))))
+        (datum->syntax #'here (private (inlinable-procedure-name macro))))))))
 
 (define (named procedure name)
   ;; PROCEDURE, which prints and shows in backtraces as NAME, as
@@ -613,21 +613,25 @@ of its own; the same one if it is claimed already and not yet adopted."
        (define (throw-bad-struct s who)
          ;; what SRFI-9's macro of that name raises
          (throw 'wrong-type-arg who "Wrong type argument: ~S" (list s) (list s)))
-       (define (bind! module symbol value)
-         (hashq-set! (module-obarray module) symbol (make-variable value)))
+       (define bound '())
+       (define (bind! symbol value)
+         ;; -> the variable bound to SYMBOL in MODULE
+         (let ((variable (make-variable value)))
+           (hashq-set! (module-obarray module) symbol variable)
+           (set! bound (cons symbol bound))
+           variable))
        (let ((constructor (named (record-constructor-procedure type (length fields))
                                  constructor-binding)))
          ;; what record-type-constructor answers, as SRFI-9 sets it
          (struct-set! type (+ 2 vtable-offset-user) constructor)
-         (bind! module type-binding type)
-         (bind! module constructor-binding constructor))
+         (bind! type-binding type)
+         (bind! constructor-binding constructor))
        (for-each (match-lambda
                    ((macro . kind)
-                    (let ((transformer (record-macro name type-binding macro kind)))
-                      (bind! module macro transformer)
+                    (let ((procedure-name (inlinable-procedure-name macro)))
                       (hashq-set! (module-obarray interface) macro
-                                  (module-local-variable module macro))
-                      (bind! module (symbol-append '% macro '-procedure)
+                                  (bind! macro (record-macro name type-binding macro kind)))
+                      (bind! procedure-name
                              (named
                               (if (eq? kind 'predicate)
                                   (lambda (object)
@@ -636,12 +640,9 @@ of its own; the same one if it is claimed already and not yet adopted."
                                     (if (eq? (struct-vtable s) type)
                                         (struct-ref s kind)
                                         (throw-bad-struct s macro))))
-                              (symbol-append '% macro '-procedure))))))
+                              procedure-name)))))
                  macros)
-       (append (list type-binding constructor-binding)
-               (append-map (lambda (entry)
-                             (list (car entry) (symbol-append '% (car entry) '-procedure)))
-                           macros))))))
+       bound))))
 
 (eval-when (expand)
   (define-syntax with-shapes

@@ -26,6 +26,8 @@
   #:use-module (ice-9 rdelim)
   #:use-module (ice-9 regex)
   #:use-module (tests lib server)
+  ;; wait-until lives in (tests lib server), which uses it too
+  #:re-export (wait-until)
   #:export (source-root
             plucky-program
             temporary-directory
@@ -33,7 +35,6 @@
             write-file
             read-file
             compiled-in-fresh-guile
-            wait-until
 
             launch
             plucky?
@@ -134,16 +135,6 @@ worker loading FILE sees either the old text or the new."
       (let ((text (call-with-input-file file (lambda (port) (read-delimited "" port)))))
         (if (eof-object? text) "" text))
       ""))
-
-(define* (wait-until thunk #:key (timeout 10) (interval 0.01))
-  "Call THUNK until it returns true or TIMEOUT seconds pass; return its
-last value."
-  (let ((deadline (+ (now-seconds) timeout)))
-    (let lp ()
-      (or (thunk)
-          (and (< (now-seconds) deadline)
-               (begin (usleep (inexact->exact (round (* interval 1e6))))
-                      (lp)))))))
 
 ;;;
 ;;; Starting a process with chosen descriptors

@@ -48,6 +48,7 @@
             kill-survivors
             child-pids
             wait-for-child-pids
+            wait-until
             call-with-server
 
             free-port
@@ -351,17 +352,26 @@ is set."
                          found)))))
          (else (lp found)))))))
 
+(define* (wait-until thunk #:key (timeout 10) (interval 0.01))
+  "Call THUNK until it returns true or TIMEOUT seconds pass; return its
+last value."
+  (let ((deadline (+ (now-seconds) timeout)))
+    (let lp ()
+      (or (thunk)
+          (and (< (now-seconds) deadline)
+               (begin (usleep (inexact->exact (round (* interval 1e6))))
+                      (lp)))))))
+
 (define* (wait-for-child-pids pid n #:key (timeout 10))
   "Return the PIDs of the live children of process PID (`child-pids') once
 there are at least N, or after TIMEOUT seconds, whichever comes first.  A
 master forks its workers one after the other, some once the first is
 ready: a count taken at once may be short."
-  (let ((deadline (+ (now-seconds) timeout)))
-    (let lp ()
-      (let ((pids (child-pids pid)))
-        (if (or (>= (length pids) n) (> (now-seconds) deadline))
-            pids
-            (begin (usleep 10000) (lp)))))))
+  (or (wait-until (lambda ()
+                    (let ((pids (child-pids pid)))
+                      (and (>= (length pids) n) pids)))
+                  #:timeout timeout)
+      (child-pids pid)))
 
 (define (kill-survivors pids)
   "Kill with SIGKILL those of PIDS (processes the tests started, such as
