@@ -82,7 +82,8 @@
 ;;;   - Header lines starting with whitespace (obs-fold) are refused,
 ;;;     not joined.
 ;;;   - Strings that may be shared: a URI path of exactly "/" is one
-;;;     shared (immutable) string, as is an empty field value.
+;;;     shared (immutable) string, as is an empty field value; the
+;;;     target "/" alone is one shared URI record.
 ;;;
 ;;; Code:
 
@@ -757,6 +758,13 @@ HIGH? says whether any byte is #x80 or above."
 (define %make-uri (@@ (web uri) make-uri))
 (define %make-request (@@ (web request) make-request))
 
+;; The target "/" (no query, no fragment) is one URI record, made once:
+;; a URI has no mutator and its only field that is not #f is the shared
+;; immutable "/", so nothing a handler does to one request's URI can show
+;; in another's.  Saves a record, 64 of some 400 bytes a hello-world
+;; request allocates (bench/instructions: bench/RESULTS.md).
+(define root-uri (%make-uri #f #f #f #f "/" #f #f))
+
 (define (make-target bv method start end query fragment high?)
   ;; -> the request target [START, END) as a URI record, or a string
   ;; giving the reason it is refused
@@ -776,12 +784,14 @@ HIGH? says whether any byte is #x80 or above."
       ;; origin-form: path and query exactly as sent, like parse-request-uri
       (let* ((query (and query (or (not fragment) (< query fragment)) query))
              (path-end (or query fragment end)))
-        (%make-uri #f #f #f #f
-                   (if (and (= path-end (+ start 1)) (not high?))
-                       "/"
-                       (bytes->string bv start path-end high?))
-                   (and query (bytes->string bv (+ query 1) (or fragment end) high?))
-                   (and fragment (bytes->string bv (+ fragment 1) end high?)))))
+        (if (and (= end (+ start 1)) (not high?))
+            root-uri
+            (%make-uri #f #f #f #f
+                       (if (and (= path-end (+ start 1)) (not high?))
+                           "/"
+                           (bytes->string bv start path-end high?))
+                       (and query (bytes->string bv (+ query 1) (or fragment end) high?))
+                       (and fragment (bytes->string bv (+ fragment 1) end high?))))))
      ((and (= first STAR) (= end (+ start 1)))
       (if (eq? method 'OPTIONS)
           (%make-uri #f #f #f #f "*" #f #f)

@@ -210,7 +210,21 @@ With EXACT?, each prefix is copied to a bytevector of just its length
     (test-assert "a genuine (web request) record" (request? r))
     (test-equal "meta is '()" '() (request-meta r))
     (test-equal "port is #f" #f (request-port r))
-    (test-assert "the URI is a genuine URI record" (uri-reference? (request-uri r)))))
+    (test-assert "the URI is a genuine URI record" (uri-reference? (request-uri r))))
+  (let ((uri (lambda (target)
+               (request-uri (parse-request (head (string-append "GET " target " HTTP/1.1")
+                                                 "Host: a"))))))
+    (test-eq "the target / is one shared URI record" (uri "/") (uri "/"))
+    (test-assert "which is a genuine URI record" (uri-reference? (uri "/")))
+    (test-equal "with the path / and nothing else"
+      '(#f #f #f #f "/" #f #f)
+      (let ((u (uri "/")))
+        (list (uri-scheme u) (uri-userinfo u) (uri-host u) (uri-port u)
+              (uri-path u) (uri-query u) (uri-fragment u))))
+    (test-assert "/?a is a URI of its own" (not (eq? (uri "/?a") (uri "/?a"))))
+    (test-equal "with its query" "a" (uri-query (uri "/?a")))
+    (test-assert "/#f is a URI of its own" (not (eq? (uri "/#f") (uri "/#f"))))
+    (test-assert "/x is a URI of its own" (not (eq? (uri "/x") (uri "/x"))))))
 
 (test-group "methods"
   (for-each
