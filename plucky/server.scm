@@ -497,7 +497,15 @@ until a restart"
             (why (describe-status status)))
         (cond
          (stopping? #t)
-         ((eq? (worker-state w) 'retiring) #t)
+         ((eq? (worker-state w) 'retiring)
+          ;; Its generation is being replaced, so no other takes its place;
+          ;; but a retiring worker that a signal ended did not drain: say
+          ;; so.  (A worker killed just before a reload can be reaped only
+          ;; after the new workers were ready and it was counted among the
+          ;; old ones: bench/chaos saw it, bench/RESULTS.md 2026-11-22.)
+          (when (status:term-sig status)
+            (log-line "worker ~a exited (~a) while retiring; the new workers serve"
+                      pid why)))
          ((and next (eqv? (worker-generation w) next))
           (if (eq? (worker-state w) 'starting)
               (abandon-generation!

@@ -201,6 +201,32 @@ handler
                                      victim SIGKILL)))))
             (test-equal "and the server answers" "version 1" (body-of (plucky-port plucky) "/"))))))))
 
+(test-group "a worker killed while it retires is logged"
+  (with-plucky (plucky "--workers" "2")
+    (let ((workers (workers-of plucky 2)))
+      (test-assert "two workers" workers)
+      (when workers
+        (signal-plucky plucky SIGHUP)
+        ;; The old workers drain for a second after the new ones serve.
+        (test-assert "the reload makes them old"
+          (wait-until (lambda ()
+                        (string-contains (plucky-log plucky) "; old workers ("))
+                      #:timeout 10 #:interval 0.001))
+        (kill (car workers) SIGKILL)
+        (test-assert "the master logs its death"
+          (wait-until (lambda ()
+                        (string-contains
+                         (plucky-log plucky)
+                         (format #f "worker ~a exited (signal ~a) while retiring"
+                                 (car workers) SIGKILL)))
+                      #:timeout 5))
+        (test-assert "no other takes its place: the new workers serve"
+          (not (string-contains
+                (plucky-log plucky)
+                (format #f "worker ~a exited (signal ~a); starting another"
+                        (car workers) SIGKILL))))
+        (test-equal "and the server answers" "version 1" (body-of (plucky-port plucky) "/"))))))
+
 (test-group "SIGTERM drains: a slow request in flight completes"
   (with-plucky (plucky "--workers" "2" "--grace" "10")
     (false-if-exception (delete-file slow-marker))
