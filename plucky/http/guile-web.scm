@@ -610,9 +610,6 @@ of its own; the same one if it is claimed already and not yet adopted."
   (match record
     ((type-binding type-name fields constructor-binding macros)
      (let ((type (claim-record-type! name type-name fields)))
-       (define (throw-bad-struct s who)
-         ;; what SRFI-9's macro of that name raises
-         (throw 'wrong-type-arg who "Wrong type argument: ~S" (list s) (list s)))
        (define bound '())
        (define (bind! symbol value)
          ;; -> the variable bound to SYMBOL in MODULE
@@ -639,7 +636,7 @@ of its own; the same one if it is claimed already and not yet adopted."
                                   (lambda (s)
                                     (if (eq? (struct-vtable s) type)
                                         (struct-ref s kind)
-                                        (throw-bad-struct s macro))))
+                                        ((@@ (srfi srfi-9) throw-bad-struct) s macro))))
                               procedure-name)))))
                  macros)
        bound))))

@@ -784,7 +784,7 @@ HIGH? says whether any byte is #x80 or above."
       ;; origin-form: path and query exactly as sent, like parse-request-uri
       (let* ((query (and query (or (not fragment) (< query fragment)) query))
              (path-end (or query fragment end)))
-        (if (and (= end (+ start 1)) (not high?))
+        (if (= end (+ start 1))            ; "/" alone
             root-uri
             (%make-uri #f #f #f #f
                        (if (and (= path-end (+ start 1)) (not high?))

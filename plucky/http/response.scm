@@ -104,7 +104,13 @@
   "Set how many bytes of OUT are used to FILL."
   (%set-output-fill! out fill))
 
-(define* (make-output #:optional (size 65536))
+;; An output buffer starts small and doubles when an answer needs more
+;; (`output-reserve!'), once per buffer.  Guile zeroes a new bytevector,
+;; so the loop's 64 KB buffer cost 16 page faults before a worker's first
+;; answer: 15 fewer with 4 KB (perf stat -e page-faults over `plucky serve
+;; apps/hello.scm --workers 1' to its first 200: 1,295-1,302 before,
+;; 1,277-1,286 after; see bench/RESULTS.md).
+(define* (make-output #:optional (size 4096))
   "Return an empty output buffer of SIZE bytes that grows as needed."
   (let ((bv (make-bytevector size)))
     (%make-output bv (pointer-address (bytevector->pointer bv)) 0)))

@@ -228,14 +228,6 @@ it, such connections wait for a thread."
 (define input-size 65536)
 (define max-events 256)
 
-;; The loop's shared output buffer starts small and doubles when an answer
-;; needs more (`output-reserve!'), once per process.  Guile zeroes a new
-;; bytevector, so the 64 KB it started with cost 16 page faults before the
-;; first answer, in every worker: 15 fewer with 4 KB (perf stat -e
-;; page-faults over `plucky serve apps/hello.scm --workers 1' to its first
-;; 200: 1,295-1,302 before, 1,277-1,286 after; see bench/RESULTS.md).
-(define output-initial-size 4096)
-
 (define current-loop #f)
 
 (define (wake! loop)
@@ -1625,7 +1617,7 @@ times only the requests the tally's countdown picks:
          (loop (%make-loop epfd listeners events (bytevector-address events)
                            (make-vector 1024 #f) 0
                            input (bytevector-address input)
-                           (make-output output-initial-size) iovecs (bytevector-address iovecs)
+                           (make-output) iovecs (bytevector-address iovecs)
                            handler state settings (current-time) #t #f
                            exclusive? #f on-response exit-when-idle?
                            wake-ports #f #f
