@@ -31,9 +31,10 @@
 ;;;              SIGUSR1          reopen the log files, tell the workers
 ;;;   worker   drops privileges, loads the app (a reload), says "ready",
 ;;;            serves.  Its loop reads SIGTERM (drain), SIGINT (drain,
-;;;            then stop), SIGUSR2 (retire: answer each connection's next
-;;;            request with Connection: close), SIGUSR1 (reopen logs) and
-;;;            a timer's signal (flush the access log) from a signalfd.
+;;;            then stop), SIGUSR2 (retire: accept no new connection and
+;;;            answer each connection's next request with Connection:
+;;;            close), SIGUSR1 (reopen logs) and a timer's signal (flush
+;;;            the access log) from a signalfd.
 ;;;
 ;;; The listening sockets stay open in the master the whole time, so a
 ;;; worker's death or a reload loses no connection waiting to be
@@ -51,10 +52,11 @@
 ;;; closes its idle keep-alive connections at once, and a client that
 ;;; sent its next request at that moment gets the connection closed in
 ;;; its face (wrk counts a read error; a browser retries).  So the
-;;; master first sends SIGUSR2: every answer the worker still gives says
-;;; Connection: close, which busy clients see and reconnect to another
-;;; worker; only then SIGTERM, when the connections left are those that
-;;; have been quiet for a second.
+;;; master first sends SIGUSR2: the worker accepts no new connection
+;;; (its successor on the same sockets takes them) and every answer it
+;;; still gives says Connection: close, which busy clients see and
+;;; reconnect to another worker; only then SIGTERM, when the connections
+;;; left are those that have been quiet for a second.
 ;;;
 ;;; Code:
 
@@ -211,7 +213,12 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
         (if interrupted?
             (stop-loop!)
             (begin (set! interrupted? #t) (drain-loop! grace))))
-       ((= signal SIGUSR2) (set! retiring? #t))
+       ((= signal SIGUSR2)
+        ;; Retire: say Connection: close on every answer from now on, and
+        ;; take no new connection, which the new worker on the same
+        ;; sockets takes instead.
+        (set! retiring? #t)
+        (stop-accepting!))
        ((= signal tick-signal)
         (when access-log (access-log-flush! access-log)))
        ((= signal SIGHUP)

@@ -72,6 +72,7 @@
             run-loop
             stop-loop!
             drain-loop!
+            stop-accepting!
             current-request-peer
             with-body-port
             body-port-handler?
@@ -268,6 +269,19 @@ to call from a signal handler."
     (when loop
       (set-loop-drain-request! loop grace)
       (wake! loop))))
+
+(define (stop-accepting!)
+  "Make the loop running in this process stop accepting connections, for
+good, and serve on those it has; for a worker that retires while its
+successor, on the same listening sockets, takes every new connection
+(once the master has said a reload is over, no new connection may reach
+the old code).  Call it from the loop's own turn: a signal it reads from
+its signalfd, or a handler."
+  (let ((loop current-loop))
+    (when loop
+      (pause-accepting! loop)
+      ;; never resumed: see the end of a round in `serve-rounds'
+      (set-loop-accept-resume! loop +inf.0))))
 
 ;;;
 ;;; Logging

@@ -782,4 +782,31 @@ and that some round's slowest answer was within `latency-bound'."
       (test-assert "the client sees the connection close" (client-eof? client #:timeout 1)))
     (client-close! client)))
 
+(test-group "stop-accepting!: the connections it has, no new one"
+  ;; What a retiring worker does (SIGUSR2): the handler of /retire calls
+  ;; it, so by the time its answer arrives the loop has stopped.
+  (define (handler request body)
+    (when (string=? (uri-path (request-uri request)) "/retire")
+      ((@ (plucky server loop) stop-accepting!)))
+    (values '((content-type . (text/plain))) "still here"))
+  (with-server (server handler)
+    (let ((old (connect-client (server-port server))))
+      (client-send! old (request-text "/retire"))
+      (let ((response body (client-read-response old)))
+        (test-equal "the request that stops it is answered" "still here"
+          (and response (utf8->string body))))
+      (client-send! old (request-text "/"))
+      (let ((response body (client-read-response old)))
+        (test-equal "and the next on the same connection" "still here"
+          (and response (utf8->string body))))
+      ;; The kernel completes the handshake (the socket still listens),
+      ;; but nobody accepts: no answer.  A loop that still accepted would
+      ;; answer in a millisecond or so.
+      (let ((new (connect-client (server-port server))))
+        (client-send! new (request-text "/"))
+        (let ((response body (client-read-response new #:timeout 1)))
+          (test-eq "a new connection gets no answer" #f response))
+        (client-close! new))
+      (client-close! old))))
+
 (test-end "server/loop")
