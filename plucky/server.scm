@@ -510,7 +510,9 @@ until a restart"
           ;; so.  (A worker killed just before a reload can be reaped only
           ;; after the new workers were ready and it was counted among the
           ;; old ones: bench/chaos saw it, bench/RESULTS.md 2026-11-22.)
-          (when (status:term-sig status)
+          ;; (One of a generation abandoned before it served, which the
+          ;; retiring signal itself may end, is not news.)
+          (when (and (status:term-sig status) (< (worker-generation w) current))
             (log-line "worker ~a exited (~a) while retiring; the new workers serve"
                       pid why)))
          ((and next (eqv? (worker-generation w) next))

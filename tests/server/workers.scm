@@ -315,6 +315,34 @@ handler
       (test-assert "a fixed app reloads"
         (wait-until (lambda () (equal? "version 3" (body-of port "/"))) #:timeout 10)))))
 
+(test-group "SIGHUP, and one new worker fails while the other still loads"
+  ;; The first new worker to load the app fails; the other is still
+  ;; loading (it sleeps) when the master abandons their generation and
+  ;; tells it to retire, a signal that ends a worker not yet serving.
+  ;; Its death is no news: the old workers serve, and the log must not
+  ;; say that new ones do.
+  (write-file app (app-text "version 1"))
+  (with-plucky (plucky "--workers" "2")
+    (let ((port (plucky-port plucky))
+          (before (workers-of plucky 2))
+          (marker (string-append dir "/first-loaded")))
+      (false-if-exception (rmdir marker))
+      (write-file app (format #f "(if (false-if-exception (begin (mkdir ~s) #t))
+    (error \"the first new worker fails\")
+    (sleep 5))
+(define (handler request body) (values '() \"never\"))
+handler
+" marker))
+      (signal-plucky plucky SIGHUP)
+      (test-assert "the reload fails"
+        (wait-until (lambda () (string-contains (plucky-log plucky) "reload failed"))))
+      (test-assert "the failed generation's workers are gone, the old ones left"
+        (wait-until (lambda () (equal? before (plucky-workers plucky)))))
+      (test-equal "the old code answers" "version 1" (body-of port "/"))
+      (test-assert "the log does not say new workers serve"
+        (not (string-contains (plucky-log plucky) "the new workers serve")))
+      (rmdir marker))))
+
 (test-group "--workers 1: no master, SIGHUP reloads in place"
   (write-file app (app-text "version 1"))
   (with-plucky (plucky "--workers" "1")
