@@ -51,7 +51,9 @@ Options of serve — where:
   --inetd                serve the one connection on standard input and
                          output, then exit (inetd, systemd Accept=yes)
 Sockets passed by systemd or GNU Shepherd (LISTEN_FDS, LISTEN_PID,
-LISTEN_FDNAMES) are served instead of --host and --port.
+LISTEN_FDNAMES) are served instead of --host and --port.  Under systemd's
+Type=notify (NOTIFY_SOCKET), plucky says READY=1 once it serves,
+RELOADING=1 and READY=1 around a reload, and STOPPING=1.
 
 How:
   --workers N            worker processes (default: one per CPU); a

@@ -29,6 +29,10 @@
 ;;;                               retire the old ones; if one fails, the
 ;;;                               old ones stay and the error is logged
 ;;;              SIGUSR1          reopen the log files, tell the workers
+;;;            Under systemd's Type=notify (NOTIFY_SOCKET), it says READY=1
+;;;            once the workers serve, RELOADING=1 and READY=1 around a
+;;;            reload, STOPPING=1 (plucky server notify); so does a lone
+;;;            process, for itself.
 ;;;   worker   drops privileges, loads the app (a reload), says "ready",
 ;;;            serves.  Its loop reads SIGTERM (drain), SIGINT (drain,
 ;;;            then stop), SIGUSR2 (retire: accept no new connection and
@@ -82,6 +86,9 @@
                                   access-log-close!
                                   open-error-log!)
   #:autoload (plucky server privileges) (resolve-identity drop-privileges!)
+  ;; Loaded only under a service manager that wants to hear (systemd's
+  ;; Type=notify): every module is start-up time.
+  #:autoload (plucky server notify) (open-service-notifier)
   #:re-export (make-loop-settings
                make-parse-limits
                with-body-port
@@ -176,13 +183,14 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
 (define* (serve-in-this-process sockets handler state settings
                                 #:key (worker? #f) (grace 30) (reload #f)
                                 (access-log #f) (error-log #f) (connections '())
-                                (observer #f))
+                                (observer #f) (notify #f) (status "serving"))
   ;; Run the loop on SOCKETS (or CONNECTIONS) until it drains or stops;
   ;; -> the handler's final state.  WORKER? says a master started this
   ;; process (it shares the sockets: EPOLLEXCLUSIVE).  With RELOAD (a
   ;; single process, no master), SIGHUP loads the app again here; the old
   ;; handler serves until the new one is loaded, and on if it fails to
-  ;; load.
+  ;; load.  NOTIFY (from `open-service-notifier'), if given, hears that
+  ;; this process serves (with STATUS), reloads and drains.
   (stop-finalizer-thread!)
   (block-signals! (worker-signals))
   (let ((signal-fd (open-signalfd (worker-signals)))
@@ -208,11 +216,16 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
              (apply handler request body state)))))
     (define (on-signal signal)
       (cond
-       ((= signal SIGTERM) (drain-loop! grace))
+       ((= signal SIGTERM)
+        (when notify (notify 'stopping))
+        (drain-loop! grace))
        ((= signal SIGINT)
         (if interrupted?
             (stop-loop!)
-            (begin (set! interrupted? #t) (drain-loop! grace))))
+            (begin
+              (set! interrupted? #t)
+              (when notify (notify 'stopping))
+              (drain-loop! grace))))
        ((= signal SIGUSR2)
         ;; Retire: say Connection: close on every answer from now on, and
         ;; take no new connection, which the new worker on the same
@@ -223,9 +236,16 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
         (when access-log (access-log-flush! access-log)))
        ((= signal SIGHUP)
         (if reload
-            (let ((new (logging-errors
-                        "reload failed, the old code keeps serving; the new code"
-                        (lambda () (handler-from reload)))))
+            (let ((new (begin
+                         (when notify (notify 'reloading))
+                         (logging-errors
+                          "reload failed, the old code keeps serving; the new code"
+                          (lambda () (handler-from reload))))))
+              (when notify
+                (notify 'ready (if new
+                                   status
+                                   (string-append status "; the last reload failed, \
+the old code serves"))))
               (when new
                 (unless (eq? (body-port-handler? new) (body-port-handler? handler))
                   (log-line "reload: the new code ~a with-body-port; bodies stay ~a \
@@ -245,6 +265,7 @@ until a restart"
     (when timer
       (set-signal-timer! timer 1 1))
     (trace-start-up "serving")
+    (when notify (notify 'ready status))
     (let ((state (run-loop (map port->fdes sockets) counting-handler
                            #:body-port? (body-port-handler? handler)
                            #:state state #:settings settings
@@ -302,12 +323,15 @@ until a restart"
 
 (define* (supervise count make-child
                     #:key (prepare #f) (grace 30) (on-reopen #f)
-                    (unblock-in-child? #f) (retire-delay 1) (start-timeout 60))
+                    (unblock-in-child? #f) (retire-delay 1) (start-timeout 60)
+                    (notify #f) (status "serving"))
   ;; Keep COUNT workers running (see the Commentary).  (MAKE-CHILD
   ;; generation slot) runs in each new worker, after (PREPARE), and
   ;; returns the thunk the worker then runs; if either raises, the worker
   ;; logs why and exits before it is ready.  -> #f if the first workers
-  ;; could not start, else #t.
+  ;; could not start, else #t.  NOTIFY (from `open-service-notifier'), if
+  ;; given, hears when the first workers all serve (with STATUS), when a
+  ;; reload starts and ends, and when the workers drain.
   (stop-finalizer-thread!)
   (block-signals! master-signals)
   (let ((signal-fd (open-signalfd master-signals))
@@ -367,6 +391,7 @@ until a restart"
                (lambda ()
                  (fd-close signal-fd)
                  (fd-close epfd)
+                 (when notify (notify 'close))
                  (for-each stop-watching! workers)
                  (close-port (car ready))
                  ;; Its own process group: a Ctrl-C at the terminal
@@ -437,6 +462,7 @@ until a restart"
                           ws))))
 
     (define (start-generation!)
+      (when notify (notify 'reloading))
       (set! last-generation (+ last-generation 1))
       (set! next last-generation)
       (log-line "reload: starting ~a worker~a with fresh code" count
@@ -451,6 +477,8 @@ until a restart"
 
     (define (abandon-generation! why)
       (log-line "reload failed: ~a; the workers serving keep their code" why)
+      (when notify
+        (notify 'ready (string-append status "; the last reload failed, the old code serves")))
       (retire! (generation-workers next))
       (set! next #f)
       (set! reload-again? #f))
@@ -466,6 +494,7 @@ until a restart"
         (set! current next)
         (set! next #f)
         (retire! old)
+        (when notify (notify 'ready status))
         (when reload-again?
           (set! reload-again? #f)
           (start-generation!))))
@@ -477,7 +506,8 @@ until a restart"
        ((and next (eqv? (worker-generation w) next) (all-ready? next))
         (promote!))
        ((and (not serving?) (all-ready? current))
-        (set! serving? #t))
+        (set! serving? #t)
+        (when notify (notify 'ready status)))
        ((and (not serving?) (not stopping?) (= (worker-slot w) 0)
              (eqv? (worker-generation w) current))
         ;; The first worker is ready: now the others (see below).
@@ -551,6 +581,7 @@ until a restart"
     (define (stop! signal)
       (unless stopping?
         (set! stopping? #t)
+        (when notify (notify 'stopping))
         (after! (+ grace kill-margin)
                 (lambda ()
                   (for-each (lambda (w)
@@ -660,7 +691,10 @@ may be #f when RELOAD is given: then every worker, the first ones
 included, calls RELOAD after dropping privileges.  SETTINGS holds limits and timeouts
 (`make-loop-settings').  On SIGTERM or SIGINT the server drains: it
 stops accepting, finishes the requests in flight and exits within GRACE
-seconds; a second SIGINT stops it at once.
+seconds; a second SIGINT stops it at once.  When the environment has
+NOTIFY_SOCKET (systemd's Type=notify), the process started tells the
+service manager there when it serves, reloads and drains, and takes the
+variable out of the environment (see (plucky server notify)).
 
 Logs: ACCESS-LOG, a file name or \"-\" for standard output, gets a line
 per answer in LOG-FORMAT (common, combined or json).  ERROR-LOG, a file
@@ -701,35 +735,45 @@ caller's policy (see `plucky serve')."
                 (if per-worker? (list (car sockets)) sockets)))
     (trace-start-up "listening")
     (when on-listen (on-listen sockets))
-    (let ((result
-           (if (not master?)
-               (begin
-                 (when identity (drop-privileges! identity))
-                 (serve-in-this-process sockets (or handler (handler-from reload))
-                                        state settings
-                                        #:grace grace #:reload reload #:access-log log
-                                        #:error-log error-log #:observer observer
-                                        #:connections connections))
-               (supervise
-                workers
-                (lambda (generation slot)
-                  (let ((handler (if (and handler (or (zero? generation) (not reload)))
-                                     handler
-                                     (handler-from reload)))
-                        (sockets (if per-worker? (list (list-ref sockets slot)) sockets)))
-                    (when per-worker?
-                      ;; ready to accept: connections may come to this socket now
-                      (start-listening! (car sockets)))
-                    (lambda ()
-                      (serve-in-this-process sockets handler state settings
-                                             #:worker? #t #:grace grace
-                                             #:access-log log #:error-log error-log
-                                             #:observer observer))))
-                #:prepare (and identity (lambda () (drop-privileges! identity)))
-                #:grace grace
-                #:on-reopen (lambda ()
-                              (when error-log (open-error-log! error-log #:owner identity))
-                              (when log (access-log-reopen! log #:owner identity)))))))
+    (let* ((notify (and (not inetd?) (getenv "NOTIFY_SOCKET") (open-service-notifier)))
+           (status (and notify
+                        (format #f "serving ~a with ~a worker~a"
+                                (string-join (map listener-url
+                                                  (if per-worker? (list (car sockets)) sockets))
+                                             " ")
+                                workers (if (= workers 1) "" "s"))))
+           (result
+            (if (not master?)
+                (begin
+                  (when identity (drop-privileges! identity))
+                  (serve-in-this-process sockets (or handler (handler-from reload))
+                                         state settings
+                                         #:grace grace #:reload reload #:access-log log
+                                         #:error-log error-log #:observer observer
+                                         #:connections connections
+                                         #:notify notify #:status status))
+                (supervise
+                 workers
+                 (lambda (generation slot)
+                   (let ((handler (if (and handler (or (zero? generation) (not reload)))
+                                      handler
+                                      (handler-from reload)))
+                         (sockets (if per-worker? (list (list-ref sockets slot)) sockets)))
+                     (when per-worker?
+                       ;; ready to accept: connections may come to this socket now
+                       (start-listening! (car sockets)))
+                     (lambda ()
+                       (serve-in-this-process sockets handler state settings
+                                              #:worker? #t #:grace grace
+                                              #:access-log log #:error-log error-log
+                                              #:observer observer))))
+                 #:prepare (and identity (lambda () (drop-privileges! identity)))
+                 #:grace grace
+                 #:notify notify #:status status
+                 #:on-reopen (lambda ()
+                               (when error-log (open-error-log! error-log #:owner identity))
+                               (when log (access-log-reopen! log #:owner identity)))))))
+      (when notify (notify 'close))
       (for-each (if own-sockets? close-listener close-port) sockets)
       (when log (access-log-close! log))
       result)))
