@@ -276,6 +276,12 @@ USER once the sockets are bound, or --allow-root"))))
                                       (map cdr inherited))
                                      (fd (list (descriptor->listener fd)))
                                      (else #f)))))))
+               ;; systemd's Type=notify: taken out of the environment
+               ;; before the app loads, so that neither it nor what it
+               ;; starts sees NOTIFY_SOCKET (see (plucky server notify))
+               (notify (and (not inetd?)
+                            (getenv "NOTIFY_SOCKET")
+                            ((@ (plucky server notify) open-service-notifier))))
                (status (and (or (value "--status") (value "--status-token"))
                             (status-wrapper workers (value "--status-token"))))
                (wrap (if status (car status) (lambda (handler) handler)))
@@ -305,7 +311,8 @@ USER once the sockets are bound, or --allow-root"))))
                                     #:error-log (value "--error-log")
                                     #:observer (and status (cdr status))
                                     #:user user
-                                    #:group group)))))
+                                    #:group group
+                                    #:notify notify)))))
           (exit (if (eq? ok #f) 1 0)))))))
 
 (define (observe name module)

@@ -229,9 +229,12 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
        ((= signal SIGUSR2)
         ;; Retire: say Connection: close on every answer from now on, and
         ;; take no new connection, which the new worker on the same
-        ;; sockets takes instead.
-        (set! retiring? #t)
-        (stop-accepting!))
+        ;; sockets takes instead.  A lone process has no successor.
+        (if worker?
+            (begin
+              (set! retiring? #t)
+              (stop-accepting!))
+            (log-line "SIGUSR2 ignored: it retires a worker, and this process has no master")))
        ((= signal tick-signal)
         (when access-log (access-log-flush! access-log)))
        ((= signal SIGHUP)
@@ -479,7 +482,9 @@ until a restart"
       (log-line "reload failed: ~a; the workers serving keep their code" why)
       (when notify
         (notify 'ready (string-append status "; the last reload failed, the old code serves")))
-      (retire! (generation-workers next))
+      (let ((abandoned (generation-workers next)))
+        (retire! abandoned)
+        (for-each (lambda (w) (set-worker-state! w 'abandoned)) abandoned))
       (set! next #f)
       (set! reload-again? #f))
 
@@ -487,7 +492,7 @@ until a restart"
       ;; The new generation has loaded: it serves, the others retire.
       (let ((old (filter (lambda (w)
                            (and (not (eqv? (worker-generation w) next))
-                                (not (eq? (worker-state w) 'retiring))))
+                                (not (memq (worker-state w) '(retiring abandoned)))))
                          workers)))
         (log-line "reload: new workers ~a serve; old workers ~a drain"
                   (map worker-pid (generation-workers next)) (map worker-pid old))
@@ -507,7 +512,11 @@ until a restart"
         (promote!))
        ((and (not serving?) (all-ready? current))
         (set! serving? #t)
-        (when notify (notify 'ready status)))
+        (when notify (notify 'ready status))
+        (when reload-again?
+          ;; a SIGHUP that came while they started
+          (set! reload-again? #f)
+          (start-generation!)))
        ((and (not serving?) (not stopping?) (= (worker-slot w) 0)
              (eqv? (worker-generation w) current))
         ;; The first worker is ready: now the others (see below).
@@ -540,11 +549,12 @@ until a restart"
           ;; so.  (A worker killed just before a reload can be reaped only
           ;; after the new workers were ready and it was counted among the
           ;; old ones: bench/chaos saw it, bench/RESULTS.md 2026-11-22.)
-          ;; (One of a generation abandoned before it served, which the
-          ;; retiring signal itself may end, is not news.)
-          (when (and (status:term-sig status) (< (worker-generation w) current))
+          (when (status:term-sig status)
             (log-line "worker ~a exited (~a) while retiring; the new workers serve"
                       pid why)))
+         ;; One of a generation abandoned before it served, which the
+         ;; retiring signal itself may end while it loads: not news.
+         ((eq? (worker-state w) 'abandoned) #t)
          ((and next (eqv? (worker-generation w) next))
           (if (eq? (worker-state w) 'starting)
               (abandon-generation!
@@ -598,7 +608,9 @@ until a restart"
        ((= signal SIGHUP)
         (cond
          (stopping? #t)
-         (next (set! reload-again? #t))
+         ;; during a reload, or before the first workers all serve: once
+         ;; they do
+         ((or next (not serving?)) (set! reload-again? #t))
          (else (start-generation!))))
        ((= signal SIGUSR1)
         (when on-reopen
@@ -667,7 +679,8 @@ are killed."
                      (error-log #f)
                      (observer #f)
                      (user #f)
-                     (group #f))
+                     (group #f)
+                     (notify 'environment))
   "Serve HTTP with HANDLER until SIGINT or SIGTERM.  HANDLER is called as
 (HANDLER request body . STATE) and returns (values response body
 . STATE), as under Guile's `run-server'.
@@ -691,10 +704,11 @@ may be #f when RELOAD is given: then every worker, the first ones
 included, calls RELOAD after dropping privileges.  SETTINGS holds limits and timeouts
 (`make-loop-settings').  On SIGTERM or SIGINT the server drains: it
 stops accepting, finishes the requests in flight and exits within GRACE
-seconds; a second SIGINT stops it at once.  When the environment has
-NOTIFY_SOCKET (systemd's Type=notify), the process started tells the
-service manager there when it serves, reloads and drains, and takes the
-variable out of the environment (see (plucky server notify)).
+seconds; a second SIGINT stops it at once.  NOTIFY, a procedure from
+`open-service-notifier' (plucky server notify), hears when the server
+serves, reloads and drains, for systemd's Type=notify; by default
+(environment), one is opened if the environment has NOTIFY_SOCKET, which
+then leaves the environment; #f: none.
 
 Logs: ACCESS-LOG, a file name or \"-\" for standard output, gets a line
 per answer in LOG-FORMAT (common, combined or json).  ERROR-LOG, a file
@@ -735,7 +749,9 @@ caller's policy (see `plucky serve')."
                 (if per-worker? (list (car sockets)) sockets)))
     (trace-start-up "listening")
     (when on-listen (on-listen sockets))
-    (let* ((notify (and (not inetd?) (getenv "NOTIFY_SOCKET") (open-service-notifier)))
+    (let* ((notify (if (eq? notify 'environment)
+                       (and (not inetd?) (getenv "NOTIFY_SOCKET") (open-service-notifier))
+                       notify))
            (status (and notify
                         (format #f "serving ~a with ~a worker~a"
                                 (string-join (map listener-url

@@ -276,7 +276,8 @@ good, and serve on those it has; for a worker that retires while its
 successor, on the same listening sockets, takes every new connection
 (once the master has said a reload is over, no new connection may reach
 the old code).  Call it from the loop's own turn: a signal it reads from
-its signalfd, or a handler."
+its signalfd, or a handler the loop runs itself (not one on a thread, as
+a `with-body-port' handler is)."
   (let ((loop current-loop))
     (when loop
       (pause-accepting! loop)

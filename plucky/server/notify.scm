@@ -19,11 +19,12 @@
 ;;;   STATUS=      a line for `systemctl status' with each of them.
 ;;;
 ;;; Only the process systemd started speaks (NotifyAccess=main, the
-;;; default): NOTIFY_SOCKET is taken out of the environment here, so that
-;;; neither the workers nor what the app runs inherit it.  A message
-;;; that cannot be sent (nobody listens, the queue is full) is dropped
-;;; and the first failure logged; serving never waits for the service
-;;; manager.  This module is loaded only when NOTIFY_SOCKET is set.
+;;; default): NOTIFY_SOCKET is taken out of the environment here, before
+;;; the app loads (plucky command), so that neither the workers nor the
+;;; app nor what it runs see it.  A message that cannot be sent (nobody
+;;; listens; the queue stayed full for a second) is dropped and the first
+;;; failure logged: serving never waits on the service manager for
+;;; longer.  This module is loaded only when NOTIFY_SOCKET is set.
 ;;;
 ;;; Code:
 
@@ -51,7 +52,8 @@ The procedure takes a state and, for some, a status line:
   (notify 'close)          close its socket (a worker, which has no use
                            for the master's, or the server at exit)
 
-Each is one datagram, sent without waiting; one that cannot be sent is
+Each is one datagram.  Should the service manager's queue be full, a
+send waits for room up to a second; one that cannot be sent then is
 dropped, and the first such failure logged."
   (let ((name (getenv variable)))
     (and name
@@ -65,7 +67,7 @@ dropped, and the first such failure logged."
                  (make-notifier name address)))))))
 
 (define (make-notifier name address)
-  (let ((sock (socket AF_UNIX SOCK_DGRAM 0))
+  (let ((sock (socket AF_UNIX (logior SOCK_DGRAM SOCK_CLOEXEC) 0))
         (failed? #f))
     (define (send! . assignments)
       (when sock
@@ -76,7 +78,10 @@ dropped, and the first such failure logged."
             (set! failed? #t)
             (log-line "could not tell the service manager (~a): ~a; later failures \
 are not logged" name (strerror (- sent)))))))
-    (fcntl sock F_SETFD (logior FD_CLOEXEC (fcntl sock F_GETFD)))
+    ;; systemd reads its queue at once; should it be full (a boot where
+    ;; every service speaks), wait a little rather than lose a READY=1
+    ;; that systemd would time the start out for, but never long.
+    (fd-set-send-timeout! (port->fdes sock) 1)
     (lambda (state . status)
       (define (status-line default)
         (string-append "STATUS=" (if (pair? status) (car status) default)))

@@ -23,22 +23,30 @@
   #:use-module (rnrs bytevectors)
   #:export (unix-datagram-address
             fd-send-datagram
+            fd-set-send-timeout!
             monotonic-microseconds))
 
+;; A copy of (plucky sys libc)'s helper rather than an export of it: this
+;; module loads only with NOTIFY_SOCKET, and libc's exports are start-up
+;; time for everyone (bench/startup-modules).
 (define libc (dynamic-link))
 
 (define (libc-procedure return name args)
   (pointer->procedure return (dynamic-func name libc) args #:return-errno? #t))
 
 (define %sendto
-  (libc-procedure int "sendto" (list int '* size_t int '* unsigned-int)))
+  (libc-procedure ssize_t "sendto" (list int '* size_t int '* unsigned-int)))
+
+(define %setsockopt
+  (libc-procedure int "setsockopt" (list int int int '* unsigned-int)))
 
 (define %clock-gettime
   (libc-procedure int "clock_gettime" (list int '*)))
 
-;; Linux's values
-(define MSG_DONTWAIT #x40)
+;; Linux's values (SO_SNDTIMEO: the one that takes a struct timeval of
+;; longs, as on every 64-bit port)
 (define MSG_NOSIGNAL #x4000)
+(define SO_SNDTIMEO 21)
 (define CLOCK_MONOTONIC 1)
 
 ;; struct sockaddr_un: a short family, then at most 108 bytes of path
@@ -47,13 +55,16 @@
 
 (define (unix-datagram-address name)
   "Return the struct sockaddr_un, as a bytevector of its exact length,
-for NAME as NOTIFY_SOCKET gives it: a file name, or an abstract socket's
-name after \"@\".  Raise an error if NAME is empty or too long."
+for NAME as NOTIFY_SOCKET gives it: an absolute file name, or an abstract
+socket's name after \"@\".  Raise an error for anything else (a relative
+name, a bare \"@\", systemd's \"vsock:\" addresses) or a name too long."
   (let* ((abstract? (string-prefix? "@" name))
          (bytes (string->utf8 (if abstract? (substring name 1) name)))
          ;; a file name ends with its NUL; an abstract one starts with one
          (path-length (+ (bytevector-length bytes) 1)))
-    (when (or (string-null? name) (> path-length sun-path-size))
+    (when (or (not (or (string-prefix? "/" name) abstract?))
+              (zero? (bytevector-length bytes))
+              (> path-length sun-path-size))
       (error "not a Unix socket address" name))
     (let ((address (make-bytevector (+ family-size path-length) 0)))
       (bytevector-uint-set! address 0 AF_UNIX (native-endianness) family-size)
@@ -68,14 +79,15 @@ name after \"@\".  Raise an error if NAME is empty or too long."
 
 (define (fd-send-datagram fd message address)
   "Send the bytevector MESSAGE as one datagram from the socket FD to
-ADDRESS (from `unix-datagram-address'), without waiting for room and
-without SIGPIPE.  Return the number of bytes sent or a negated errno
-(-EAGAIN when the receiver's queue is full)."
+ADDRESS (from `unix-datagram-address'), without SIGPIPE.  Return the
+number of bytes sent or a negated errno.  On a blocking socket, waits
+while the receiver's queue is full, for at most the socket's send
+timeout (see `fd-set-send-timeout!'), then returns -EAGAIN."
   (let retry ()
     (call-with-values
         (lambda ()
           (%sendto fd (bytevector->pointer message) (bytevector-length message)
-                   (logior MSG_DONTWAIT MSG_NOSIGNAL)
+                   MSG_NOSIGNAL
                    (bytevector->pointer address) (bytevector-length address)))
       (lambda (result errno)
         (cond
@@ -83,10 +95,25 @@ without SIGPIPE.  Return the number of bytes sent or a negated errno
          ((= errno EINTR) (retry))
          (else (- errno)))))))
 
+(define (fd-set-send-timeout! fd seconds)
+  "Make a send on the socket FD wait at most SECONDS (an exact integer)
+for room (SO_SNDTIMEO).  Return 0 or a negated errno."
+  ;; struct timeval: tv_sec and tv_usec, each a long
+  (let* ((size (sizeof long))
+         (timeval (make-bytevector (* 2 size) 0)))
+    (bytevector-sint-set! timeval 0 seconds (native-endianness) size)
+    (call-with-values
+        (lambda ()
+          (%setsockopt fd SOL_SOCKET SO_SNDTIMEO (bytevector->pointer timeval)
+                       (bytevector-length timeval)))
+      (lambda (result errno)
+        (if (zero? result) 0 (- errno))))))
+
 (define (monotonic-microseconds)
   "Return the time on CLOCK_MONOTONIC in microseconds, the clock systemd
 reads MONOTONIC_USEC= against."
-  ;; struct timespec: tv_sec and tv_nsec, each a long on Linux
+  ;; struct timespec: tv_sec and tv_nsec, each a long on Linux (but on
+  ;; x32, whose time_t is wider than its long)
   (let* ((size (sizeof long))
          (timespec (make-bytevector (* 2 size) 0)))
     (call-with-values (lambda () (%clock-gettime CLOCK_MONOTONIC

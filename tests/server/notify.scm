@@ -37,10 +37,12 @@
 (define app (string-append dir "/app.scm"))
 
 (define (app-text version)
-  ;; answers VERSION and what it sees of NOTIFY_SOCKET
-  (format #f "(define (handler request body)
+  ;; answers VERSION and what it saw of NOTIFY_SOCKET as it loaded and
+  ;; sees now
+  (format #f "(define at-load (or (getenv \"NOTIFY_SOCKET\") \"unset\"))
+(define (handler request body)
   (values '((content-type . (text/plain)))
-          (string-append ~s \" \" (or (getenv \"NOTIFY_SOCKET\") \"unset\"))))
+          (string-append ~s \" \" at-load \" \" (or (getenv \"NOTIFY_SOCKET\") \"unset\"))))
 handler
 " version))
 
@@ -101,8 +103,8 @@ handler
             (and (status-of ready)
                  (string-contains (status-of ready)
                                   (format #f "127.0.0.1:~a" (plucky-port plucky)))))
-          (test-equal "and it serves; the app does not see NOTIFY_SOCKET"
-            "version 1 unset" (body-of (plucky-port plucky) "/")))
+          (test-equal "and it serves; the app did not see NOTIFY_SOCKET as it loaded, nor now"
+            "version 1 unset unset" (body-of (plucky-port plucky) "/")))
         ;; a reload
         (write-file app (app-text "version 2"))
         (signal-plucky plucky SIGHUP)
@@ -119,7 +121,7 @@ handler
           ;; The old workers stop accepting once they have the master's
           ;; word (SIGUSR2), a moment after it has said READY=1.
           (test-assert "the new code answers"
-            (wait-until (lambda () (equal? "version 2 unset" (body-of (plucky-port plucky) "/")))
+            (wait-until (lambda () (equal? "version 2 unset unset" (body-of (plucky-port plucky) "/")))
                         #:timeout 5)))
         ;; a reload that fails
         (write-file app broken-app-text)
@@ -129,7 +131,7 @@ handler
           (test-eq "then READY=1 all the same" 'ready (state-of ready))
           (test-assert "its status says the reload failed"
             (and (status-of ready) (string-contains (status-of ready) "reload failed")))
-          (test-equal "and the old code serves" "version 2 unset"
+          (test-equal "and the old code serves" "version 2 unset unset"
             (body-of (plucky-port plucky) "/")))
         ;; stopping
         (let ((status killed? (stop-plucky plucky)))
@@ -146,6 +148,32 @@ handler
 
 (test-group "one process: the same"
   (call-guarded (lambda () (check-life-cycle "1"))))
+
+(define root? (zero? (geteuid)))
+
+(unless root?
+  (test-skip 1))
+(test-group "SIGHUP before the first workers serve: READY=1 first"
+  ;; As nobody, each worker loads the app itself, and this one takes a
+  ;; second to load: the SIGHUP sent as soon as plucky listens comes
+  ;; while they load.  The reload waits until they serve.
+  (call-guarded
+   (lambda ()
+     (write-file app (string-append "(sleep 1)\n" (app-text "version 1")))
+     (let ((sock path (bound-socket)))
+       (call-with-plucky app '("--port" "0" "--workers" "2" "--user" "nobody")
+         (lambda (plucky)
+           (signal-plucky plucky SIGHUP)
+           (let* ((first (receive sock 20))
+                  (second (receive sock 20))
+                  (third (receive sock 20)))
+             (test-equal "READY=1, then RELOADING=1, then READY=1"
+               '(ready reloading ready) (map state-of (list first second third))))
+           (test-assert "the reload happened"
+             (string-contains (plucky-log plucky) "reload: new workers")))
+         #:environment (environment-with path))
+       (close-port sock)
+       (delete-file path)))))
 
 (test-group "an abstract socket (@name)"
   (call-guarded
@@ -171,7 +199,7 @@ handler
      (write-file app (app-text "version 1"))
      (call-with-plucky app (append '("--port" "0" "--workers" "2") allow-root)
        (lambda (plucky)
-         (test-equal "it serves all the same" "version 1 unset"
+         (test-equal "it serves all the same" "version 1 unset unset"
            (body-of (plucky-port plucky) "/"))
          (test-assert "saying once that it could not tell the service manager"
            (wait-until
@@ -179,7 +207,7 @@ handler
               (= 1 (length (list-matches "could not tell the service manager"
                                          (plucky-log plucky)))))))
          (signal-plucky plucky SIGHUP)
-         (test-equal "a reload too" "version 1 unset"
+         (test-equal "a reload too" "version 1 unset unset"
            (begin
              (wait-until (lambda () (string-contains (plucky-log plucky) "reload: new workers")))
              (body-of (plucky-port plucky) "/")))

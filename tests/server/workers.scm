@@ -361,7 +361,14 @@ handler
       (test-assert "fixed code: the new answer appears"
         (wait-until (lambda () (equal? "version 2" (body-of port "/")))))
       (test-equal "from the same process" (number->string (plucky-pid plucky))
-        (body-of port "/pid")))))
+        (body-of port "/pid"))
+      ;; SIGUSR2 retires a worker; a lone process has no successor to
+      ;; take its connections, so it keeps accepting.
+      (signal-plucky plucky SIGUSR2)
+      (test-assert "SIGUSR2: ignored, and said so"
+        (wait-until (lambda () (string-contains (plucky-log plucky) "SIGUSR2 ignored"))))
+      (test-equal "new connections still answered" (make-list 3 "version 2")
+        (map (lambda (i) (body-of port "/")) (iota 3))))))
 
 (test-group "workers log how many requests they served"
   (write-file app (app-text "version 1"))

@@ -15,6 +15,7 @@
 ;;; Code:
 
 (use-modules (srfi srfi-64)
+             (ice-9 format)
              (ice-9 match)
              (ice-9 rdelim)
              (rnrs bytevectors)
@@ -79,6 +80,12 @@
       (path-bytes address)))
   (test-assert "an empty name is refused"
     (not (false-if-exception (unix-datagram-address ""))))
+  (test-assert "so is a bare @"
+    (not (false-if-exception (unix-datagram-address "@"))))
+  (test-assert "and a relative name, which sd_notify does not take"
+    (not (false-if-exception (unix-datagram-address "run/notify"))))
+  (test-assert "and a vsock: address"
+    (not (false-if-exception (unix-datagram-address "vsock:2:1234"))))
   (test-assert "107 bytes of file name fit"
     (unix-datagram-address (string-append "/" (make-string 106 #\a))))
   (test-assert "108 do not (the NUL must fit too)"
@@ -116,6 +123,33 @@
     (test-equal "received" "STOPPING=1" (receive receiver))
     (close-port receiver)
     (close-port sender)))
+
+(test-group "fd-set-send-timeout!: a full queue waits that long, then -EAGAIN"
+  ;; A receiver that never reads: its queue fills, and each send after
+  ;; that waits for the timeout and fails.
+  (let* ((path (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-notify-full-"
+                              (number->string (getpid))))
+         (receiver (socket AF_UNIX SOCK_DGRAM 0))
+         (sender (socket AF_UNIX SOCK_DGRAM 0))
+         (address (begin (false-if-exception (delete-file path))
+                         (bind receiver AF_UNIX path)
+                         (unix-datagram-address path)))
+         (message (string->utf8 "STATUS=filling")))
+    (test-eqv "set" 0 (fd-set-send-timeout! (port->fdes sender) 1))
+    (let fill ((sent 0))
+      (if (and (< sent 100000)
+               (> (fd-send-datagram (port->fdes sender) message address) 0))
+          (fill (+ sent 1))
+          (test-assert "the queue filled" (< sent 100000))))
+    (let* ((start (get-internal-real-time))
+           (result (fd-send-datagram (port->fdes sender) message address))
+           (waited (/ (- (get-internal-real-time) start) 1.0 internal-time-units-per-second)))
+      (test-eqv "then a send fails with -EAGAIN" (- EAGAIN) result)
+      (test-assert (format #f "after waiting about the second (~,2f s)" waited)
+        (<= 0.9 waited 5)))
+    (close-port receiver)
+    (close-port sender)
+    (delete-file path)))
 
 (test-group "monotonic-microseconds"
   (let* ((a (monotonic-microseconds))
