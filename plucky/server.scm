@@ -86,9 +86,6 @@
                                   access-log-close!
                                   open-error-log!)
   #:autoload (plucky server privileges) (resolve-identity drop-privileges!)
-  ;; Loaded only under a service manager that wants to hear (systemd's
-  ;; Type=notify): every module is start-up time.
-  #:autoload (plucky server notify) (open-service-notifier)
   #:re-export (make-loop-settings
                make-parse-limits
                with-body-port
@@ -750,7 +747,10 @@ caller's policy (see `plucky serve')."
     (trace-start-up "listening")
     (when on-listen (on-listen sockets))
     (let* ((notify (if (eq? notify 'environment)
-                       (and (not inetd?) (getenv "NOTIFY_SOCKET") (open-service-notifier))
+                       (and (not inetd?) (getenv "NOTIFY_SOCKET")
+                            ;; loaded only then: an #:autoload costs every
+                            ;; start (bench/startup-instructions)
+                            ((@ (plucky server notify) open-service-notifier)))
                        notify))
            (status (and notify
                         (format #f "serving ~a with ~a worker~a"
