@@ -205,6 +205,11 @@ fresh module where `app-directory' names the directory FILE is in.
          (= (stat:ino in) (stat:ino err)))))
 
 (define (serve args)
+  ;; Until the server reads them from its signalfd, SIGHUP and SIGUSR1
+  ;; would end the process (their default action), while it loads the
+  ;; app, say: held until then, they take effect once it serves (a
+  ;; reload, a reopening of the logs).
+  ((@ (plucky sys signal) block-signals!) (list SIGHUP SIGUSR1))
   (call-with-values (lambda () (parse-options args))
     (lambda (file options)
       (unless file (fail "serve needs a FILE (see plucky --help)"))

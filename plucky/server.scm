@@ -304,7 +304,7 @@ until a restart"
   (slot worker-slot)                    ; 0 … N-1: its socket, with SO_REUSEPORT
   ;; the read end of the pipe on which it says it has loaded, until it has
   (ready worker-ready set-worker-ready!)
-  (state worker-state set-worker-state!)) ; starting | ready | retiring
+  (state worker-state set-worker-state!)) ; starting | ready | retiring | abandoned
 
 (define master-signals (list SIGTERM SIGINT SIGCHLD SIGHUP SIGUSR1))
 
@@ -462,18 +462,22 @@ until a restart"
                           ws))))
 
     (define (start-generation!)
-      (when notify (notify 'reloading))
-      (set! last-generation (+ last-generation 1))
-      (set! next last-generation)
-      (log-line "reload: starting ~a worker~a with fresh code" count
-                (if (= count 1) "" "s"))
-      (for-each (lambda (slot) (start-worker! next slot)) (iota count))
-      (let ((generation next))
-        (after! start-timeout
-                (lambda ()
-                  (when (eqv? next generation)
-                    (abandon-generation!
-                     (format #f "the new workers did not load within ~a s" start-timeout)))))))
+      ;; Never once stopping: the workers forked then would serve on,
+      ;; nobody telling them to drain.
+      (unless stopping?
+        (when notify (notify 'reloading))
+        (set! last-generation (+ last-generation 1))
+        (set! next last-generation)
+        (log-line "reload: starting ~a worker~a with fresh code" count
+                  (if (= count 1) "" "s"))
+        (for-each (lambda (slot) (start-worker! next slot)) (iota count))
+        (let ((generation next))
+          (after! start-timeout
+                  (lambda ()
+                    (when (and (eqv? next generation) (not stopping?))
+                      (abandon-generation!
+                       (format #f "the new workers did not load within ~a s"
+                               start-timeout))))))))
 
     (define (abandon-generation! why)
       (log-line "reload failed: ~a; the workers serving keep their code" why)
@@ -483,7 +487,11 @@ until a restart"
         (retire! abandoned)
         (for-each (lambda (w) (set-worker-state! w 'abandoned)) abandoned))
       (set! next #f)
-      (set! reload-again? #f))
+      ;; A SIGHUP that came during the failed reload (the code fixed
+      ;; meanwhile, say): its turn now.
+      (when reload-again?
+        (set! reload-again? #f)
+        (start-generation!)))
 
     (define (promote!)
       ;; The new generation has loaded: it serves, the others retire.
@@ -505,6 +513,9 @@ until a restart"
       (set-worker-state! w 'ready)
       (stop-watching! w)
       (cond
+       ;; Stopping: it has had or will have the signal; nothing else
+       ;; starts, nothing is promoted, and no READY=1 follows STOPPING=1.
+       (stopping? #t)
        ((and next (eqv? (worker-generation w) next) (all-ready? next))
         (promote!))
        ((and (not serving?) (all-ready? current))
@@ -588,6 +599,7 @@ until a restart"
     (define (stop! signal)
       (unless stopping?
         (set! stopping? #t)
+        (set! reload-again? #f)
         (when notify (notify 'stopping))
         (after! (+ grace kill-margin)
                 (lambda ()

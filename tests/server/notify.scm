@@ -175,6 +175,35 @@ handler
        (close-port sock)
        (delete-file path)))))
 
+(test-group "SIGTERM during a reload, a second SIGHUP pending: STOPPING=1 last"
+  ;; The reload's workers take a second to load the app; a second SIGHUP
+  ;; waits for that reload, and SIGTERM comes meanwhile: no reload may
+  ;; start after it, no READY=1 follow STOPPING=1, and no worker be left
+  ;; serving until the grace period kills it.
+  (call-guarded
+   (lambda ()
+     (write-file app (app-text "version 1"))
+     (let ((sock path (bound-socket)))
+       (call-with-plucky app (append '("--port" "0" "--workers" "2" "--grace" "5") allow-root)
+         (lambda (plucky)
+           (test-eq "READY=1" 'ready (state-of (receive sock 20)))
+           (write-file app (string-append "(sleep 1)\n" (app-text "version 2")))
+           (signal-plucky plucky SIGHUP)
+           (test-eq "RELOADING=1" 'reloading (state-of (receive sock 20)))
+           (signal-plucky plucky SIGHUP)
+           (signal-plucky plucky SIGTERM)
+           (test-eq "STOPPING=1" 'stopping (state-of (receive sock 20)))
+           (let ((status (wait-until (lambda () (plucky-exit-status plucky)) #:timeout 15)))
+             (test-equal "it exits, status 0" 0 (and status (status:exit-val status))))
+           (test-eq "nothing after STOPPING=1" #f (receive sock 0))
+           (test-assert "no second reload started"
+             (= 1 (length (list-matches "reload: starting" (plucky-log plucky)))))
+           (test-assert "no worker had to be killed"
+             (not (string-contains (plucky-log plucky) "outlived its grace period"))))
+         #:environment (environment-with path))
+       (close-port sock)
+       (delete-file path)))))
+
 (test-group "an abstract socket (@name)"
   (call-guarded
    (lambda ()

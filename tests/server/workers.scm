@@ -343,6 +343,34 @@ handler
         (not (string-contains (plucky-log plucky) "the new workers serve")))
       (rmdir marker))))
 
+(test-group "SIGHUP while the app loads at start: a reload once it serves"
+  ;; The app says it is loading, then takes a second: the SIGHUP sent
+  ;; then, before plucky reads its signals from a signalfd, must neither
+  ;; end it (SIGHUP's default action) nor be lost.
+  (call-guarded
+   (lambda ()
+     (let ((marker (string-append dir "/loading"))
+           (port (free-port)))
+       (false-if-exception (delete-file marker))
+       (write-file app (string-append
+                        (format #f "(call-with-output-file ~s (lambda (p) (display 1 p)))\n(sleep 1)\n"
+                                marker)
+                        (app-text "version 1")))
+       (let ((plucky (start-plucky app (list "--port" (number->string port) "--workers" "2"
+                                             "--allow-root")
+                                   #:wait? #f)))
+         (test-assert "the app started loading"
+           (wait-until (lambda () (file-exists? marker))))
+         (signal-plucky plucky SIGHUP)
+         (test-assert "plucky lives on and reloads once its workers serve"
+           (wait-until (lambda () (string-contains (plucky-log plucky) "reload: new workers"))
+                       #:timeout 15))
+         (test-equal "and serves" "version 1" (body-of port "/"))
+         (test-eq "still running" #f (plucky-exit-status plucky))
+         (stop-plucky plucky)
+         (delete-file (plucky-log-file plucky))
+         (delete-file marker))))))
+
 (test-group "--workers 1: no master, SIGHUP reloads in place"
   (write-file app (app-text "version 1"))
   (with-plucky (plucky "--workers" "1")
