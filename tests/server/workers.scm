@@ -343,6 +343,25 @@ handler
         (not (string-contains (plucky-log plucky) "the new workers serve")))
       (rmdir marker))))
 
+(test-group "SIGHUP during a reload that fails: its own reload follows"
+  ;; The code of the first reload takes a second to fail; the code is
+  ;; fixed and SIGHUP sent meanwhile: that reload must come once the
+  ;; first has failed, not be dropped with it.
+  (write-file app (app-text "version 1"))
+  (with-plucky (plucky "--workers" "2")
+    (let ((port (plucky-port plucky)))
+      (write-file app "(sleep 1)\n(error \"this code fails, slowly\")\n")
+      (signal-plucky plucky SIGHUP)
+      (test-assert "the first reload starts"
+        (wait-until (lambda () (string-contains (plucky-log plucky) "reload: starting"))))
+      (write-file app (app-text "version 2"))
+      (signal-plucky plucky SIGHUP)
+      (test-assert "it fails"
+        (wait-until (lambda () (string-contains (plucky-log plucky) "reload failed"))
+                    #:timeout 10))
+      (test-assert "then the fixed code serves"
+        (wait-until (lambda () (equal? "version 2" (body-of port "/"))) #:timeout 15)))))
+
 (test-group "SIGHUP while the app loads at start: a reload once it serves"
   ;; The app says it is loading, then takes a second: the SIGHUP sent
   ;; then, before plucky reads its signals from a signalfd, must neither
