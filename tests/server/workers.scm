@@ -31,6 +31,7 @@
              (ice-9 rdelim)
              (ice-9 threads)
              (ice-9 regex)
+             (ice-9 ftw)
              (rnrs bytevectors)
              (web response)
              (tests lib harness)
@@ -347,20 +348,32 @@ handler
   ;; The code of the first reload takes a second to fail; the code is
   ;; fixed and SIGHUP sent meanwhile: that reload must come once the
   ;; first has failed, not be dropped with it.
+  (define (loading-markers)
+    (filter (lambda (name) (string-prefix? "loading-" name))
+            (or (scandir dir) '())))
   (write-file app (app-text "version 1"))
   (with-plucky (plucky "--workers" "2")
     (let ((port (plucky-port plucky)))
-      (write-file app "(sleep 1)\n(error \"this code fails, slowly\")\n")
+      (for-each (lambda (name) (delete-file (string-append dir "/" name))) (loading-markers))
+      (write-file app (format #f "(call-with-output-file (string-append ~s (number->string (getpid)))
+  (lambda (p) (display 1 p)))
+(sleep 1)
+(error \"this code fails, slowly\")
+" (string-append dir "/loading-")))
       (signal-plucky plucky SIGHUP)
-      (test-assert "the first reload starts"
-        (wait-until (lambda () (string-contains (plucky-log plucky) "reload: starting"))))
+      ;; Both new workers have read the failing code (each marks it as
+      ;; it runs) before it is replaced: the file is replaced by a
+      ;; rename, so what they read stays what it was.
+      (test-assert "the first reload's workers load the failing code"
+        (wait-until (lambda () (= 2 (length (loading-markers))))))
       (write-file app (app-text "version 2"))
       (signal-plucky plucky SIGHUP)
       (test-assert "it fails"
         (wait-until (lambda () (string-contains (plucky-log plucky) "reload failed"))
                     #:timeout 10))
       (test-assert "then the fixed code serves"
-        (wait-until (lambda () (equal? "version 2" (body-of port "/"))) #:timeout 15)))))
+        (wait-until (lambda () (equal? "version 2" (body-of port "/"))) #:timeout 15))
+      (for-each (lambda (name) (delete-file (string-append dir "/" name))) (loading-markers)))))
 
 (test-group "SIGHUP while the app loads at start: a reload once it serves"
   ;; The app says it is loading, then takes a second: the SIGHUP sent
