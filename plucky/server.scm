@@ -242,10 +242,7 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
                           "reload failed, the old code keeps serving; the new code"
                           (lambda () (handler-from reload))))))
               (when notify
-                (notify 'ready (if new
-                                   status
-                                   (string-append status "; the last reload failed, \
-the old code serves"))))
+                (notify (if new 'ready 'reload-failed) status))
               (when new
                 (unless (eq? (body-port-handler? new) (body-port-handler? handler))
                   (log-line "reload: the new code ~a with-body-port; bodies stay ~a \
@@ -482,7 +479,7 @@ until a restart"
     (define (abandon-generation! why)
       (log-line "reload failed: ~a; the workers serving keep their code" why)
       (when notify
-        (notify 'ready (string-append status "; the last reload failed, the old code serves")))
+        (notify 'reload-failed status))
       (let ((abandoned (generation-workers next)))
         (retire! abandoned)
         (for-each (lambda (w) (set-worker-state! w 'abandoned)) abandoned))

@@ -46,6 +46,9 @@ address (logged).  VARIABLE is removed from the environment either way.
 The procedure takes a state and, for some, a status line:
 
   (notify 'ready STATUS)   READY=1 and STATUS=STATUS
+  (notify 'reload-failed STATUS)
+                           READY=1 and a STATUS= that says the last
+                           reload failed and the old code serves
   (notify 'reloading)      RELOADING=1, MONOTONIC_USEC= and a STATUS=
   (notify 'stopping)       STOPPING=1 and a STATUS=
   (notify 'status STATUS)  STATUS=STATUS alone
@@ -87,6 +90,9 @@ are not logged" name (strerror (- sent)))))))
         (string-append "STATUS=" (if (pair? status) (car status) default)))
       (case state
         ((ready) (send! "READY=1" (status-line "serving")))
+        ((reload-failed)
+         (send! "READY=1" (string-append (status-line "serving")
+                                         "; the last reload failed, the old code serves")))
         ((reloading)
          (send! "RELOADING=1"
                 (string-append "MONOTONIC_USEC="
