@@ -41,7 +41,7 @@
   #:use-module (web http)
   #:use-module (web request)
   ;; Not (web response): see `response-record?'.
-  #:use-module (system foreign)
+  #:use-module (plucky sys foreign)
   #:use-module (plucky http status)
   #:use-module (plucky http date)
   #:export (make-output

@@ -41,7 +41,7 @@
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 rdelim)
-  #:use-module ((system foreign) #:select (pointer->procedure int))
+  #:use-module ((plucky sys foreign) #:select (pointer->procedure int symbol-address))
   #:use-module (ice-9 match)
   #:use-module ((ice-9 ftw) #:select (scandir))
   #:use-module (web request)
@@ -231,7 +231,7 @@ from /proc/self/status, or #f where there is none)."
 ;; requests).
 (define page-size
   (false-if-exception
-   ((pointer->procedure int (dynamic-func "getpagesize" (dynamic-link)) '()))))
+   ((pointer->procedure int (symbol-address "getpagesize") '()))))
 
 (define (resident-bytes)
   ;; the resident set, in bytes, or #f

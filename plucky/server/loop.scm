@@ -40,7 +40,7 @@
 (define-module (plucky server loop)
   #:use-module (rnrs bytevectors)
   #:use-module ((srfi srfi-9 gnu) #:select (set-record-type-printer!))
-  #:use-module ((system foreign) #:select (pointer->procedure size_t))
+  #:use-module ((plucky sys foreign) #:select (pointer->procedure size_t symbol-address))
   #:use-module (ice-9 match)
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
   #:use-module (web request)
@@ -323,10 +323,11 @@ a `with-body-port' handler is)."
   (define-syntax-rule (clock) (get-internal-real-time)))
 
 (define gc-total-bytes
-  ;; (dynamic-link), not "libgc": libguile's libgc is already in the
-  ;; process, and looking up libgc.so searched the library path at every
-  ;; start (bench/startup) and needed libgc-dev's unversioned libgc.so.
-  (pointer->procedure size_t (dynamic-func "GC_get_total_bytes" (dynamic-link))
+  ;; In the program's namespace, not opened as "libgc": libguile's libgc
+  ;; is already in the process, and looking up libgc.so searched the
+  ;; library path at every start (bench/startup) and needed libgc-dev's
+  ;; unversioned libgc.so.
+  (pointer->procedure size_t (symbol-address "GC_get_total_bytes")
                       '()))
 
 (eval-when (expand)

@@ -17,7 +17,7 @@
 ;;; Code:
 
 (define-module (plucky sys epoll)
-  #:use-module (system foreign)
+  #:use-module (plucky sys foreign)
   #:use-module (rnrs bytevectors)
   #:use-module (plucky sys libc)
   #:export (EPOLLIN EPOLLOUT EPOLLERR EPOLLHUP EPOLLRDHUP EPOLLEXCLUSIVE
@@ -47,16 +47,15 @@
 (define data-offset
   (if (= event-size 12) 4 8))
 
-(define libc (dynamic-link))
 
 (define %epoll-create1
-  (pointer->procedure int (dynamic-func "epoll_create1" libc) (list int)
+  (pointer->procedure int (symbol-address "epoll_create1") (list int)
                       #:return-errno? #t))
 (define %epoll-ctl
-  (pointer->procedure int (dynamic-func "epoll_ctl" libc)
+  (pointer->procedure int (symbol-address "epoll_ctl")
                       (list int int int uintptr_t) #:return-errno? #t))
 (define %epoll-wait
-  (pointer->procedure int (dynamic-func "epoll_wait" libc)
+  (pointer->procedure int (symbol-address "epoll_wait")
                       (list int uintptr_t int int) #:return-errno? #t))
 
 (define (epoll-create)

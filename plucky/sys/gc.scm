@@ -28,7 +28,7 @@
 ;;; Code:
 
 (define-module (plucky sys gc)
-  #:use-module (system foreign)
+  #:use-module (plucky sys foreign)
   #:export (reserve-heap!))
 
 (define (reserve-heap! bytes)
@@ -42,7 +42,7 @@ it is full; return #t on success."
   ;; plucky/launch.scm does), it dropped the call along with the test.
   ;; The heap then stayed at 2 MB and start-up collected once more
   ;; (tests/server/startup.scm checks the heap the app sees).
-  (let ((expanded ((pointer->procedure int (dynamic-func "GC_expand_hp" (dynamic-link))
+  (let ((expanded ((pointer->procedure int (symbol-address "GC_expand_hp")
                                        (list size_t))
                    bytes)))
     (not (zero? expanded))))

@@ -28,7 +28,7 @@
 ;;; Code:
 
 (define-module (plucky sys libc)
-  #:use-module (system foreign)
+  #:use-module (plucky sys foreign)
   #:use-module (rnrs bytevectors)
   #:export (bytevector-address
             fd-read
@@ -65,10 +65,8 @@
   "Return the system's message for NEGATED-ERRNO, as the wrappers return it."
   (strerror (- negated-errno)))
 
-(define libc (dynamic-link))
-
 (define (libc-procedure return name args)
-  (pointer->procedure return (dynamic-func name libc) args
+  (pointer->procedure return (symbol-address name) args
                       #:return-errno? #t))
 
 (define (bytevector-address bv)

@@ -19,7 +19,7 @@
 ;;; Code:
 
 (define-module (plucky sys notify)
-  #:use-module (system foreign)
+  #:use-module (plucky sys foreign)
   #:use-module (rnrs bytevectors)
   #:export (unix-datagram-address
             fd-send-datagram
@@ -29,10 +29,8 @@
 ;; A copy of (plucky sys libc)'s helper rather than an export of it: this
 ;; module loads only with NOTIFY_SOCKET, and libc's exports are start-up
 ;; time for everyone (bench/startup-modules).
-(define libc (dynamic-link))
-
 (define (libc-procedure return name args)
-  (pointer->procedure return (dynamic-func name libc) args #:return-errno? #t))
+  (pointer->procedure return (symbol-address name) args #:return-errno? #t))
 
 (define %sendto
   (libc-procedure ssize_t "sendto" (list int '* size_t int '* unsigned-int)))

@@ -39,7 +39,7 @@
 ;;; Code:
 
 (define-module (plucky sys signal)
-  #:use-module (system foreign)
+  #:use-module (plucky sys foreign)
   #:use-module (rnrs bytevectors)
   #:use-module (plucky sys libc)
   #:export (block-signals!
@@ -55,10 +55,8 @@
             set-signal-timer!
             delete-signal-timer!))
 
-(define libc (dynamic-link))
-
 (define (libc-procedure return name args)
-  (pointer->procedure return (dynamic-func name libc) args #:return-errno? #t))
+  (pointer->procedure return (symbol-address name) args #:return-errno? #t))
 
 (define %sigemptyset (libc-procedure int "sigemptyset" (list uintptr_t)))
 (define %sigaddset (libc-procedure int "sigaddset" (list uintptr_t int)))
@@ -74,16 +72,13 @@ child inherits half of (see the Commentary)."
   (%signal signal 1))                   ; SIG_IGN is (void (*)(int)) 1
 
 ;; libguile's own functions, found in the program's global namespace (the
-;; guile executable links libguile): no dlopen of a development symlink
-;; such as libguile-3.0.so, which a machine without Guile's headers lacks.
-(define libguile libc)
+;; guile executable links libguile): see (plucky sys foreign).
 
 (define %set-automatic-finalization-enabled
-  (pointer->procedure int (dynamic-func "scm_set_automatic_finalization_enabled"
-                                        libguile)
+  (pointer->procedure int (symbol-address "scm_set_automatic_finalization_enabled")
                       (list int)))
 (define %run-finalizers
-  (pointer->procedure int (dynamic-func "scm_run_finalizers" libguile) '()))
+  (pointer->procedure int (symbol-address "scm_run_finalizers") '()))
 
 (define (stop-finalizer-thread!)
   "Stop Guile's finalizer thread, if it runs, and keep it from starting;
@@ -175,7 +170,7 @@ it, so that unblocking them afterwards does not run their default action
 ;;;
 
 (define %current-sigrtmin
-  (pointer->procedure int (dynamic-func "__libc_current_sigrtmin" libc) '()))
+  (pointer->procedure int (symbol-address "__libc_current_sigrtmin") '()))
 
 (define (real-time-signal n)
   "Return the number of the real-time signal SIGRTMIN + N, as the C

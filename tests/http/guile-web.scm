@@ -9,7 +9,8 @@
 ;;; which loads at the first call of one of its procedures, and then with
 ;;; SRFI-19 left unloaded until a date needs it (see its commentary).
 ;;; Which modules are loaded is a property of the whole process, so each
-;;; case runs in a fresh Guile (`fresh'), which prints the value of its
+;;; case runs in a fresh Guile (`fresh', (tests lib command)'s
+;;; `fresh-guile-value'), which prints the value of its
 ;;; last expression for the test to compare.  The cases: (web http)'s
 ;;; code and SRFI-19 stay unloaded through plucky's start and a simple
 ;;; request; every road to (web http) (a header Guile parses, an import
@@ -25,35 +26,12 @@
 (use-modules (srfi srfi-1)
              (srfi srfi-64)
              (ice-9 match)
-             (ice-9 popen)
-             (ice-9 rdelim)
              (tests lib harness)
              (tests lib command))
 
 (test-begin "http/guile-web")
 
-(define (fresh . texts)
-  ;; -> the value of the last of the forms in TEXTS (strings, joined),
-  ;; each evaluated at top level in turn by a fresh `guile -c', read
-  ;; back; or the output itself (a string) when it is not one datum
-  (let* ((program (string-append
-                   "(let ((port (open-input-string "
-                   (call-with-output-string
-                     (lambda (port) (write (string-join texts " ") port)))
-                   ")))"
-                   " (let loop ((value #f))"
-                   "   (let ((form (read port)))"
-                   "     (if (eof-object? form)"
-                   "         (write value)"
-                   "         (loop (primitive-eval form))))))"))
-         (port (open-pipe* OPEN_READ "guile" "--no-auto-compile"
-                           "-L" source-root "-C" (string-append source-root "/build")
-                           "-c" program))
-         (text (read-string port)))
-    (close-pipe port)
-    (catch #t
-      (lambda () (call-with-input-string text read))
-      (lambda _ text))))
+(define fresh fresh-guile-value)
 
 (define srfi-19-loaded?
   "(and (resolve-module '(srfi srfi-19) #f #:ensure #f)

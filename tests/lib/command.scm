@@ -35,6 +35,7 @@
             write-file
             read-file
             compiled-in-fresh-guile
+            fresh-guile-value
 
             launch
             plucky?
@@ -120,6 +121,31 @@ has loaded."
       ((@ (ice-9 popen) close-pipe) port)
       (remove-tree dir)
       line)))
+
+(define (fresh-guile-value . texts)
+  "Evaluate the forms in TEXTS (strings, joined) at top level in turn in
+a fresh `guile -c' with this tree's modules on its load paths; return
+the value of the last, written and read back, or the output itself (a
+string) when it is not one datum.  For what is a property of a whole
+process: which modules are loaded, say."
+  (let* ((program (string-append
+                   "(let ((port (open-input-string "
+                   (call-with-output-string
+                     (lambda (port) (write (string-join texts " ") port)))
+                   ")))"
+                   " (let loop ((value #f))"
+                   "   (let ((form (read port)))"
+                   "     (if (eof-object? form)"
+                   "         (write value)"
+                   "         (loop (primitive-eval form))))))"))
+         (port ((@ (ice-9 popen) open-pipe*) OPEN_READ "guile" "--no-auto-compile"
+                "-L" source-root "-C" (string-append source-root "/build")
+                "-c" program))
+         (text (read-string port)))
+    ((@ (ice-9 popen) close-pipe) port)
+    (catch #t
+      (lambda () (call-with-input-string text read))
+      (lambda _ text))))
 
 (define (write-file file text)
   "Write TEXT to FILE (readable by all), replacing it atomically: a

@@ -12,7 +12,8 @@
 ;;; and when it answers, with one worker and with a master and two; and
 ;;; SRFI-19 there to import as usual, though nothing loaded it before;
 ;;; nor (web response), which (plucky http response) loads only when a
-;;; response record has to be made or read.
+;;; response record has to be made or read; nor (system foreign) and
+;;; (system foreign-library), which (plucky sys foreign) does without.
 ;;; The app reports what it saw in its answer.
 ;;;
 ;;; Code:
@@ -42,16 +43,19 @@
 (define web-response-before?
   (let ((module (resolve-module '(web response) #f #:ensure #f)))
     (and module (module-public-interface module) #t)))
-(use-modules (srfi srfi-19))
 (define (loaded? name)
   (let ((module (resolve-module name #f #:ensure #f)))
     (and module (module-public-interface module) #t)))
+(define ffi-modules-before?
+  ;; (plucky sys foreign) does without them
+  (or (loaded? '(system foreign)) (loaded? '(system foreign-library))))
+(use-modules (srfi srfi-19))
 (lambda (request body)
   (values '((content-type . (text/plain)))
           (format #f \"~s\"
                   (list heap-room-at-load? collects-at-load? (collects?)
                         srfi-19-before? (date? (current-date))
-                        web-response-before?
+                        web-response-before? ffi-modules-before?
                         ;; nothing asked a procedure for its properties,
                         ;; which loads the debug-info readers
                         (loaded? '(system vm debug))))))
@@ -68,8 +72,8 @@
       (lambda (plucky)
         (test-equal (string-append "the heap grown before the app, collections on at load and when answering, SRFI-19 "
                                    "and (web response) unloaded until the app imports "
-                                   "them, no debug-info readers loaded, --workers " workers)
-          '(#t #t #t #f #t #f #f)
+                                   "them, nor Guile's FFI modules, no debug-info readers loaded, --workers " workers)
+          '(#t #t #t #f #t #f #f #f)
           (call-with-values
               (lambda ()
                 (http-get (string-append "http://127.0.0.1:"
