@@ -21,7 +21,20 @@
 ;;; it calls execve and passes the reading up a pipe, so that forking
 ;;; this Guile process and preparing the child (some 1-2 ms here, more
 ;;; than a shell or posix_spawn would take) are not counted.  Then the
-;;; server gets SIGTERM (SIGKILL after 5 s) and is reaped.  Interleaved
+;;; server gets SIGTERM (SIGKILL after 5 s) and is reaped.
+;;;
+;;; The polling is done by a process of its own, forked before the
+;;; server and run under SCHED_IDLE (sched(7)): it gets a CPU only when
+;;; no other process wants one, so it never takes one from the server,
+;;; while this process sleeps until it reports.  Polled from this process
+;;; at the normal priority, as before 2026-11-22, a poll every 100 us on
+;;; a machine of two CPUs took the server's CPU whenever the scheduler
+;;; put the two on the same one, and the medians moved by 4-6 ms with
+;;; what the machine did just before each start (bench/RESULTS.md, "The
+;;; poller's priority"); `guile -c 1', timed with a blocking waitpid,
+;;; never had a poller beside it.  An idle poller can only see the 200
+;;; later than one at normal priority (when both CPUs are busy), never
+;;; sooner.  Interleaved
 ;;; with those runs, as many runs of bare `guile -c 1' (exec to its exit,
 ;;; seen by a blocking waitpid) measure what Guile itself costs, timed
 ;;; the same way in the same conditions.  One run of
@@ -58,7 +71,8 @@
              (ice-9 rdelim)
              (ice-9 match)
              (srfi srfi-1)
-             (rnrs bytevectors))
+             (rnrs bytevectors)
+             (system foreign))
 
 (define (now-ms)
   ;; the wall clock, which the child's reading before exec shares
@@ -110,10 +124,16 @@
         ((_ . status) status)))))
 
 (define (stop pid)
+  ;; SIGTERM, then SIGKILL after 5 s; reap PID (reaped already: nothing)
   (false-if-exception (kill pid SIGTERM))
-  (unless (wait-exit pid 5000)
-    (false-if-exception (kill pid SIGKILL))
-    (waitpid pid)))
+  (catch 'system-error
+    (lambda ()
+      (unless (wait-exit pid 5000)
+        (false-if-exception (kill pid SIGKILL))
+        (waitpid pid)))
+    (lambda args
+      (unless (= ECHILD (system-error-errno args))
+        (apply throw args)))))
 
 (define request
   (string->utf8 "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
@@ -149,31 +169,84 @@
         (close-port sock)
         #f))))
 
+(define SCHED_IDLE 5)                   ; <sched.h>
+
+(define set-idle-priority!
+  ;; -> #t once this process runs under SCHED_IDLE, #f if it could not
+  (let ((setscheduler (pointer->procedure int (dynamic-func "sched_setscheduler" (dynamic-link))
+                                          (list int int '*))))
+    (lambda ()
+      (let ((param (make-bytevector 8 0))) ; struct sched_param, priority 0
+        (zero? (setscheduler 0 SCHED_IDLE (bytevector->pointer param)))))))
+
+(define (spawn-poller)
+  ;; Fork the poller: it waits for a port number on a pipe, then polls
+  ;; it under SCHED_IDLE until a 200 (or 10 s), writes the clock at the
+  ;; 200 (or #f) on another pipe, and exits.
+  ;; -> (values pid go-port result-port)
+  (let* ((go (pipe))
+         (result (pipe))
+         (pid (primitive-fork)))
+    (if (zero? pid)
+        (catch #t
+          (lambda ()
+            (close-port (cdr go))
+            (close-port (car result))
+            (unless (set-idle-priority!)
+              (format (current-error-port) "startup: the poller could not take SCHED_IDLE~%"))
+            (let ((port (read (car go)))
+                  (deadline (+ (now-ms) 10000)))
+              (write (let lp ()
+                       (cond
+                        ((try-get port) (now-ms))
+                        ((> (now-ms) deadline) #f)
+                        (else (usleep 100) (lp))))
+                     (cdr result))
+              (force-output (cdr result))
+              (primitive-exit 0)))
+          (lambda _ (primitive-exit 1)))
+        (begin
+          (close-port (car go))
+          (close-port (cdr result))
+          ;; not inherited by the server, forked next
+          (fcntl (cdr go) F_SETFD FD_CLOEXEC)
+          (fcntl (car result) F_SETFD FD_CLOEXEC)
+          (values pid (cdr go) (car result))))))
+
 (define* (time-server command log #:key trace?)
   ;; -> milliseconds from exec to a 200, or #f; with TRACE?, a list
   ;; ((STEP . MS-FROM-EXEC) … ("answer" . MS)) instead
   (let ((port (free-port)))
-    (call-with-values
-        (lambda ()
-          (spawn (car command)
-                 (map (lambda (a) (if (string=? a "PORT") (number->string port) a))
-                      (cdr command))
-                 log #:trace? trace?))
-      (lambda (pid start)
-        (let lp ()
-          (cond
-           ((not start) (stop pid) #f)
-           ((try-get port)
-            (let ((elapsed (- (now-ms) start)))
+    (call-with-values spawn-poller
+      (lambda (poller go result)
+        (call-with-values
+            (lambda ()
+              (spawn (car command)
+                     (map (lambda (a) (if (string=? a "PORT") (number->string port) a))
+                          (cdr command))
+                     log #:trace? trace?))
+          (lambda (pid start)
+            (write port go)
+            (newline go)
+            (force-output go)
+            (close-port go)
+            ;; Wait for the poller's report, looking every 100 ms whether
+            ;; the server died meanwhile (bounded by the poller's 10 s).
+            (let ((answered
+                   (let lp ()
+                     (match (select (list result) '() '() 0 100000)
+                       (((_) () ()) (let ((at (read result))) (and (real? at) at)))
+                       (_ (if (match (waitpid pid WNOHANG) ((0 . _) #f) (_ #t))
+                              #f
+                              (lp)))))))
+              (close-port result)
+              (stop poller)
               (stop pid)
-              (if trace?
-                  (append (traced-steps log start) (list (cons "answer" elapsed)))
-                  elapsed)))
-           ((or (> (- (now-ms) start) 10000)
-                (match (waitpid pid WNOHANG) ((0 . _) #f) (_ #t)))
-            (stop pid)
-            #f)
-           (else (usleep 100) (lp))))))))
+              (and start answered
+                   (let ((elapsed (- answered start)))
+                     (if trace?
+                         (append (traced-steps log start) (list (cons "answer" elapsed)))
+                         elapsed))))))))))
 
 (define (traced-steps log start)
   ;; -> ((STEP . MS-FROM-START) …) from the "plucky-startup: STEP PID MS"
