@@ -21,25 +21,26 @@
 ;;; it calls execve and passes the reading up a pipe, so that forking
 ;;; this Guile process and preparing the child (some 1-2 ms here, more
 ;;; than a shell or posix_spawn would take) are not counted.  Then the
-;;; server gets SIGTERM (SIGKILL after 5 s) and is reaped.
-;;;
-;;; The polling is done by a process of its own, forked before the
-;;; server and run under SCHED_IDLE (sched(7)): it gets a CPU only when
-;;; no other process wants one, so it never takes one from the server,
-;;; while this process sleeps until it reports.  Polled from this process
-;;; at the normal priority, as before 2026-11-22, a poll every 100 us on
-;;; a machine of two CPUs took the server's CPU whenever the scheduler
-;;; put the two on the same one, and the medians moved by 4-6 ms with
-;;; what the machine did just before each start (bench/RESULTS.md, "The
-;;; poller's priority"); `guile -c 1', timed with a blocking waitpid,
-;;; never had a poller beside it.  An idle poller can only see the 200
-;;; later than one at normal priority (when both CPUs are busy), never
-;;; sooner.  Interleaved
+;;; server gets SIGTERM (SIGKILL after 5 s) and is reaped.  Interleaved
 ;;; with those runs, as many runs of bare `guile -c 1' (exec to its exit,
 ;;; seen by a blocking waitpid) measure what Guile itself costs, timed
-;;; the same way in the same conditions.  One run of
-;;; each comes first and is not counted: it fills the page cache and, for
-;;; the server, lets Guile compile the app file into its cache.
+;;; the same way in the same conditions.  One run of each comes first and
+;;; is not counted: it fills the page cache and, for the server, lets
+;;; Guile compile the app file into its cache.
+;;;
+;;; The polling is done by a process of its own, forked before the
+;;; server and run under SCHED_IDLE (sched(7)), while this process sleeps
+;;; until it reports: an idle process gets a CPU when no other process
+;;; wants one, and preempts none, so the poller rarely takes a CPU from
+;;; the server.  Polled from this process at the normal priority, as
+;;; before 2026-11-22, a poll every 100 us on this machine of two CPUs
+;;; took the server's CPU whenever the scheduler put the two on the same
+;;; one: the two-worker median then moved by 2.6-6.0 ms with whether the
+;;; machine slept or spun just before each start (bench/RESULTS.md, "The
+;;; poller's priority"), and `guile -c 1', timed with a blocking waitpid,
+;;; never had a poller beside it.  For the same progress of the server,
+;;; an idle poller sees the 200 no sooner than one at the normal priority
+;;; would, and later when both CPUs are busy.
 ;;;
 ;;; A third run in each round has the server trace its start-up
 ;;; (PLUCKY_TRACE_STARTUP: see `trace-start-up' in (plucky server)): the
@@ -91,7 +92,10 @@
   ;; its start-up if TRACE?
   ;; -> (values pid exec-ms): EXEC-MS is the clock just before execve
   (let* ((clock (pipe))
-         (pid (primitive-fork)))
+         (pid (begin
+                ;; a child that fails to exec must not write our output again
+                (force-output (current-output-port))
+                (primitive-fork))))
     (if (zero? pid)
         (catch #t
           (lambda ()
@@ -108,7 +112,7 @@
               (newline (cdr clock))
               (force-output (cdr clock))
               (apply execlp program program args)))
-          (lambda _ (primitive-exit 127)))
+          (lambda _ (primitive-_exit 127)))
         (begin
           (close-port (cdr clock))
           (let ((exec-ms (read (car clock))))
@@ -186,7 +190,10 @@
   ;; -> (values pid go-port result-port)
   (let* ((go (pipe))
          (result (pipe))
-         (pid (primitive-fork)))
+         (pid (begin
+                ;; the child ends with _exit, writing none of our output
+                (force-output (current-output-port))
+                (primitive-fork))))
     (if (zero? pid)
         (catch #t
           (lambda ()
@@ -203,8 +210,8 @@
                         (else (usleep 100) (lp))))
                      (cdr result))
               (force-output (cdr result))
-              (primitive-exit 0)))
-          (lambda _ (primitive-exit 1)))
+              (primitive-_exit 0)))
+          (lambda _ (primitive-_exit 1)))
         (begin
           (close-port (car go))
           (close-port (cdr result))
@@ -230,18 +237,24 @@
             (newline go)
             (force-output go)
             (close-port go)
-            ;; Wait for the poller's report, looking every 100 ms whether
-            ;; the server died meanwhile (bounded by the poller's 10 s).
-            (let ((answered
-                   (let lp ()
-                     (match (select (list result) '() '() 0 100000)
-                       (((_) () ()) (let ((at (read result))) (and (real? at) at)))
-                       (_ (if (match (waitpid pid WNOHANG) ((0 . _) #f) (_ #t))
-                              #f
-                              (lp)))))))
+            ;; Wait for the poller's report (12 s at most: the poller
+            ;; gives up after 10), looking every 100 ms whether the
+            ;; server died meanwhile; a server reaped here is not stopped.
+            (let* ((deadline (+ (now-ms) 12000))
+                   (reaped? #f)
+                   (answered
+                    (let lp ()
+                      (match (select (list result) '() '() 0 100000)
+                        (((_) () ()) (let ((at (read result))) (and (real? at) at)))
+                        (_ (cond
+                            ((match (waitpid pid WNOHANG) ((0 . _) #f) (_ #t))
+                             (set! reaped? #t)
+                             #f)
+                            ((> (now-ms) deadline) #f)
+                            (else (lp))))))))
               (close-port result)
               (stop poller)
-              (stop pid)
+              (unless reaped? (stop pid))
               (and start answered
                    (let ((elapsed (- answered start)))
                      (if trace?

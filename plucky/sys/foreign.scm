@@ -15,17 +15,19 @@
 ;;; `dlsym').  The rest of those modules, Scheme code plucky does not
 ;;; use (C structs, wrapped pointer types, the search of library paths),
 ;;; cost 0.95M instructions of each start (8% of plucky's share beyond
-;;; `guile -c 1', bench/startup-instructions) and about 0.5 ms (bench/
-;;; RESULTS.md, "The FFI without (system foreign)").
+;;; `guile -c 1', bench/startup-instructions), 0.57 ms of the modules'
+;;; loading and a median of 0.27 ms (mean 0.48) of exec to the first
+;;; response over 600 paired starts (bench/RESULTS.md, "The FFI without
+;;; (system foreign)").
 ;;;
 ;;; This module runs the two initialisers itself, with `load-extension'
 ;;; (libguile registers them under those names, so nothing is searched
 ;;; or opened), into a module of its own that nobody imports, and takes
-;;; the primitives from there: the very procedures and type codes
-;;; (system foreign) exports.  Should this Guile not have those
-;;; initialisers, or should (system foreign) be loaded already, the
-;;; primitives come from Guile's modules instead (`foreign-source' says
-;;; which).  The one object "scm_init_foreign" makes rather than finds,
+;;; the primitives from there: the C functions and type codes (system
+;;; foreign) exports, in procedure objects of their own.  Should this
+;;; Guile not have those initialisers, or should (system foreign) be
+;;; loaded already, the primitives come from Guile's modules instead
+;;; (`foreign-source' says which).  The one object "scm_init_foreign" makes rather than finds,
 ;;; the null pointer, is not exported: a later (system foreign), which
 ;;; runs the initialiser again, makes the null pointer libguile returns
 ;;; from then on, and an app comparing with its `%null-pointer' gets the
@@ -65,18 +67,24 @@
   (let ((module (resolve-module name #f #:ensure #f)))
     (and module (module-public-interface module) module)))
 
-(define-values (foreign foreign-library source)
-  ;; where the primitives come from: two modules, and 'extensions or
-  ;; 'modules
+(define (primitive-modules foreign-init library-init)
+  ;; -> (values FOREIGN LIBRARY SOURCE): a module holding (system
+  ;; foreign)'s primitives, one holding (system foreign-library)'s dlopen
+  ;; and dlsym, and where FOREIGN came from: 'extensions when libguile's
+  ;; initialiser FOREIGN-INIT ran here, 'modules when it is (system
+  ;; foreign) itself, loaded already or loaded now for want of the
+  ;; initialiser.  LIBRARY likewise, from LIBRARY-INIT.
   (let ((foreign (and (not (loaded-module '(system foreign)))
-                      (extension-module "scm_init_foreign")))
+                      (extension-module foreign-init)))
         (library (or (loaded-module '(system foreign-library))
-                     (extension-module "scm_init_system_foreign_library"))))
-    (if (and foreign library)
-        (values foreign library 'extensions)
-        (values (resolve-module '(system foreign))
-                (resolve-module '(system foreign-library))
-                'modules))))
+                     (extension-module library-init)
+                     (resolve-module '(system foreign-library)))))
+    (values (or foreign (resolve-module '(system foreign)))
+            library
+            (if foreign 'extensions 'modules))))
+
+(define-values (foreign foreign-library source)
+  (primitive-modules "scm_init_foreign" "scm_init_system_foreign_library"))
 
 (define (foreign-source)
   "Return where this module took Guile's FFI primitives from: the symbol
@@ -84,7 +92,9 @@
 foreign) and (system foreign-library), loaded)."
   source)
 
-;; The same objects as (system foreign)'s exports of these names.
+;; What (system foreign) exports under these names: the same C functions
+;; and type codes (the procedure objects are its own if it was loaded
+;; first, equivalent ones made by the initialiser otherwise).
 (define pointer->procedure (module-ref foreign 'pointer->procedure))
 (define bytevector->pointer (module-ref foreign 'bytevector->pointer))
 (define pointer-address (module-ref foreign 'pointer-address))

@@ -11,9 +11,9 @@
 ;;; the cases run in a fresh Guile (`fresh-guile-value'): plucky's
 ;;; modules leave (system foreign) and (system foreign-library) unloaded;
 ;;; the primitives work (a C function called, a missing symbol an error);
-;;; their type codes are (system foreign)'s; an app that loads (system
-;;; foreign) afterwards finds its null pointer the one libguile makes;
-;;; with (system foreign) loaded first, its very procedures are used.
+;;; their type codes are (system foreign)'s; without libguile's
+;;; initialisers, Guile's modules serve; with (system foreign) loaded
+;;; first, its very procedures are used.
 ;;;
 ;;; Code:
 
@@ -59,11 +59,6 @@
                    (map (lambda (name) (module-ref (resolve-interface '(system foreign)) name))
                         '(void int unsigned-int long unsigned-long unsigned-short size_t ssize_t uintptr_t)))
            (= (p:sizeof p:long) ((@ (system foreign) sizeof) (@ (system foreign) long))))"))
-  (test-equal "an app that loads (system foreign) afterwards: its %null-pointer is the one libguile returns"
-    #t
-    (fresh-guile-value
-     "(use-modules (plucky command) (system foreign))"
-     "(eq? (make-pointer 0) %null-pointer)"))
   (test-equal "pointers made here and there are alike: an address round trip"
     #t
     (fresh-guile-value
@@ -72,6 +67,28 @@
      "(define address (p:pointer-address (p:bytevector->pointer bv)))"
      "(use-modules (system foreign))"
      "(= 7 (bytevector-u8-ref (pointer->bytevector (make-pointer address) 8) 3))")))
+
+(test-group "without libguile's initialisers"
+  ;; `primitive-modules' given initialisers libguile lacks: Guile's modules
+  (test-equal "no \"scm_init_foreign\": (system foreign), whose pointer->procedure works"
+    '(modules #t #t)
+    (fresh-guile-value
+     "(use-modules (plucky sys foreign))"
+     "(call-with-values (lambda () ((@@ (plucky sys foreign) primitive-modules) \"scm_init_plucky_no_such\" \"scm_init_system_foreign_library\"))
+        (lambda (foreign library source)
+          (list source
+                (eq? foreign (resolve-module '(system foreign)))
+                (= (((module-ref foreign 'pointer->procedure) int (symbol-address \"getpid\") '()))
+                   (getpid)))))"))
+  (test-equal "no dlopen initialiser: (system foreign-library), whose dlsym works"
+    '(#t #t)
+    (fresh-guile-value
+     "(use-modules (plucky sys foreign) (rnrs bytevectors))"
+     "(call-with-values (lambda () ((@@ (plucky sys foreign) primitive-modules) \"scm_init_foreign\" \"scm_init_plucky_no_such\"))
+        (lambda (foreign library source)
+          (list (eq? library (resolve-module '(system foreign-library)))
+                (= (pointer-address ((module-ref library 'dlsym) ((module-ref library 'dlopen) #f 1) \"getpid\"))
+                   (pointer-address (symbol-address \"getpid\"))))))")))
 
 (test-group "with (system foreign) loaded first"
   (test-equal "its own procedures are used, nothing initialised again"
