@@ -118,9 +118,13 @@
            "(define parsed ((@ (web http) parse-header) 'accept \"text/html\"))"
            "(list ((@ (web http) header->string) 'accept) (car parsed)"
            "      ((@ (plucky http guile-web) web-http-loaded?)))"))
+  ;; Guile's finalizer thread off, as plucky's processes have it: started
+  ;; by a collection while no descriptor is left, it cannot make its pipe
+  ;; and aborts the process (1 start in 20 to 50 with both CPUs busy).
   (test-equal "a load that fails (no descriptor left) is tried again by the next call"
     '(#t #f ((text/html)) #t)
     (fresh "(use-modules (plucky server))"
+           "((@ (plucky sys signal) stop-finalizer-thread!))"
            "(setrlimit 'nofile 64 64)"
            "(define ports (let lp ((acc '())) (let ((p (false-if-exception (open-input-file \"/dev/null\")))) (if p (lp (cons p acc)) acc))))"
            "(define failed? (catch #t (lambda () ((@ (web http) parse-header) 'accept \"text/html\") #f) (lambda _ #t)))"
