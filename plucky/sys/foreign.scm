@@ -88,8 +88,8 @@
 
 (define (foreign-source)
   "Return where this module took Guile's FFI primitives from: the symbol
-`extensions' (libguile's initialisers, run here) or `modules' ((system
-foreign) and (system foreign-library), loaded)."
+`extensions' (libguile's initialiser, run here) or `modules' ((system
+foreign), loaded)."
   source)
 
 ;; What (system foreign) exports under these names: the same C functions
