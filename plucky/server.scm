@@ -104,11 +104,6 @@
 (eval-when (expand)
   (use-modules (plucky sys record)))
 
-(define (log-line fmt . args)
-  (let ((port (current-error-port)))
-    (apply format port (string-append "plucky: " fmt "~%") args)
-    (force-output port)))
-
 (define (report-exception what exception)
   ;; Log WHAT failed and why; never fail in turn.
   (let ((port (current-error-port)))
@@ -522,7 +517,7 @@ until a restart"
           ;; a SIGHUP that came while they started
           (set! reload-again? #f)
           (start-generation!)))
-       ((and (not serving?) (not stopping?) (= (worker-slot w) 0)
+       ((and (not serving?) (= (worker-slot w) 0)
              (eqv? (worker-generation w) current))
         ;; The first worker is ready: now the others (see below).
         (trace-start-up "ready")
@@ -737,7 +732,9 @@ caller's policy (see `plucky serve')."
                         (sockets sockets)
                         (else (open-listeners host port (if master? workers 1)))))
          ;; one socket per worker (SO_REUSEPORT), or all shared
-         (per-worker? (and own-sockets? (> (length sockets) 1))))
+         (per-worker? (and own-sockets? (> (length sockets) 1)))
+         ;; the addresses served, each once (the workers' sockets share one)
+         (addresses (if per-worker? (list (car sockets)) sockets)))
     (when (and identity own-sockets?)
       ;; A Unix-domain socket bound as root: connecting takes write
       ;; permission on its file, so give it to the user who serves (a
@@ -752,7 +749,7 @@ caller's policy (see `plucky serve')."
                   (log-line "listening on ~a (~a worker~a~a)" (listener-url sock)
                             workers (if (= workers 1) "" "s")
                             (if per-worker? ", a socket each with SO_REUSEPORT" "")))
-                (if per-worker? (list (car sockets)) sockets)))
+                addresses))
     (trace-start-up "listening")
     (when on-listen (on-listen sockets))
     (let* ((notify (if (eq? notify 'environment)
@@ -763,9 +760,7 @@ caller's policy (see `plucky serve')."
                        notify))
            (status (and notify
                         (format #f "serving ~a with ~a worker~a"
-                                (string-join (map listener-url
-                                                  (if per-worker? (list (car sockets)) sockets))
-                                             " ")
+                                (string-join (map listener-url addresses) " ")
                                 workers (if (= workers 1) "" "s"))))
            (result
             (if (not master?)

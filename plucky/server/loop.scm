@@ -73,6 +73,7 @@
             stop-loop!
             drain-loop!
             stop-accepting!
+            log-line
             current-request-peer
             with-body-port
             body-port-handler?
@@ -288,7 +289,9 @@ a `with-body-port' handler is)."
 ;;; Logging
 ;;;
 
-(define (log-error fmt . args)
+(define (log-line fmt . args)
+  "Write \"plucky: \" and FMT formatted with ARGS (as `format') to the
+current error port, as one line, and flush it."
   (let ((port (current-error-port)))
     (apply format port (string-append "plucky: " fmt "~%") args)
     (force-output port)))
@@ -473,7 +476,7 @@ a `with-body-port' handler is)."
             ;; the kernel and the listener stays readable, so watching it
             ;; would spin (tests/regress/out-of-descriptors-spins).  Stop
             ;; watching it for a second; the sweep after that resumes.
-            (log-error "accept: ~a; not accepting for a second" (errno->string fd))
+            (log-line "accept: ~a; not accepting for a second" (errno->string fd))
             (pause-accepting! loop)
             (set-loop-accept-resume! loop (+ (loop-now loop) 1)))
            (else
@@ -1320,7 +1323,7 @@ arrived, and what it returns becomes the state again."
         (unlock-mutex (pool-mutex pool))
         (for-each (lambda (job)
                     (let ((conn (job-conn job)))
-                      (log-error "no thread for ~a ~a in ~a s: 503"
+                      (log-line "no thread for ~a ~a in ~a s: 503"
                                  (request-method (job-request job))
                                  (uri-path (request-uri (job-request job)))
                                  (settings-body-timeout (loop-settings loop)))

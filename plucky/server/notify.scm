@@ -31,12 +31,8 @@
 (define-module (plucky server notify)
   #:use-module (rnrs bytevectors)
   #:use-module (plucky sys notify)
+  #:use-module ((plucky server loop) #:select (log-line))
   #:export (open-service-notifier))
-
-(define (log-line fmt . args)
-  (let ((port (current-error-port)))
-    (apply format port (string-append "plucky: " fmt "~%") args)
-    (force-output port)))
 
 (define* (open-service-notifier #:optional (variable "NOTIFY_SOCKET"))
   "Return a procedure that tells the service manager named by the

@@ -48,15 +48,9 @@
   (if (= event-size 12) 4 8))
 
 
-(define %epoll-create1
-  (pointer->procedure int (symbol-address "epoll_create1") (list int)
-                      #:return-errno? #t))
-(define %epoll-ctl
-  (pointer->procedure int (symbol-address "epoll_ctl")
-                      (list int int int uintptr_t) #:return-errno? #t))
-(define %epoll-wait
-  (pointer->procedure int (symbol-address "epoll_wait")
-                      (list int uintptr_t int int) #:return-errno? #t))
+(define %epoll-create1 (libc-procedure int "epoll_create1" (list int)))
+(define %epoll-ctl (libc-procedure int "epoll_ctl" (list int int int uintptr_t)))
+(define %epoll-wait (libc-procedure int "epoll_wait" (list int uintptr_t int int)))
 
 (define (epoll-create)
   "Return a new close-on-exec epoll descriptor, or raise a system error."

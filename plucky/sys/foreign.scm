@@ -27,8 +27,8 @@
 ;;; foreign) exports, in procedure objects of their own.  Should this
 ;;; Guile not have those initialisers, or should (system foreign) be
 ;;; loaded already, the primitives come from Guile's modules instead
-;;; (`foreign-source' says which).  The one object "scm_init_foreign" makes rather than finds,
-;;; the null pointer, is not exported: a later (system foreign), which
+;;; (`foreign-source' says which).  The one object "scm_init_foreign"
+;;; makes rather than finds, the null pointer, is not exported: a later (system foreign), which
 ;;; runs the initialiser again, makes the null pointer libguile returns
 ;;; from then on, and an app comparing with its `%null-pointer' gets the
 ;;; same answers as without plucky.
@@ -48,6 +48,7 @@
             void int unsigned-int long unsigned-long unsigned-short
             size_t ssize_t uintptr_t
             symbol-address
+            libc-procedure
             foreign-source))
 
 (define (extension-module init)
@@ -122,5 +123,11 @@ foreign), loaded)."
 program: the C library's, libguile's or libgc's.  Raise an error if there
 is none."
   (dlsym program name))
+
+(define (libc-procedure return name args)
+  "Return a procedure that calls the program's C function NAME (see
+`symbol-address'), of argument types ARGS and return type RETURN, and
+returns two values: the C result and errno."
+  (pointer->procedure return (symbol-address name) args #:return-errno? #t))
 
 ;;; (plucky sys foreign) ends here

@@ -65,10 +65,6 @@
   "Return the system's message for NEGATED-ERRNO, as the wrappers return it."
   (strerror (- negated-errno)))
 
-(define (libc-procedure return name args)
-  (pointer->procedure return (symbol-address name) args
-                      #:return-errno? #t))
-
 (define (bytevector-address bv)
   "Return the address of the first byte of BV as an integer.  The caller
 must keep BV reachable while it uses the address."

@@ -26,12 +26,6 @@
             fd-set-send-timeout!
             monotonic-microseconds))
 
-;; A copy of (plucky sys libc)'s helper rather than an export of it: this
-;; module loads only with NOTIFY_SOCKET, and libc's exports are start-up
-;; time for everyone (bench/startup-modules).
-(define (libc-procedure return name args)
-  (pointer->procedure return (symbol-address name) args #:return-errno? #t))
-
 (define %sendto
   (libc-procedure ssize_t "sendto" (list int '* size_t int '* unsigned-int)))
 

@@ -55,9 +55,6 @@
             set-signal-timer!
             delete-signal-timer!))
 
-(define (libc-procedure return name args)
-  (pointer->procedure return (symbol-address name) args #:return-errno? #t))
-
 (define %sigemptyset (libc-procedure int "sigemptyset" (list uintptr_t)))
 (define %sigaddset (libc-procedure int "sigaddset" (list uintptr_t int)))
 (define %sigprocmask (libc-procedure int "sigprocmask" (list int uintptr_t uintptr_t)))
