@@ -283,9 +283,8 @@
   (test-error "a number" #t (render '() 42)))
 
 (test-group "Content-Type written as Guile's writer writes it"
-  ;; plucky writes the usual shapes itself, so that a simple answer does
-  ;; not load (web http) (see (plucky http guile-web)); anything else is
-  ;; left to Guile's writer.
+  ;; plucky writes the usual shapes itself, without a string port;
+  ;; anything else is left to Guile's writer.
   (let ((plucky (@@ (plucky http response) media-type-text))
         (guile (lambda (value)
                  (call-with-output-string
