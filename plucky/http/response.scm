@@ -36,6 +36,7 @@
 (define-module (plucky http response)
   #:use-module (rnrs bytevectors)
   #:use-module (ice-9 iconv)
+  #:use-module (srfi srfi-9)
   #:use-module ((srfi srfi-9 gnu) #:select (set-fields))
   #:use-module (web http)
   #:use-module ((web uri) #:select (build-uri-reference))
@@ -68,16 +69,9 @@
 ;;; Output buffers
 ;;;
 
-;; The records here are lean (see (plucky sys record)): SRFI-9's kept a
-;; macro per accessor in the module, built at every start.  What other
-;; modules read of an output buffer is exported as procedures, which
-;; Guile 3.0.8 copies into the modules that call them (bench/instructions,
-;; keep-alive hello: 41.2K instructions a request, 41.4K before;
-;; bench/startup-instructions: 0.35M fewer).
-(eval-when (expand)
-  (use-modules (plucky sys record)))
-
-(define-record-type/lean <output>
+;; What other modules read of an output buffer is exported as
+;; procedures, which Guile copies into the modules that call them.
+(define-record-type <output>
   (%make-output bytes address fill)
   %output?
   (bytes %output-bytes set-output-bytes!)       ; bytevector, grown by doubling
@@ -284,7 +278,7 @@ response) record's code, or 200 for a header alist."
 
 (define cache-limit 512)
 
-(define-record-type/lean <header-cache>
+(define-record-type <header-cache>
   (make-header-cache table count)
   header-cache?
   (table header-cache-table)                    ; hashq: value -> (name . bytes)
