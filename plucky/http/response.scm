@@ -159,7 +159,6 @@
 ;; can only be a response record once the module is loaded, so until
 ;; then the test is a look at the module table, and only for structs.
 
-
 (define web-response-loaded? #f)        ; #t once (web response) is seen loaded
 
 (define (response-module-loaded?)
