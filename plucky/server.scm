@@ -68,8 +68,6 @@
   #:use-module (srfi srfi-1)
   #:use-module (rnrs bytevectors)
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
-  ;; Before any (web …) module: (web http) loads at first use, without SRFI-19.
-  #:use-module (plucky http guile-web)
   ;; (web response) is loaded only when needed: see (plucky http response).
   #:use-module ((plucky http response) #:select (response-record?))
   #:use-module (plucky sys libc)
