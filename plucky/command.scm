@@ -322,9 +322,13 @@ USER once the sockets are bound, or --allow-root"))))
           (exit (if (eq? ok #f) 1 0)))))))
 
 (define (observe name module)
-  ;; (plucky observe …) and what it loads are needed only by bench,
-  ;; profile and --status; resolve them then, not at every start.
+  ;; (plucky observe …) and what it loads are needed only by --status;
+  ;; resolve them then, not at every start.
   (module-ref (resolve-interface (list 'plucky 'observe module)) name))
+
+(define (dev name module)
+  ;; The developers' tools (plucky dev …), for bench and profile only.
+  (module-ref (resolve-interface (list 'plucky 'dev module)) name))
 
 (define (status-wrapper workers token)
   ;; -> (WRAP . OBSERVER): WRAP makes a handler serve /_plucky/… from one
@@ -346,8 +350,8 @@ USER once the sockets are bound, or --allow-root"))))
     (cond
      ((null? args) (display usage))
      ((string=? (car args) "serve") (serve (cdr args)))
-     ((string=? (car args) "bench") ((observe 'bench-command 'cli) (cdr args)))
-     ((string=? (car args) "profile") ((observe 'profile-command 'cli) (cdr args)))
+     ((string=? (car args) "bench") ((dev 'bench-command 'cli) (cdr args)))
+     ((string=? (car args) "profile") ((dev 'profile-command 'cli) (cdr args)))
      ((member (car args) '("help" "--help" "-h")) (display usage))
      ((member (car args) '("version" "--version")) (format #t "plucky ~a~%" version))
      (else (fail "unknown command ~s (see plucky --help)" (car args))))))
