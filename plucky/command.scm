@@ -23,7 +23,7 @@
 (define-module (plucky command)
   #:use-module (plucky server)
   #:autoload (plucky server socket) (inherited-listeners descriptor->listener
-                                     listener-host?)
+                                     listener-host? address-error?)
   #:autoload (plucky server privileges) (resolve-identity)
   ;; `load' of an app file needs a module that is not declarative.
   #:declarative? #f
@@ -184,13 +184,17 @@ fresh module where `app-directory' names the directory FILE is in.
                        ((@ (ice-9 exceptions) exception-args) exception)))))
 
 (define (fail-on-error status thunk)
-  ;; Call THUNK; on an exception print its message and exit with STATUS.
+  ;; Call THUNK; on an exception print its message and exit with STATUS,
+  ;; or with 2 if it says that an address given cannot be served.
   (with-exception-handler
       (lambda (exception)
-        (display (string-append "plucky: " (string-trim-right (error-message exception))
-                                "\n")
-                 (current-error-port))
-        (exit status))
+        (if (address-error? exception)
+            (fail "~a" ((@ (ice-9 exceptions) exception-message) exception))
+            (begin
+              (display (string-append "plucky: " (string-trim-right (error-message exception))
+                                      "\n")
+                       (current-error-port))
+              (exit status))))
     thunk
     #:unwind? #t))
 
@@ -268,19 +272,19 @@ USER once the sockets are bound, or --allow-root"))))
                ;; anything else opens a file: a closed --fd N must be
                ;; seen closed, not taken by a file this process opened.
                (sockets (and (not inetd?)
-                             (fail-on-error
-                              1 (lambda ()
-                                  (let ((inherited (inherited-listeners)))
-                                    (cond
-                                     ((pair? inherited)
-                                      (for-each (lambda (named)
-                                                  (format (current-error-port)
-                                                          "plucky: socket activation: ~a~%"
-                                                          (or (car named) "unnamed socket")))
-                                                inherited)
-                                      (map cdr inherited))
-                                     (fd (list (descriptor->listener fd)))
-                                     (else #f)))))))
+                             (let ((inherited (fail-on-error 1 inherited-listeners)))
+                               (cond
+                                ((pair? inherited)
+                                 (for-each (lambda (named)
+                                             (format (current-error-port)
+                                                     "plucky: socket activation: ~a~%"
+                                                     (or (car named) "unnamed socket")))
+                                           inherited)
+                                 (map cdr inherited))
+                                ;; a bad --fd is the user's to mend
+                                (fd (fail-on-error
+                                     2 (lambda () (list (descriptor->listener fd)))))
+                                (else #f)))))
                ;; systemd's Type=notify: taken out of the environment
                ;; before the app loads, so that neither it nor what it
                ;; starts sees NOTIFY_SOCKET (see (plucky server notify))
