@@ -117,26 +117,48 @@ fresh module where `app-directory' names the directory FILE is in.
   (apply format (current-error-port) (string-append "plucky: " fmt "~%") args)
   (exit 2))
 
-(define (number-option name value)
-  (let ((n (and value (string->number value))))
-    (unless (and n (exact-integer? n) (>= n 0))
-      (fail "~a expects a non-negative whole number, not ~s" name value))
-    n))
-
 (define flag-names
   ;; options without a value
   '("--inetd" "--allow-root" "--status"))
 
+(define numeric-options
+  ;; (NAME LEAST MOST): the whole numbers each numeric option of serve
+  ;; takes, bounds included.  A value out of range is refused, never
+  ;; wrapped or raised to the least: the port would wrap modulo 65536.
+  ;; Timeouts and the grace period stop at a day; the parse limits at
+  ;; what `make-parse-limits' takes.
+  `(("--port" 0 65535)
+    ("--fd" 0 ,(- (expt 2 31) 1))
+    ("--workers" 1 1024)
+    ("--grace" 0 86400)
+    ("--max-body" 0 ,(expt 2 40))
+    ("--max-connections" 1 ,(expt 2 20))
+    ("--max-threads" 1 1024)
+    ("--keep-alive-timeout" 0 86400)
+    ("--header-timeout" 1 86400)
+    ("--body-timeout" 1 86400)
+    ("--write-timeout" 1 86400)
+    ("--max-request-line" 1 ,(expt 2 28))
+    ("--max-header-bytes" 1 ,(expt 2 28))
+    ("--max-header-count" 1 ,(expt 2 28))))
+
 (define option-names
   ;; every option serve accepts
   (append
-   '("--host" "--port" "--fd" "--workers" "--grace" "--user" "--group"
-     "--access-log" "--log-format" "--error-log" "--status-token"
-     "--max-body" "--max-connections" "--max-threads"
-     "--keep-alive-timeout" "--header-timeout" "--body-timeout"
-     "--write-timeout" "--max-request-line" "--max-header-bytes"
-     "--max-header-count")
+   '("--host" "--user" "--group" "--access-log" "--log-format" "--error-log"
+     "--status-token")
+   (map car numeric-options)
    flag-names))
+
+(define (number-option name value)
+  ;; -> VALUE (a string) as the whole number it says, if NAME's range
+  ;; (see `numeric-options') has it; else exit 2 saying so
+  (let ((n (string->number value))
+        (least (cadr (assoc name numeric-options)))
+        (most (caddr (assoc name numeric-options))))
+    (unless (and n (exact-integer? n) (<= least n most))
+      (fail "~a expects a whole number from ~a to ~a, not ~s" name least most value))
+    n))
 
 (define (parse-options args)
   ;; -> (values file alist-of-options); a flag's value is #t
@@ -239,18 +261,19 @@ fresh module where `app-directory' names the directory FILE is in.
                                         #:max-header-count (option "--max-header-count" 100))
                         #:max-body (option "--max-body" (* 64 1024 1024))
                         #:max-connections (option "--max-connections" 10000)
-                        #:max-threads (max 1 (option "--max-threads" 32))
+                        #:max-threads (option "--max-threads" 32)
                         #:keep-alive-timeout (option "--keep-alive-timeout" 60)
                         #:header-timeout (option "--header-timeout" 10)
                         #:body-timeout (option "--body-timeout" 30)
                         #:write-timeout (option "--write-timeout" 30)))
-             (workers (max 1 (option "--workers"
-                                     ((@ (ice-9 threads) current-processor-count)))))
+             (workers (option "--workers" ((@ (ice-9 threads) current-processor-count))))
              (grace (option "--grace" 30))
              (port (option "--port" 8080))
              (fd (option "--fd" #f)))
         (when (and group (not user))
           (fail "--group needs --user"))
+        (when (equal? (value "--status-token") "")
+          (fail "--status-token needs a token, not an empty string"))
         (unless (listener-host? host)
           (fail "--host expects an address, a name or unix:PATH, not ~s" host))
         (when (and inetd? (equal? (value "--access-log") "-"))
