@@ -6,20 +6,13 @@
              (web response)
              (web uri)
              (tests lib harness)
+             (tests lib error-text)
              (plucky web crypto)
              (plucky web cookies))
 
 (define (request-with . headers)
   (build-request (string->uri "http://localhost/") #:headers headers))
 
-;; -> the message of the error THUNK raises, or 'no-error
-(define (error-text thunk)
-  (with-exception-handler
-      (lambda (e)
-        (call-with-output-string
-          (lambda (port) (print-exception port #f (exception-kind e) (exception-args e)))))
-    (lambda () (thunk) 'no-error)
-    #:unwind? #t))
 
 (define-syntax-rule (test-parse text expected)
   (test-equal text expected (parse-cookie-header text)))

@@ -525,6 +525,9 @@
   (test-equal "a multipart body" '(("a" . "1"))
     (read-form (request 'POST "http://x/" '(content-type multipart/form-data (boundary . "b")))
                (string->utf8 "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--b--\r\n")))
+  (test-equal "a multipart field that is not UTF-8, kept as its bytes" '(("a" . #vu8(97 255)))
+    (read-form (request 'POST "http://x/" '(content-type multipart/form-data (boundary . "b")))
+               (latin-1->bytes "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\na\xff\r\n--b--\r\n")))
   (test-equal "no body" '() (read-form (request 'POST "http://x/") #f))
   (test-equal "JSON: 415" 415
     (status-of (lambda () (read-form (request 'POST "http://x/" '(content-type application/json))

@@ -4,15 +4,9 @@
              (srfi srfi-11)
              (rnrs bytevectors)
              (tests lib harness)
+             (tests lib error-text)
              (plucky web password))
 
-(define (error-text thunk)
-  (with-exception-handler
-      (lambda (e)
-        (call-with-output-string
-          (lambda (port) (print-exception port #f (exception-kind e) (exception-args e)))))
-    (lambda () (thunk) 'no-error)
-    #:unwind? #t))
 
 ;; -> (values result milliseconds) of THUNK
 (define (timed thunk)

@@ -11,6 +11,7 @@
              (web response)
              (web uri)
              (tests lib harness)
+             (tests lib error-text)
              (plucky web crypto)
              (plucky web session))
 
@@ -61,13 +62,6 @@
 (define (response-of app id)
   (call-with-values (lambda () (call app id)) (lambda (response body) response)))
 
-(define (error-text thunk)
-  (with-exception-handler
-      (lambda (e)
-        (call-with-output-string
-          (lambda (port) (print-exception port #f (exception-kind e) (exception-args e)))))
-    (lambda () (thunk) 'no-error)
-    #:unwind? #t))
 
 (define db (fresh-db "one.db"))
 (define login (app-of db (lambda () (session-set! "user" "ada") "in")))
