@@ -232,12 +232,13 @@ rows, from time to time."
      (id (list (apply set-cookie (store-cookie-name store) id #:max-age (store-max-age store)
                       options)))
      ((or (session-destroyed? session) (session-refused? session))
-      (list (apply delete-cookie (store-cookie-name store)
-                   (list #:path (kw options #:path) #:secure? (kw options #:secure?)))))
+      (list (delete-cookie (store-cookie-name store) #:path (option options #:path)
+                           #:secure? (option options #:secure?))))
      (else '()))))
 
-(define (kw options key)
-  (cadr (memq key options)))
+(define (option options keyword)
+  ;; -> the value of KEYWORD in OPTIONS, a keyword list
+  (cadr (memq keyword options)))
 
 
 ;;;
