@@ -58,10 +58,12 @@
 ;;; visitor handled at once by two workers each write the data they
 ;;; changed: the last write wins.  Data is kept as the text `write'
 ;;; makes; only strings, numbers, symbols, booleans, characters, lists
-;;; and vectors of them can be stored.  Each worker opens its own
-;;; connection (an app loads in each worker after the fork, so a
-;;; `sqlite-open' at the app's top level is right); an SQLite connection
-;;; must not cross a fork.
+;;; and vectors of them can be stored.  Each worker needs its own
+;;; connection, as an SQLite connection must not cross a fork: an app
+;;; that `plucky serve' runs loads in each worker after the fork, so a
+;;; `sqlite-open' at its top level is right; a handler made before
+;;; calling `run-server' with several workers gives #:db a procedure
+;;; that opens the database, called once in each process.
 ;;;
 ;;; Code:
 
@@ -143,9 +145,9 @@ rows, from time to time."
 ;;;
 
 (define-record-type <store>
-  (make-store db cookie-name max-age idle-timeout touch-interval cookie-options)
+  (make-store connect cookie-name max-age idle-timeout touch-interval cookie-options)
   store?
-  (db store-db)
+  (connect store-connect)                ; -> this process's database
   (cookie-name store-cookie-name)
   (max-age store-max-age)                ; seconds from creation
   (idle-timeout store-idle-timeout)      ; seconds since last seen
@@ -186,14 +188,14 @@ rows, from time to time."
 (define (load-session store request now)
   (let* ((cookie (request-cookie request (store-cookie-name store)))
          (hash (and cookie (id-hash cookie)))
-         (row (and hash (run (store-db store)
+         (row (and hash (run ((store-connect store))
                              "SELECT data, created, seen, expires FROM plucky_sessions WHERE id_hash = ?"
                              hash))))
     (cond
      ((not row) (make-session store #f '() now now (and cookie #t)))
      ((or (>= now (vector-ref row 3))
           (>= (- now (vector-ref row 2)) (store-idle-timeout store)))
-      (run (store-db store) "DELETE FROM plucky_sessions WHERE id_hash = ?" hash)
+      (run ((store-connect store)) "DELETE FROM plucky_sessions WHERE id_hash = ?" hash)
       (make-session store #f '() now now #t))
      (else
       (make-session store hash (string->data (vector-ref row 0)) (vector-ref row 1)
@@ -206,7 +208,7 @@ rows, from time to time."
 (define (save-session! session now)
   ;; -> the headers to add to the response
   (let* ((store (session-store session))
-         (db (store-db store))
+         (db ((store-connect store)))
          (hash (session-row-hash session))
          (id (session-new-id session))
          (options (store-cookie-options store)))
@@ -331,25 +333,43 @@ starts a new session."
 ;;; The middleware
 ;;;
 
+(define (per-process-connection open)
+  ;; -> a procedure that returns the database (OPEN) opened, and
+  ;; prepared, in the calling process: once per process, so that a
+  ;; handler made before `run-server' forks its workers gives each worker
+  ;; a connection of its own.
+  (let ((pid #f) (db #f))
+    (lambda ()
+      (unless (eqv? pid (getpid))
+        (set! db (prepare-session-database! (open)))
+        (set! pid (getpid)))
+      db)))
+
 (define* (with-sessions handler #:key db (cookie-name "session")
                         (max-age (* 14 24 3600)) (idle-timeout (* 2 24 3600))
                         (touch-interval 60) (path "/") (secure? (secure-cookies?))
                         (same-site 'lax) (clock current-time))
   "Return a handler that calls HANDLER with `current-session' bound to
 the session of the request (see the commentary) and saves the session
-after it, in DB, an open (sqlite3) database, adding the Set-Cookie the
-response needs.  The cookie is COOKIE-NAME, for PATH, HttpOnly,
+after it, in DB, adding the Set-Cookie the response needs.  DB is an
+open (sqlite3) database, or a procedure of no argument that opens one,
+which is then called once in each process, at its first request: the
+form for a handler made before `run-server' forks its workers, since an
+SQLite connection must not cross a fork.  The cookie is COOKIE-NAME, for PATH, HttpOnly,
 SameSite SAME-SITE, Secure if SECURE? (default: `secure-cookies?' now).
 A session lasts at most MAX-AGE seconds from its creation (default 14
 days) and IDLE-TIMEOUT seconds from the last request that used it
 (default 2 days; the time it was last seen is written at most once every
 TOUCH-INTERVAL seconds).  CLOCK returns the time in seconds."
-  (unless db
-    (error "with-sessions: no #:db given (an open sqlite3 database)"))
+  (unless (or (sqlite-db? db) (procedure? db))
+    (error "with-sessions: #:db is neither an open sqlite3 database nor a procedure that opens one:"
+           db))
   (unless (cookie-name? cookie-name)
     (error "with-sessions: the cookie name is not a token:" cookie-name))
-  (prepare-session-database! db)
-  (let ((store (make-store db cookie-name max-age idle-timeout touch-interval
+  (when (sqlite-db? db)
+    (prepare-session-database! db))
+  (let ((store (make-store (if (procedure? db) (per-process-connection db) (lambda () db))
+                           cookie-name max-age idle-timeout touch-interval
                            (list #:path path #:secure? secure? #:same-site same-site))))
     (lambda (request body . state)
       (let* ((now (clock))

@@ -1,6 +1,7 @@
 ;;; tests/web/session.scm --- (plucky web session)
 
 (use-modules (srfi srfi-64)
+             (srfi srfi-11)
              (srfi srfi-1)
              (rnrs bytevectors)
              (ice-9 popen)
@@ -11,6 +12,8 @@
              (web response)
              (web uri)
              (tests lib harness)
+             (tests lib server)
+             (plucky web csrf)
              (tests lib error-text)
              (plucky web crypto)
              (plucky web session))
@@ -219,6 +222,71 @@
       (let ((db (sqlite-open path)))
         (test-equal "every session stored" (+ 1 (* 2 n)) (count-rows db))
         (sqlite-close db)))))
+
+
+;;; Through a real server with two workers: a session made on one is
+;;; seen by the other, and after logout its cookie opens nothing on
+;;; either.
+(define (server-app request body)
+  (let ((path (uri-path (request-uri request)))
+        (pid (number->string (getpid))))
+    (values (build-response #:headers '((content-type text/plain)))
+            (cond
+             ((string=? path "/form") (csrf-token))
+             ((string=? path "/login")
+              (session-regenerate!)
+              (session-set! "user" "ada")
+              "in")
+             ((string=? path "/logout") (session-destroy!) "out")
+             (else (string-append (or (session-ref "user") "nobody") " " pid))))))
+
+;; -> (code body set-cookie) of one request on a new connection
+(define* (exchange port method path #:key cookie token)
+  (with-client port
+    (lambda (client)
+      (client-send! client (request-text path #:method method
+                                         #:headers (append (if cookie (list (string-append "Cookie: " cookie)) '())
+                                                           (if token (list (string-append "X-CSRF-Token: " token)) '()))
+                                         #:body (and (string=? method "POST") "")))
+      (let-values (((response body) (client-read-response client)))
+        (list (and response (response-code response))
+              (and body (utf8->string body))
+              (and response
+                   (let ((header (assq-ref (response-headers response) 'set-cookie)))
+                     (and header (car (string-split header #\;))))))))))
+
+(test-group "with-sessions: two workers of a real server share the sessions"
+  (let* ((path (string-append directory "/server.db"))
+         (server (start-server (with-sessions (with-csrf server-app)
+                                              #:db (lambda () (sqlite-open path)))
+                               #:workers 2))
+         (port (server-port server)))
+    (dynamic-wind
+      (lambda () #t)
+      (lambda ()
+        (let* ((form (exchange port "GET" "/form"))
+               (anonymous (caddr form))
+               (token (cadr form))
+               (login (exchange port "POST" "/login" #:cookie anonymous #:token token))
+               (cookie (caddr login)))
+          (test-equal "the login is accepted" 200 (car login))
+          (test-assert "with a new id" (and cookie (not (equal? cookie anonymous))))
+          (test-equal "a POST without the token: 403" 403
+            (car (exchange port "POST" "/login" #:cookie cookie)))
+          (let ((answers (map (lambda (i) (cadr (exchange port "GET" "/whoami" #:cookie cookie))) (iota 24))))
+            (test-assert "every request sees the user"
+              (every (lambda (answer) (string-prefix? "ada " answer)) answers))
+            (test-equal "from both workers" 2
+              (length (delete-duplicates (map (lambda (answer) (cadr (string-split answer #\space))) answers)))))
+          (test-equal "the planted anonymous id opens nothing" "nobody"
+            (car (string-split (cadr (exchange port "GET" "/whoami" #:cookie anonymous)) #\space)))
+          (test-equal "logout" '(200 "out" "session=")
+            (exchange port "POST" "/logout" #:cookie cookie #:token token))
+          (test-assert "the logged-out cookie, replayed, opens nothing on either worker"
+            (every (lambda (i)
+                     (string-prefix? "nobody " (cadr (exchange port "GET" "/whoami" #:cookie cookie))))
+                   (iota 12)))))
+      (lambda () (stop-server server)))))
 
 (system* "rm" "-rf" directory)
 
