@@ -45,7 +45,10 @@
 ;;; a session.  A copy of the database (a backup, a file left readable,
 ;;; an SQL injection that can only read) does not let its reader log in
 ;;; as anyone; the cost is one SHA-256 of 16 bytes a request.  No salt or
-;;; slow hash is needed: the id is 128 random bits, not a password.
+;;; slow hash is needed: the id is 128 random bits, not a password.  The
+;;; lookup by hash is an ordinary index search, not a constant-time
+;;; comparison, and need not be: what its timing could leak is a prefix
+;;; of a SHA-256, which brings no id closer.
 ;;;
 ;;; Why 128 bits from libgcrypt's CSPRNG: OWASP's floor for session ids
 ;;; is 64 bits of entropy; 128 put guessing out of reach even for an
