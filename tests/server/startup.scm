@@ -97,12 +97,20 @@
 (let* ((dir (temporary-directory))
        (app (write-text-app dir "traced")))
   (define (served-steps workers environment)
-    ;; -> the traced steps of a plucky that answered a GET, after it stopped
+    ;; -> the traced steps of a plucky that answered a GET, after it
+    ;; stopped; when traced, once each of its processes said it serves.
+    ;; The first worker can answer before the master has read its
+    ;; "ready": a SIGTERM then rightly starts no second worker.
     (call-with-plucky
      app (append (list "--port" "0" "--workers" workers) allow-root)
      (lambda (plucky)
        (http-get (string-append "http://127.0.0.1:"
                                 (number->string (plucky-port plucky)) "/"))
+       (wait-until (lambda ()
+                     (or (not (member "PLUCKY_TRACE_STARTUP=1" environment))
+                         (= (string->number workers)
+                            (count (lambda (step) (equal? "serving" (car step)))
+                                   (traced-steps (plucky-log plucky)))))))
        (stop-plucky plucky)
        (traced-steps (plucky-log plucky)))
      #:environment environment))
