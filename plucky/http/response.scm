@@ -405,7 +405,8 @@ not LENGTH, or a body on a status that must not have one."
     (if cache?
         (put-textual-content-type! out type)
         (output-put-bytes! out (render-header 'content-type (with-charset type "utf-8")))))
-  (let ((version (request-version request)))
+  (let ((version (request-version request))
+        (all-headers headers))
     (output-put-bytes!
      out (status-line version code
                       (and (response-record? response)
@@ -459,7 +460,8 @@ not LENGTH, or a body on a status that must not have one."
               (output-put-bytes! out crlf)))
             (unless date-seen?
               (output-put-bytes! out (date-line)))
-            (let ((connection (assq-ref headers 'connection)))
+            ;; ALL-HEADERS: HEADERS is the loop's, empty by now.
+            (let ((connection (assq-ref all-headers 'connection)))
               (cond
                (close?
                 (output-put-bytes! out connection-close-line))

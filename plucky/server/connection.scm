@@ -64,21 +64,17 @@
             settings-body-ms settings-write-ms settings-max-threads
 
             make-loop loop?
-            loop-epfd loop-listeners loop-events loop-events-address
-            loop-connections set-loop-connections! loop-count set-loop-count!
-            loop-input loop-input-address loop-output loop-iovecs
-            loop-iovecs-address loop-handler loop-state set-loop-state!
-            loop-settings loop-now set-loop-now! loop-next-sweep
-            set-loop-next-sweep! loop-running? set-loop-running!
-            loop-paused? set-loop-paused! loop-exclusive? loop-guarded
-            set-loop-guarded! loop-on-response loop-exit-when-idle?
-            loop-wake-ports loop-drain-request set-loop-drain-request!
-            loop-drain-deadline set-loop-drain-deadline! loop-peer-buffer
-            loop-signal-fd loop-on-signal loop-observer loop-tally
-            loop-read-ns set-loop-read-ns! loop-parse-ns set-loop-parse-ns!
-            loop-batch set-loop-batch! loop-sampled set-loop-sampled!
-            loop-serving set-loop-serving! loop-accept-resume
-            set-loop-accept-resume! loop-body-port? loop-pool set-loop-pool!
+            loop-epfd loop-connections set-loop-connections! loop-count
+            set-loop-count! loop-input loop-input-address loop-output
+            loop-iovecs loop-iovecs-address loop-handler loop-state
+            set-loop-state! loop-settings loop-now set-loop-now!
+            loop-next-sweep set-loop-next-sweep! loop-guarded
+            set-loop-guarded! loop-on-response loop-wake-ports
+            loop-drain-deadline set-loop-drain-deadline! loop-observer
+            loop-tally loop-read-ns set-loop-read-ns! loop-parse-ns
+            set-loop-parse-ns! loop-batch set-loop-batch! loop-sampled
+            set-loop-sampled! loop-serving set-loop-serving! loop-body-port?
+            loop-pool set-loop-pool!
 
             make-connection connection?
             connection-fd connection-out-fd connection-peer connection-transport
@@ -152,18 +148,12 @@ it, such connections wait for a thread."
 ;;;
 
 (define-record-type <loop>
-  (%make-loop epfd listeners events events-address connections count
-              input input-address output iovecs iovecs-address
-              handler state settings now next-sweep running? paused? exclusive?
-              guarded on-response exit-when-idle? wake-ports drain-request
-              drain-deadline peer-buffer signal-fd on-signal
-              observer tally read-ns parse-ns batch sampled serving accept-resume
-              body-port? pool)
+  (%make-loop epfd connections count input input-address output iovecs
+              iovecs-address handler state settings now next-sweep guarded
+              on-response wake-ports drain-deadline observer tally read-ns
+              parse-ns batch sampled serving body-port? pool)
   loop?
   (epfd loop-epfd)
-  (listeners loop-listeners)                 ; list of listening descriptors
-  (events loop-events)                       ; epoll_event buffer
-  (events-address loop-events-address)
   (connections loop-connections set-loop-connections!) ; vector: fd -> <connection> | #f
   (count loop-count set-loop-count!)         ; open connections
   (input loop-input)                         ; shared read buffer
@@ -177,23 +167,14 @@ it, such connections wait for a thread."
   (now loop-now set-loop-now!)               ; ms, monotonic, read once per round
   ;; ms: no deadline is earlier, nor the next tick (see `sweep!')
   (next-sweep loop-next-sweep set-loop-next-sweep!)
-  (running? loop-running? set-loop-running!)
-  (paused? loop-paused? set-loop-paused!)    ; listeners unwatched: at capacity
-  (exclusive? loop-exclusive?)               ; listeners watched with EPOLLEXCLUSIVE
   ;; the request whose handler is running, while one is: see call-handler
   (guarded loop-guarded set-loop-guarded!)
   (on-response loop-on-response)       ; #f or (peer request code bytes) -> _
-  (exit-when-idle? loop-exit-when-idle?) ; return once no connection is left
   ;; a pipe whose read end is in the epoll set, so that a signal handler
-  ;; running on another thread can wake epoll_wait at once: (read . write)
+  ;; or a thread can wake epoll_wait at once: (read . write)
   (wake-ports loop-wake-ports)
-  ;; seconds of grace asked for by drain-loop!, not yet acted on, or #f
-  (drain-request loop-drain-request set-loop-drain-request!)
   ;; #f, or the loop clock's ms at which draining gives up waiting
   (drain-deadline loop-drain-deadline set-loop-drain-deadline!)
-  (peer-buffer loop-peer-buffer)       ; sockaddr + socklen_t for accept4
-  (signal-fd loop-signal-fd)           ; #f or a signalfd, watched by epoll
-  (on-signal loop-on-signal)           ; signal number -> _, on the loop's thread
   ;; #f, or the <observer-hooks> told where the time goes
   (observer loop-observer)
   (tally loop-tally)                           ; the observer's (plucky server tally)
@@ -203,29 +184,23 @@ it, such connections wait for a thread."
   (batch loop-batch set-loop-batch!)           ; timed answers waiting for the next write
   (sampled loop-sampled set-loop-sampled!)     ; timed requests until the next allocation sample
   (serving loop-serving set-loop-serving!)     ; the connection whose request is handled
-  (accept-resume loop-accept-resume set-loop-accept-resume!) ; ms to accept again
   ;; Does the handler take request bodies as ports (`with-body-port')?
   (body-port? loop-body-port?)
   ;; #f, or the <pool> of threads serving handed-off connections
   (pool loop-pool set-loop-pool!))
 
-(define* (make-loop #:key epfd listeners events connections input output iovecs
-                    handler state settings now running? exclusive? on-response
-                    exit-when-idle? wake-ports peer-buffer signal-fd on-signal
-                    observer body-port?)
-  "Return the state of a worker's loop: its epoll descriptor EPFD, its
-LISTENERS, the EVENTS buffer, the CONNECTIONS table (a vector), the
-shared INPUT bytevector, OUTPUT buffer and IOVECS, the HANDLER and its
-STATE, its SETTINGS, the clock NOW (ms), and the options `run-loop'
-takes.  The counters start at zero."
-  (%make-loop epfd listeners events (bytevector-address events) connections 0
-              input (bytevector-address input) output iovecs
-              (bytevector-address iovecs) handler state settings now now
-              running? #f exclusive? #f on-response exit-when-idle? wake-ports
-              #f #f (cons peer-buffer (bytevector-address peer-buffer))
-              signal-fd on-signal observer
+(define* (make-loop #:key epfd connections input output iovecs handler state
+                    settings now on-response wake-ports observer body-port?)
+  "Return the state a worker's loop serves its connections with: its
+epoll descriptor EPFD, the CONNECTIONS table (a vector), the shared INPUT
+bytevector, OUTPUT buffer and IOVECS, the HANDLER and its STATE, its
+SETTINGS, the clock NOW (ms), the WAKE-PORTS pipe, and the options
+`run-loop' takes.  The counters start at zero."
+  (%make-loop epfd connections 0 input (bytevector-address input) output
+              iovecs (bytevector-address iovecs) handler state settings now now
+              #f on-response wake-ports #f observer
               (and observer (observer-hooks-tally observer))
-              0 #f 0 0 #f 0 body-port? #f))
+              0 #f 0 0 #f body-port? #f))
 
 ;;;
 ;;; Connections
@@ -267,13 +242,48 @@ takes.  The counters start at zero."
   ;; #f, or the <takeover> to hand the connection to once the output is out
   (takeover connection-takeover set-connection-takeover!))
 
-(define* (make-connection #:key fd (out-fd fd) (peer #f) deadline
-                          (transport plain-transport))
-  "Return a new idle connection reading FD and writing OUT-FD (by default
-FD) through TRANSPORT, from the client at PEER, to be closed at DEADLINE
-(ms, loop clock) unless it makes progress."
-  (%make-connection fd out-fd peer transport 'idle #f 0 0 0 #f #f 0 0 '() #f
-                    deadline #f #f))
+(define-syntax make-connection
+  (lambda (form)
+    "Return a new idle connection: (make-connection #:fd FD [#:out-fd
+OUT-FD] [#:peer PEER] #:deadline DEADLINE [#:transport TRANSPORT])
+reads FD and writes OUT-FD (by default FD) through TRANSPORT (by default
+`plain-transport'), from the client at PEER (or #f), to be closed at
+DEADLINE (ms, loop clock) unless it makes progress."
+    ;; A macro: the keywords are sorted out when the caller is compiled.
+    ;; A procedure with keyword arguments parses them at every call, in
+    ;; libguile: once per connection accepted (bench/instructions, close).
+    (define (option name options default)
+      (let ((found (memq name (syntax->datum (map car options)))))
+        (if found
+            (cdr (list-ref options (- (length options) (length found))))
+            default)))
+    (syntax-case form ()
+      ((_ key+value ...)
+       (let* ((flat #'(key+value ...))
+              (options (let pairs ((flat flat))
+                         (syntax-case flat ()
+                           (() '())
+                           ((key value . rest)
+                            (keyword? (syntax->datum #'key))
+                            (cons (cons #'key #'value) (pairs #'rest)))))))
+         (for-each (lambda (option)
+                     (unless (memq (syntax->datum (car option))
+                                   '(#:fd #:out-fd #:peer #:deadline #:transport))
+                       (syntax-violation 'make-connection "unknown keyword" form
+                                         (car option))))
+                   options)
+         (with-syntax ((fd (option #:fd options #f))
+                       (out-fd (option #:out-fd options #f))
+                       (peer (option #:peer options #'#f))
+                       (deadline (option #:deadline options #f))
+                       (transport (option #:transport options #'plain-transport)))
+           (unless (and (syntax->datum #'fd) (syntax->datum #'deadline))
+             (syntax-violation 'make-connection "#:fd and #:deadline are required"
+                               form))
+           #`(let ((in fd))
+               (%make-connection in #,(if (syntax->datum #'out-fd) #'out-fd #'in)
+                                 peer transport 'idle #f 0 0 0 #f #f 0 0 '() #f
+                                 deadline #f #f))))))))
 
 ;;;
 ;;; Bodies besides bytes
@@ -444,9 +454,11 @@ handler, which Guile may run on another thread, and from a pool thread."
          (begin
            (vector-set! (loop-connections loop) fd #f)
            (set-loop-count! loop (- (loop-count loop) 1))
-           (for-each (lambda (entry)
-                       (when (file-body? entry) (close-file-body! entry)))
-                     (connection-pending conn))
+           (let lp ((pending (connection-pending conn)))
+             (when (pair? pending)
+               (when (file-body? (car pending))
+                 (close-file-body! (car pending)))
+               (lp (cdr pending))))
            #t))))
 
 (define (close-connection! loop conn)

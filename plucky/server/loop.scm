@@ -73,17 +73,56 @@
 ;;; Asking the loop of this process
 ;;;
 
+(eval-when (expand)
+  (use-modules (plucky sys record)))
+
+;; What only the loop's own rounds read, apart from the state the
+;; connections are served with (<loop>, plucky server connection).  Its
+;; accessors exist only while this file is compiled (plucky sys record):
+;; fields of an exported record cost the compiled file some kilobytes
+;; each, which the collector pays for at each collection
+;; (bench/instructions).
+(define-record-type/lean <poller>
+  (%make-poller loop listeners events events-address running? paused?
+                exclusive? exit-when-idle? drain-request peer-buffer signal-fd
+                on-signal accept-resume make-transport)
+  poller?
+  (loop poller-loop)                         ; the <loop>
+  (listeners poller-listeners)               ; list of listening descriptors
+  (events poller-events)                     ; epoll_event buffer
+  (events-address poller-events-address)
+  (running? poller-running? set-poller-running!)
+  (paused? poller-paused? set-poller-paused!) ; listeners unwatched: at capacity
+  (exclusive? poller-exclusive?)             ; listeners watched with EPOLLEXCLUSIVE
+  (exit-when-idle? poller-exit-when-idle?)   ; return once no connection is left
+  ;; seconds of grace asked for by drain-loop!, not yet acted on, or #f
+  (drain-request poller-drain-request set-poller-drain-request!)
+  (peer-buffer poller-peer-buffer)           ; (sockaddr . its address) for accept4
+  (signal-fd poller-signal-fd)               ; #f or a signalfd, watched by epoll
+  (on-signal poller-on-signal)               ; signal number -> _, on the loop's thread
+  (accept-resume poller-accept-resume set-poller-accept-resume!) ; ms to accept again
+  (make-transport poller-make-transport))    ; #f, or fd -> <transport>
+
+(define* (make-poller #:key loop listeners events exclusive? exit-when-idle?
+                      signal-fd on-signal make-transport)
+  (let ((peer-buffer (make-bytevector 136 0)))
+    (%make-poller loop listeners events (bytevector-address events) #t #f
+                  exclusive? exit-when-idle? #f
+                  (cons peer-buffer (bytevector-address peer-buffer))
+                  signal-fd on-signal 0 make-transport)))
+
 (define max-events 256)
 
-(define current-loop #f)
+;; The <poller> running in this process, if any.
+(define current-poller #f)
 
 (define (stop-loop!)
   "Ask the loop running in this process to close its connections and
 return.  Safe to call from a signal handler."
-  (let ((loop current-loop))
-    (when loop
-      (set-loop-running! loop #f)
-      (wake! loop))))
+  (let ((p current-poller))
+    (when p
+      (set-poller-running! p #f)
+      (wake! (poller-loop p)))))
 
 (define (current-request-peer)
   "Return the address of the client whose request the calling handler is
@@ -91,8 +130,8 @@ answering, as a string (\"127.0.0.1\", \"::1\", \"unix\"), or #f when it
 is not known: the address is learnt only when the loop has an ON-RESPONSE
 or OBSERVER (see `run-loop'), and inetd connections have none."
   (let ((peer (or (fluid-ref thread-peer)   ; on a thread (see run-job!)
-                  (let* ((loop current-loop)
-                         (conn (and loop (loop-serving loop))))
+                  (let* ((p current-poller)
+                         (conn (and p (loop-serving (poller-loop p)))))
                     (and conn (connection-peer conn))))))
     ;; an IPv4 address kept as a number (see sockaddr->peer)
     (if (integer? peer) (inet-ntop AF_INET peer) peer)))
@@ -102,10 +141,10 @@ or OBSERVER (see `run-loop'), and inetd connections have none."
 idle connections, answer the requests in flight (with Connection: close),
 and return once no connection is left or GRACE seconds have passed.  Safe
 to call from a signal handler."
-  (let ((loop current-loop))
-    (when loop
-      (set-loop-drain-request! loop grace)
-      (wake! loop))))
+  (let ((p current-poller))
+    (when p
+      (set-poller-drain-request! p grace)
+      (wake! (poller-loop p)))))
 
 (define (stop-accepting!)
   "Make the loop running in this process stop accepting connections, for
@@ -115,11 +154,11 @@ successor, on the same listening sockets, takes every new connection
 the old code).  Call it from the loop's own turn: a signal it reads from
 its signalfd, or a handler the loop runs itself (not one on a thread, as
 a `with-body-port' handler is)."
-  (let ((loop current-loop))
-    (when loop
-      (pause-accepting! loop)
+  (let ((p current-poller))
+    (when p
+      (pause-accepting! p)
       ;; never resumed: see the end of a round in `serve-rounds'
-      (set-loop-accept-resume! loop +inf.0))))
+      (set-poller-accept-resume! p +inf.0))))
 
 ;;;
 ;;; Logging
@@ -146,21 +185,22 @@ current error port, as one line, and flush it."
       (bytevector-u32-ref sockaddr 4 (endianness big))
       (sockaddr->string sockaddr)))
 
-(define (accept-ready! loop listener)
-  (let ((settings (loop-settings loop)))
+(define (accept-ready! p listener)
+  (let* ((loop (poller-loop p))
+         (settings (loop-settings loop)))
     (let lp ((n 0))
-      (when (and (< n 64) (not (loop-paused? loop)))
+      (when (and (< n 64) (not (poller-paused? p)))
         (when (>= (loop-count loop) (settings-max-connections settings))
           ;; At capacity: stop watching the listeners (a level-triggered
           ;; listener would wake us in a busy loop) until some close.
-          (pause-accepting! loop))
+          (pause-accepting! p))
         (let* ((start (and (sampling? loop) (clock)))
                (fd (cond
-                   ((loop-paused? loop) (- errno-EAGAIN))
+                   ((poller-paused? p) (- errno-EAGAIN))
                    ((or (loop-on-response loop) (loop-observer loop))
                     ;; Someone logs or watches requests: learn who the
                     ;; client is.
-                    (let ((buffer (loop-peer-buffer loop)))
+                    (let ((buffer (poller-peer-buffer p)))
                       (bytevector-u32-native-set! (car buffer) 128 128)
                       (fd-accept/peer listener (car buffer) (cdr buffer)
                                       (+ (cdr buffer) 128))))
@@ -170,11 +210,13 @@ current error port, as one line, and flush it."
             (let ((conn (make-connection
                          #:fd fd
                          #:deadline never
+                         #:transport (let ((make (poller-make-transport p)))
+                                       (if make (make fd) plain-transport))
                          #:peer (cond
                                  ((loop-on-response loop)
-                                  (sockaddr->string (car (loop-peer-buffer loop))))
+                                  (sockaddr->string (car (poller-peer-buffer p))))
                                  ((loop-observer loop)
-                                  (sockaddr->peer (car (loop-peer-buffer loop))))
+                                  (sockaddr->peer (car (poller-peer-buffer p))))
                                  (else #f)))))
               (set-deadline! loop conn (settings-header-ms settings))
               (register-connection! loop conn)
@@ -200,17 +242,17 @@ current error port, as one line, and flush it."
             ;; would spin (tests/regress/out-of-descriptors-spins).  Stop
             ;; watching it for a second; the sweep after that resumes.
             (log-line "accept: ~a; not accepting for a second" (errno->string fd))
-            (pause-accepting! loop)
-            (set-loop-accept-resume! loop (+ (loop-now loop) 1000)))
+            (pause-accepting! p)
+            (set-poller-accept-resume! p (+ (loop-now loop) 1000)))
            (else
             ;; ECONNABORTED and friends concern one client only.
             (lp (+ n 1)))))))))
 
-(define (pause-accepting! loop)
-  (unless (loop-paused? loop)
-    (for-each (lambda (fd) (epoll-remove! (loop-epfd loop) fd))
-              (loop-listeners loop))
-    (set-loop-paused! loop #t)))
+(define (pause-accepting! p)
+  (unless (poller-paused? p)
+    (for-each (lambda (fd) (epoll-remove! (loop-epfd (poller-loop p)) fd))
+              (poller-listeners p))
+    (set-poller-paused! p #t)))
 
 ;;;
 ;;; Connections back from the pool
@@ -325,13 +367,13 @@ current error port, as one line, and flush it."
 ;;; The loop
 ;;;
 
-(define (watch-listeners! loop)
+(define (watch-listeners! p)
   (for-each (lambda (fd)
-              (epoll-add! (loop-epfd loop) fd
-                          (if (loop-exclusive? loop)
+              (epoll-add! (loop-epfd (poller-loop p)) fd
+                          (if (poller-exclusive? p)
                               (logior EPOLLIN EPOLLEXCLUSIVE)
                               EPOLLIN)))
-            (loop-listeners loop)))
+            (poller-listeners p)))
 
 (define* (run-loop listeners handler #:key (state '())
                    (settings %default-loop-settings)
@@ -342,6 +384,7 @@ current error port, as one line, and flush it."
                    (signal-fd #f)
                    (on-signal #f)
                    (observer #f)
+                   (make-transport #f)
                    (body-port? (body-port-handler? handler)))
   "Serve connections arriving on LISTENERS (a list of listening,
 non-blocking socket descriptors) with HANDLER until `stop-loop!' is
@@ -366,29 +409,33 @@ makes the loop call HANDLER with each request body that is not empty as
 an input port, on a thread (see `with-body-port').
 
 OBSERVER, if given, is a record of hooks (plucky server hooks) told
-where the time goes, on the loop's thread: see `make-observer-hooks'."
+where the time goes, on the loop's thread: see `make-observer-hooks'.
+
+MAKE-TRANSPORT, if given, is called with each accepted descriptor and
+returns the transport (plucky server transport) the loop reads, writes
+and closes it through; by default, `plain-transport'."
   (let* ((epfd (epoll-create))
          (events (make-epoll-events max-events))
          (input (make-bytevector input-size))
          (iovecs (make-iovecs 2))
          (wake-ports (pipe))
-         (peer-buffer (make-bytevector 136 0))
-         (loop (make-loop #:epfd epfd #:listeners listeners #:events events
-                          #:connections (make-vector 1024 #f) #:input input
-                          #:output (make-output) #:iovecs iovecs
+         (loop (make-loop #:epfd epfd #:connections (make-vector 1024 #f)
+                          #:input input #:output (make-output) #:iovecs iovecs
                           #:handler handler #:state state #:settings settings
-                          #:now (clock-ms) #:running? #t #:exclusive? exclusive?
-                          #:on-response on-response #:exit-when-idle? exit-when-idle?
-                          #:wake-ports wake-ports #:peer-buffer peer-buffer
-                          #:signal-fd signal-fd #:on-signal on-signal
-                          #:observer observer #:body-port? body-port?)))
+                          #:now (clock-ms) #:on-response on-response
+                          #:wake-ports wake-ports #:observer observer
+                          #:body-port? body-port?))
+         (p (make-poller #:loop loop #:listeners listeners #:events events
+                         #:exclusive? exclusive? #:exit-when-idle? exit-when-idle?
+                         #:signal-fd signal-fd #:on-signal on-signal
+                         #:make-transport make-transport)))
     (for-each (lambda (port)
                 (fcntl port F_SETFL (logior O_NONBLOCK (fcntl port F_GETFL))))
               (list (car wake-ports) (cdr wake-ports)))
     (epoll-add! epfd (port->fdes (car wake-ports)) EPOLLIN)
     (when signal-fd
       (epoll-add! epfd signal-fd EPOLLIN))
-    (watch-listeners! loop)
+    (watch-listeners! p)
     (for-each (lambda (spec)
                 (let* ((in (if (pair? spec) (car spec) spec))
                        (out (if (pair? spec) (cdr spec) spec))
@@ -399,61 +446,63 @@ where the time goes, on the loop's thread: see `make-observer-hooks'."
                   (register-connection! loop conn)
                   (watch! loop conn EPOLLIN)))
               connections)
-    (set! current-loop loop)
+    (set! current-poller p)
     (with-handler-errors-caught loop
       (lambda ()
-        (serve-rounds loop)))
+        (serve-rounds p)))
     (close-all! loop)
     (loop-state loop)))
 
-(define (start-drain! loop grace)
+(define (start-drain! p grace)
   ;; Stop accepting, close the connections that wait for a request, and
   ;; give the others GRACE seconds to finish.
-  (set-loop-drain-request! loop #f)
-  (unless (loop-drain-deadline loop)
-    (pause-accepting! loop)
-    (set-loop-drain-deadline! loop (+ (loop-now loop) (* 1000 grace)))
-    (let ((table (loop-connections loop)))
-      (let lp ((fd 0))
-        (when (< fd (vector-length table))
-          (let ((conn (vector-ref table fd)))
-            (when (and conn
-                       (eq? (connection-state conn) 'idle)
-                       (not (connection-input conn)))
-              (close-connection! loop conn)))
-          (lp (+ fd 1)))))))
+  (let ((loop (poller-loop p)))
+    (set-poller-drain-request! p #f)
+    (unless (loop-drain-deadline loop)
+      (pause-accepting! p)
+      (set-loop-drain-deadline! loop (+ (loop-now loop) (* 1000 grace)))
+      (let ((table (loop-connections loop)))
+        (let lp ((fd 0))
+          (when (< fd (vector-length table))
+            (let ((conn (vector-ref table fd)))
+              (when (and conn
+                         (eq? (connection-state conn) 'idle)
+                         (not (connection-input conn)))
+                (close-connection! loop conn)))
+            (lp (+ fd 1))))))))
 
-(define (serve-rounds loop)
-  (let ((epfd (loop-epfd loop))
-        (events (loop-events loop))
-        (listeners (loop-listeners loop))
-        (wake-fd (port->fdes (car (loop-wake-ports loop)))))
+(define (serve-rounds p)
+  (let* ((loop (poller-loop p))
+         (epfd (loop-epfd loop))
+         (events (poller-events p))
+         (listeners (poller-listeners p))
+         (wake-fd (port->fdes (car (loop-wake-ports loop)))))
     (let round ((last-tick (loop-now loop)))
-      (when (loop-running? loop)
-        (let* ((timeout (max 0 (- (loop-next-sweep loop) (loop-now loop))))
-               (n (epoll-wait epfd events (loop-events-address loop)
-                              (inexact->exact (ceiling timeout))))
+      (when (poller-running? p)
+        (let* ((timeout (- (loop-next-sweep loop) (loop-now loop)))
+               (n (epoll-wait epfd events (poller-events-address p)
+                              (if (< timeout 0) 0 timeout)))
                (now (clock-ms)))
           (set-loop-now! loop now)
           (refresh-date-line! (current-time))
-          (let ((grace (loop-drain-request loop)))
-            (when grace (start-drain! loop grace)))
+          (let ((grace (poller-drain-request p)))
+            (when grace (start-drain! p grace)))
           (let lp ((i 0))
             (when (< i n)
               (let ((fd (epoll-event-fd events i))
                     (flags (epoll-event-flags events i)))
                 (cond
                  ((memv fd listeners)
-                  (accept-ready! loop fd))
+                  (accept-ready! p fd))
                  ((= fd wake-fd)
                   ;; Whoever woke us set a flag or finished a job; empty
                   ;; the pipe.
                   (fd-read wake-fd (loop-input-address loop) 0 input-size)
                   (finish-jobs! loop))
-                 ((eqv? fd (loop-signal-fd loop))
-                  ((loop-on-signal loop) (read-signal fd))
-                  (let ((grace (loop-drain-request loop)))
-                    (when grace (start-drain! loop grace))))
+                 ((eqv? fd (poller-signal-fd p))
+                  ((poller-on-signal p) (read-signal fd))
+                  (let ((grace (poller-drain-request p)))
+                    (when grace (start-drain! p grace))))
                  (else
                   (let ((conn (connection-ref loop fd)))
                     (when conn
@@ -473,15 +522,15 @@ where the time goes, on the loop's thread: see `make-observer-hooks'."
            ((loop-drain-deadline loop)
             (when (or (zero? (loop-count loop))
                       (>= now (loop-drain-deadline loop)))
-              (set-loop-running! loop #f)))
-           ((and (loop-exit-when-idle? loop) (zero? (loop-count loop)))
-            (set-loop-running! loop #f))
-           ((and (loop-paused? loop)
+              (set-poller-running! p #f)))
+           ((and (poller-exit-when-idle? p) (zero? (loop-count loop)))
+            (set-poller-running! p #f))
+           ((and (poller-paused? p)
                  (< (loop-count loop)
                     (settings-max-connections (loop-settings loop)))
-                 (>= now (loop-accept-resume loop)))
-            (set-loop-paused! loop #f)
-            (watch-listeners! loop)))
+                 (>= now (poller-accept-resume p)))
+            (set-poller-paused! p #f)
+            (watch-listeners! p)))
           (let* ((tick? (>= now (+ last-tick 1000)))
                  (last-tick (if tick? now last-tick)))
             (when tick? (tick! loop))
@@ -517,13 +566,13 @@ where the time goes, on the loop's thread: see `make-observer-hooks'."
   (fd-close (loop-epfd loop))
   (close-port (car (loop-wake-ports loop)))
   (close-port (cdr (loop-wake-ports loop)))
-  (set! current-loop #f))
+  (set! current-poller #f))
 
 (define (close-loop-connections!)
   "Close every connection and the epoll descriptor of the loop of this
 process, for a loop that was suspended rather than stopped (see (web
 server plucky))."
-  (when current-loop
-    (close-all! current-loop)))
+  (when current-poller
+    (close-all! (poller-loop current-poller))))
 
 ;;; (plucky server loop) ends here

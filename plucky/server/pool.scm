@@ -51,14 +51,22 @@
             body-port-handler?
             thread-peer
             report-handler-error
-            make-job job? job-conn job-kind job-request job-reader job-close?
-            job-pending set-job-pending! job-state job-outcome job-code
-            job-bytes job-leftover job-queued job-failure
-            make-pool pool?
+            make-job
+            ;; Procedures, not the record's macros: see <job>.
+            (%job-conn . job-conn) (%job-kind . job-kind)
+            (%job-request . job-request) (%job-pending . job-pending)
+            (%set-job-pending! . set-job-pending!) (%job-state . job-state)
+            (%job-outcome . job-outcome) (%job-code . job-code)
+            (%job-bytes . job-bytes) (%job-leftover . job-leftover)
+            (%job-failure . job-failure)
+            make-pool
             pool-submit!
             take-done-jobs!
             take-expired-jobs!
             stop-pool!))
+
+(eval-when (expand)
+  (use-modules (plucky sys record)))
 
 ;;;
 ;;; Handlers that read bodies from ports
@@ -146,7 +154,9 @@ second); return nothing."
 ;;; Jobs
 ;;;
 
-(define-record-type <job>
+;; Private to this module, as <pool> is; the loop reads a job once, when
+;; the thread is done with it, through the procedures below.
+(define-record-type/lean <job>
   (%make-job conn kind request response body reader close? pending state
              outcome code bytes handler-ns leftover queued failure)
   job?
@@ -170,6 +180,28 @@ second); return nothing."
   ;; #f, or (exception . stack) when the application failed
   (failure job-failure set-job-failure!))
 
+(define (%job-conn job) "Return the connection of JOB." (job-conn job))
+(define (%job-kind job) "Return the kind of JOB: call or stream." (job-kind job))
+(define (%job-request job) "Return the request JOB answers." (job-request job))
+(define (%job-pending job)
+  "Return the answers to earlier requests JOB sends first."
+  (job-pending job))
+(define (%set-job-pending! job pending)
+  "Make PENDING the answers JOB sends first."
+  (set-job-pending! job pending))
+(define (%job-state job) "Return the handler's state after JOB." (job-state job))
+(define (%job-outcome job)
+  "Return what becomes of JOB's connection: keep, close or linger."
+  (job-outcome job))
+(define (%job-code job) "Return the status JOB sent, or #f." (job-code job))
+(define (%job-bytes job) "Return the bytes JOB sent." (job-bytes job))
+(define (%job-leftover job)
+  "Return #f, or the bytes JOB read past the request's body."
+  (job-leftover job))
+(define (%job-failure job)
+  "Return #f, or (exception . stack) when JOB's handler failed."
+  (job-failure job))
+
 (set-record-type-printer! <job>
   (lambda (job port)
     (format port "#<job ~a ~a>" (job-kind job) (job-conn job))))
@@ -186,7 +218,11 @@ CLOSE? closes the connection after the answer whatever it says."
 ;;; The pool
 ;;;
 
-(define-record-type <pool>
+;; Private to this module: a record whose accessors exist only while it
+;; is compiled (plucky sys record), which keeps them out of the compiled
+;; file, whose size the collector pays for at each collection
+;; (bench/instructions).
+(define-record-type/lean <pool>
   (%make-pool mutex condition jobs done threads idle stopping? handler
               write-timeout max-threads wake)
   pool?
