@@ -471,20 +471,28 @@ and closes it through; by default, `plain-transport'."
                 (close-connection! loop conn)))
             (lp (+ fd 1))))))))
 
+(define (refresh-date! now)
+  ;; Remake the Date line for the wall clock's second.  -> the loop
+  ;; clock's ms when that second ends: the wall clock is asked once a
+  ;; second, not every round (bench/instructions).
+  (let ((time (gettimeofday)))
+    (refresh-date-line! (car time))
+    (+ now (- 1000 (quotient (cdr time) 1000)))))
+
 (define (serve-rounds p)
   (let* ((loop (poller-loop p))
          (epfd (loop-epfd loop))
          (events (poller-events p))
          (listeners (poller-listeners p))
          (wake-fd (port->fdes (car (loop-wake-ports loop)))))
-    (let round ((last-tick (loop-now loop)))
+    (let round ((last-tick (loop-now loop)) (next-date 0))
       (when (poller-running? p)
         (let* ((timeout (- (loop-next-sweep loop) (loop-now loop)))
                (n (epoll-wait epfd events (poller-events-address p)
                               (if (< timeout 0) 0 timeout)))
-               (now (clock-ms)))
+               (now (clock-ms))
+               (next-date (if (>= now next-date) (refresh-date! now) next-date)))
           (set-loop-now! loop now)
-          (refresh-date-line! (current-time))
           (let ((grace (poller-drain-request p)))
             (when grace (start-drain! p grace)))
           (let lp ((i 0))
@@ -536,7 +544,7 @@ and closes it through; by default, `plain-transport'."
             (when tick? (tick! loop))
             (when (>= now (loop-next-sweep loop))
               (sweep! loop now (+ last-tick 1000)))
-            (round last-tick)))))))
+            (round last-tick next-date)))))))
 
 (define (stop-threads! loop pool)
   ;; Make the threads give their connections back: shut the sockets down

@@ -41,6 +41,11 @@
   #:export (read-ready!
             serve-input!))
 
+;; `parse-head' runs once per request, inlined where it is called
+;; (plucky sys inline): bench/instructions.
+(eval-when (expand)
+  (use-modules (plucky sys inline)))
+
 ;;;
 ;;; Reading
 ;;;
@@ -140,7 +145,7 @@ return nothing."
      ((assq-ref headers 'content-length))
      (else 0))))
 
-(define (parse-head loop bv start end)
+(define-inline (parse-head loop bv start end)
   ;; -> (values request index), as `parse-request-head'; timed when the
   ;; observer asks for this request (see take-sample!)
   (let ((limits (settings-parse-limits (loop-settings loop))))
