@@ -20,17 +20,17 @@
 ;;; Code:
 
 (define-module (plucky server hooks)
-  #:use-module (srfi srfi-9)
   #:use-module ((plucky server tally) #:select (make-tally))
   #:export (make-observer-hooks
-            observer-hooks?
-            observer-hooks-tally
-            observer-hooks-on-request
-            observer-hooks-on-failure
-            observer-hooks-on-write
-            observer-hooks-on-accept
-            observer-hooks-on-close
-            observer-hooks-on-tick
+            ;; Procedures, not the record's macros: see <observer-hooks>.
+            (%observer-hooks? . observer-hooks?)
+            (%observer-hooks-tally . observer-hooks-tally)
+            (%observer-hooks-on-request . observer-hooks-on-request)
+            (%observer-hooks-on-failure . observer-hooks-on-failure)
+            (%observer-hooks-on-write . observer-hooks-on-write)
+            (%observer-hooks-on-accept . observer-hooks-on-accept)
+            (%observer-hooks-on-close . observer-hooks-on-close)
+            (%observer-hooks-on-tick . observer-hooks-on-tick)
             ignore-request
             ignore-failure
             ignore-write
@@ -38,7 +38,15 @@
             ignore-close
             ignore-tick))
 
-(define-record-type <observer-hooks>
+;; A record private to this module (plucky sys record), read through the
+;; procedures below: the loop reads it when it times a request, not on
+;; every request, and a field of an exported record costs the compiled
+;; file some kilobytes, which the collector scans at each collection
+;; (bench/instructions).
+(eval-when (expand)
+  (use-modules (plucky sys record)))
+
+(define-record-type/lean <observer-hooks>
   (%make-observer-hooks tally on-request on-failure on-write on-accept on-close
                         on-tick)
   observer-hooks?
@@ -49,6 +57,31 @@
   (on-accept observer-hooks-on-accept)
   (on-close observer-hooks-on-close)
   (on-tick observer-hooks-on-tick))
+
+(define (%observer-hooks? object)
+  "Return true when OBJECT is a record of observer hooks."
+  (observer-hooks? object))
+(define (%observer-hooks-tally hooks)
+  "Return the tally of HOOKS."
+  (observer-hooks-tally hooks))
+(define (%observer-hooks-on-request hooks)
+  "Return the #:on-request hook of HOOKS (see `ignore-request')."
+  (observer-hooks-on-request hooks))
+(define (%observer-hooks-on-failure hooks)
+  "Return the #:on-failure hook of HOOKS (see `ignore-failure')."
+  (observer-hooks-on-failure hooks))
+(define (%observer-hooks-on-write hooks)
+  "Return the #:on-write hook of HOOKS (see `ignore-write')."
+  (observer-hooks-on-write hooks))
+(define (%observer-hooks-on-accept hooks)
+  "Return the #:on-accept hook of HOOKS (see `ignore-accept')."
+  (observer-hooks-on-accept hooks))
+(define (%observer-hooks-on-close hooks)
+  "Return the #:on-close hook of HOOKS (see `ignore-close')."
+  (observer-hooks-on-close hooks))
+(define (%observer-hooks-on-tick hooks)
+  "Return the #:on-tick hook of HOOKS (see `ignore-tick')."
+  (observer-hooks-on-tick hooks))
 
 (define (ignore-request request code read parse handler serialise allocated)
   "Return nothing; the default #:on-request hook.  Called after each
