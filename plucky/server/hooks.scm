@@ -58,30 +58,26 @@
   (on-close observer-hooks-on-close)
   (on-tick observer-hooks-on-tick))
 
-(define (%observer-hooks? object)
-  "Return true when OBJECT is a record of observer hooks."
-  (observer-hooks? object))
-(define (%observer-hooks-tally hooks)
-  "Return the tally of HOOKS."
-  (observer-hooks-tally hooks))
-(define (%observer-hooks-on-request hooks)
-  "Return the #:on-request hook of HOOKS (see `ignore-request')."
-  (observer-hooks-on-request hooks))
-(define (%observer-hooks-on-failure hooks)
-  "Return the #:on-failure hook of HOOKS (see `ignore-failure')."
-  (observer-hooks-on-failure hooks))
-(define (%observer-hooks-on-write hooks)
-  "Return the #:on-write hook of HOOKS (see `ignore-write')."
-  (observer-hooks-on-write hooks))
-(define (%observer-hooks-on-accept hooks)
-  "Return the #:on-accept hook of HOOKS (see `ignore-accept')."
-  (observer-hooks-on-accept hooks))
-(define (%observer-hooks-on-close hooks)
-  "Return the #:on-close hook of HOOKS (see `ignore-close')."
-  (observer-hooks-on-close hooks))
-(define (%observer-hooks-on-tick hooks)
-  "Return the #:on-tick hook of HOOKS (see `ignore-tick')."
-  (observer-hooks-on-tick hooks))
+(eval-when (expand)
+  (define-syntax-rule (define-readers (name accessor documentation) ...)
+    (begin (define (name object) documentation (accessor object)) ...)))
+
+(define-readers
+  (%observer-hooks? observer-hooks?
+                    "Return true when OBJECT is a record of observer hooks.")
+  (%observer-hooks-tally observer-hooks-tally "Return the tally of the hooks OBJECT.")
+  (%observer-hooks-on-request observer-hooks-on-request
+                              "Return the #:on-request hook of OBJECT (see `ignore-request').")
+  (%observer-hooks-on-failure observer-hooks-on-failure
+                              "Return the #:on-failure hook of OBJECT (see `ignore-failure').")
+  (%observer-hooks-on-write observer-hooks-on-write
+                            "Return the #:on-write hook of OBJECT (see `ignore-write').")
+  (%observer-hooks-on-accept observer-hooks-on-accept
+                             "Return the #:on-accept hook of OBJECT (see `ignore-accept').")
+  (%observer-hooks-on-close observer-hooks-on-close
+                            "Return the #:on-close hook of OBJECT (see `ignore-close').")
+  (%observer-hooks-on-tick observer-hooks-on-tick
+                           "Return the #:on-tick hook of OBJECT (see `ignore-tick')."))
 
 (define (ignore-request request code read parse handler serialise allocated)
   "Return nothing; the default #:on-request hook.  Called after each
