@@ -359,17 +359,17 @@ USER once the sockets are bound, or --allow-root"))))
 
 (define (status-wrapper workers token)
   ;; -> (WRAP . OBSERVER): WRAP makes a handler serve /_plucky/… from one
-  ;; observer, and OBSERVER is the procedure to pass to run-loop's
+  ;; observer, and OBSERVER is the hooks to pass to run-loop's
   ;; #:observer, which feeds it.  One observer for the app and all its
   ;; reloads, so that the figures outlive them (each worker process has
   ;; its own copy).
   (let ((observer ((observe 'make-observer 'accounting) #:workers workers)))
     (cons (lambda (handler)
             ;; The loop tells the observer of a handler's exceptions
-            ;; ('failure events): no catching wrapper needed.
+            ;; (its #:on-failure hook): no catching wrapper needed.
             ((observe 'observed-handler 'status) handler observer #:token token
              #:catch-errors? #f))
-          ((observe 'observer-procedure 'accounting) observer))))
+          ((observe 'observer->hooks 'accounting) observer))))
 
 (define (main args)
   "Run the plucky command with ARGS, the command line."

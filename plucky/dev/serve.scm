@@ -34,7 +34,7 @@
 (define-module (plucky dev serve)
   #:use-module (plucky server)
   #:use-module (plucky server loop)
-  #:use-module ((plucky server tally) #:select (make-tally))
+  #:use-module ((plucky server hooks) #:select (make-observer-hooks))
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe status)
   ;; `load' of an app file needs a module that is not declarative.
@@ -93,9 +93,8 @@ Return the observer, or #f in modes off and loop."
                       ((loop)
                       ;; times every request (a countdown nobody resets
                       ;; stays below 1), tells nothing to anyone
-                      (let ((tally (make-tally)))
-                        (case-lambda ((a) tally) ((a b c d e f g h) #f) ((a b c) #f) ((a b) #f))))
-                      ((full nocatch account) (observer-procedure observer))
+                      (make-observer-hooks))
+                      ((full nocatch account) (observer->hooks observer))
                       (else (error "unknown mode" mode))))
          (listener (or socket (open-listener host port))))
     (when on-listen (on-listen (listener-port listener)))

@@ -55,6 +55,7 @@
             output-put-bytes!
             output-put-slice!
             write-response!
+            write-response-head!
             write-error-response!
             streamed-response?
             response-record?
@@ -392,6 +393,21 @@ only the loop's thread may use (see `write-streamed-head!')."
        (else
         (values close? payload))))))
 
+(define (write-response-head! out request response length close?)
+  "Append to OUT the head of the answer RESPONSE to REQUEST whose body
+of LENGTH bytes the caller sends itself (a file, with sendfile(2)), or
+that has none (a 101 before the connection changes protocol).  CLOSE?
+is as for `write-response!'.  Return whether the connection must close
+after the answer.  Raise an error for a declared Content-Length that is
+not LENGTH, or a body on a status that must not have one."
+  (let ((headers (answer-headers response))
+        (code (answer-code response)))
+    (when (and (must-not-include-body? code) (> length 0))
+      (error "response with this status code must not include body" code))
+    (put-head! out request response headers code #f length
+               (eq? (request-method request) 'HEAD) #f
+               (must-not-include-body? code) close? #t #f)))
+
 (define (put-head! out request response headers code textual? length head?
                    payload bodiless? close? cache? streamed)
   ;; The status line and the headers, up to and with the empty line.
@@ -406,7 +422,8 @@ only the loop's thread may use (see `write-streamed-head!')."
     (if cache?
         (put-textual-content-type! out type)
         (output-put-bytes! out (render-header 'content-type (with-charset type "utf-8")))))
-  (let ((version (request-version request)))
+  (let ((version (request-version request))
+        (all-headers headers))
     (output-put-bytes!
      out (status-line version code
                       (and (response-record? response)
@@ -460,7 +477,8 @@ only the loop's thread may use (see `write-streamed-head!')."
               (output-put-bytes! out crlf)))
             (unless date-seen?
               (output-put-bytes! out (date-line)))
-            (let ((connection (assq-ref headers 'connection)))
+            ;; ALL-HEADERS: HEADERS is the loop's, empty by now.
+            (let ((connection (assq-ref all-headers 'connection)))
               (cond
                (close?
                 (output-put-bytes! out connection-close-line))
