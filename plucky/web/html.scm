@@ -208,7 +208,7 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
 ;; rejects become U+FFFD; tab, newline, form feed and return stay.
 (define ascii-escapes
   (let ((table (make-vector 128 #f))
-        (fffd (string->utf8 "\xFFFD;")))
+        (fffd (string->utf8 "\uFFFD")))
     (do ((i 0 (+ i 1))) ((= i 32))
       (unless (memv i '(9 10 12 13))
         (vector-set! table i fffd)))

@@ -46,6 +46,9 @@
 ;;; handler nests its routes: `router-routes' lists them and `url-for'
 ;;; finds them, the prefix before their patterns.
 ;;;
+;;; An invalid percent-escape ("%zz") is kept as it is, as (plucky web
+;;; forms) keeps it; escapes that decode to invalid UTF-8 are a 400.
+;;;
 ;;; `url-for' is routing backwards: (url-for router 'item '((id . 42)))
 ;;; -> "/item/42", parameters percent-encoded.  `query-params' and
 ;;; `query-ref' read the query string.
@@ -352,7 +355,9 @@ or a handler middleware made of one (see (plucky web middleware)), or
                  (and (eq? method 'HEAD) (memq 'GET (route-methods entry))))
              (cons entry params))
             (else
-             (set-car! allowed (lset-union eq? (car allowed) (route-methods entry)))
+             (set-car! allowed (append (car allowed)
+                                       (remove (lambda (m) (memq m (car allowed)))
+                                               (route-methods entry))))
              (lp (cdr entries))))))))
 
 (define (decode-segment segment)
