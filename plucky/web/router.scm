@@ -318,8 +318,10 @@ or a handler middleware made of one (see (plucky web middleware)), or
 
 (define (walk node segments params method allowed)
   ;; -> (entry . params) for the first entry under NODE matching
-  ;; SEGMENTS and taking METHOD; ALLOWED, a one-element list, collects
-  ;; the methods of the entries that match the path only.
+  ;; SEGMENTS and taking METHOD; ALLOWED, #f or a one-element list,
+  ;; collects the methods of the entries that match the path only (a
+  ;; second walk, once the first found nothing: the common path
+  ;; allocates no box).
   (if (null? segments)
       (or (take-method node params method allowed)
           (walk-rest node segments params method allowed))
@@ -355,22 +357,37 @@ or a handler middleware made of one (see (plucky web middleware)), or
                  (and (eq? method 'HEAD) (memq 'GET (route-methods entry))))
              (cons entry params))
             (else
-             (set-car! allowed (append (car allowed)
-                                       (remove (lambda (m) (memq m (car allowed)))
-                                               (route-methods entry))))
+             (when allowed
+               (set-car! allowed (append (car allowed)
+                                         (remove (lambda (m) (memq m (car allowed)))
+                                                 (route-methods entry)))))
              (lp (cdr entries))))))))
 
 (define (decode-segment segment)
+  ;; -> SEGMENT percent-decoded, or #f when it decodes to invalid UTF-8
   (if (string-index segment #\%)
-      (uri-decode segment #:decode-plus-to-space? #f)
+      (false-if-exception (uri-decode segment #:decode-plus-to-space? #f))
       segment))
 
 (define (request-segments request)
   ;; -> the decoded segments of REQUEST's path, or #f for an invalid
-  ;; percent-encoding or a path that is not absolute
-  (let ((path (uri-path (request-uri request))))
-    (and (string-prefix? "/" path)
-         (false-if-exception (map decode-segment (split-path path))))))
+  ;; percent-encoding or a path that is not absolute.  One substring and
+  ;; one pair a segment, nothing else: what the router allocates on the
+  ;; way is what the collector then costs each request
+  ;; (bench/instructions with bench/apps/routes30.scm).
+  (let* ((path (uri-path (request-uri request)))
+         (end (string-length path)))
+    (and (> end 0)
+         (eqv? (string-ref path 0) #\/)
+         (if (= end 1)
+             '()
+             (let lp ((start 1) (out '()))
+               (let* ((slash (or (string-index path #\/ start end) end))
+                      (segment (decode-segment (substring path start slash))))
+                 (cond
+                  ((not segment) #f)
+                  ((= slash end) (reverse! (cons segment out)))
+                  (else (lp (+ slash 1) (cons segment out))))))))))
 
 (define (request-mount-prefix request)
   "Return the path prefix REQUEST's app was mounted under (\"/blog\"), or
@@ -387,8 +404,9 @@ an invalid percent-encoding)."
     (if (not segments)
         (values (build-response #:code 400 #:headers '((content-type . (text/plain))))
                 "Bad request: the path's percent-encoding is invalid\n")
-        (let* ((allowed (list '()))
-               (found (walk (router-trie router) segments '() method allowed)))
+        (let* ((found (walk (router-trie router) segments '() method #f))
+               (allowed (and (not found) (list '())))
+               (_ (when allowed (walk (router-trie router) segments '() method allowed))))
           (cond
            (found
             (let ((entry (car found)))
