@@ -12,7 +12,7 @@
 ;;;                (input (@ (type "checkbox") (checked #t) (disabled #f)))
 ;;;                (ul ,@(map (lambda (x) `(li ,x)) items))))
 ;;;
-;;; and `write-html' writes it as HTML5, not XML, straight to a port:
+;;; and `write-html' writes it to a port as HTML5, not XML:
 ;;;
 ;;;  - an element is (TAG (@ (NAME VALUE) …) CHILD …); TAG and NAME are
 ;;;    symbols whose spelling is checked once (a tag or attribute name
@@ -38,10 +38,11 @@
 ;;;  - a tree whose root is an html element is preceded by <!DOCTYPE html>.
 ;;;
 ;;; Where the time goes (bench/html, against Guile's `sxml->xml'): the
-;;; start and end tags of each tag name, and " name=\"" of each attribute
-;;; name, are strings made and checked once and kept in a table by
-;;; symbol; text is written in runs between the characters to escape with
-;;; `put-string' on the port, never copied into a new string.
+;;; page is encoded as UTF-8 into one byte buffer, kept between pages,
+;;; and reaches the port in one `put-bytevector' (see "The buffer"
+;;; below); no string is made for a node.  The start and end tags of
+;;; each tag name, and " name=\"" of each attribute name, are bytes made
+;;; and checked once and kept in a table by symbol.
 ;;;
 ;;; `html->bytevector' gives the UTF-8 bytes (a response body with its
 ;;; Content-Length); `html-response' the (values response body) a handler
