@@ -124,7 +124,13 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
          (let lp ((parts parts) (out '()))
            (if (null? parts)
                (values (reverse out) slash?)
-               (let ((bytes (percent-decode (car parts))))
+               (let* ((part (car parts))
+                      (bytes (and (not (plain-segment? part)) (percent-decode part))))
+                 (if (plain-segment? part)
+                     ;; Nothing encoded, nothing to decode.
+                     (and (not (member part '("." "..")))
+                          (or dotfiles? (not (string-prefix? "." part)))
+                          (lp (cdr parts) (cons part out)))
                  (and bytes
                       (> (bytevector-length bytes) 0)
                       (not (bytevector-index bytes 0))
@@ -134,7 +140,16 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
                       (let ((name (utf8->string bytes)))
                         (and (not (member name '("." "..")))
                              (or dotfiles? (not (string-prefix? "." name)))
-                             (lp (cdr parts) (cons name out)))))))))))
+                             (lp (cdr parts) (cons name out))))))))))))
+
+(define (plain-segment? part)
+  ;; Printable ASCII without `%' or `\', not empty: the common segment,
+  ;; taken as it is (bench/static).
+  (and (not (string-null? part))
+       (string-every (lambda (c)
+                       (let ((i (char->integer c)))
+                         (and (< 32 i 127) (not (eqv? c #\%)) (not (eqv? c #\\)))))
+                     part)))
 
 (define (bytevector-index bv byte)
   (let ((n (bytevector-length bv)))
