@@ -163,7 +163,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
 
 (define-record-type <entry>
   (%make-entry fd size ino dev mtime-ns modified checked users cached?
-               headers not-modified coding siblings)
+               headers not-modified coding siblings bytes)
   entry?
   (fd entry-fd)                         ; open, read-only
   (size entry-size)
@@ -180,16 +180,26 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
   (headers entry-headers)
   (not-modified entry-not-modified)     ; the 304 response, made once
   (coding entry-coding)                 ; identity, gzip or zstd
-  (siblings entry-siblings))            ; codings of precompressed siblings: (gzip)
+  (siblings entry-siblings)             ; codings of precompressed siblings: (gzip)
+  (bytes entry-bytes))                  ; #f, or the contents of a small file
 
 (define (entry-etag entry) (assq-ref (entry-headers entry) 'etag))
 
 (define-record-type <cache>
-  (make-cache table owner count)
+  (make-cache table owner count held)
   cache?
   (table cache-table)                   ; hash: key -> <entry>
   (owner cache-owner set-cache-owner!)  ; the thread that uses it, once known
-  (count cache-count set-cache-count!))
+  (count cache-count set-cache-count!)
+  (held cache-held set-cache-held!))    ; bytes of file contents the entries hold
+
+;; A small file's contents are kept in its entry and sent as a bytevector:
+;; (plucky http response) copies it behind the head, so head and body
+;; leave with one write(2), where a file body costs a write and a
+;; sendfile (bench/static, the 50 KB file).  Bounded by `memory-limit'
+;; per cache; past it, entries send with sendfile.
+(define small-file 65536)
+(define memory-limit (* 32 1024 1024))
 
 (define (release-entry! entry)
   ;; One body less sends from ENTRY's descriptor.
@@ -202,6 +212,8 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
   (hash-remove! (cache-table cache) key)
   (set-cache-count! cache (- (cache-count cache) 1))
   (set-entry-cached! entry #f)
+  (when (entry-bytes entry)
+    (set-cache-held! cache (- (cache-held cache) (bytevector-length (entry-bytes entry)))))
   (when (zero? (entry-users entry))
     (fd-close (entry-fd entry))))
 
@@ -260,7 +272,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
     (%make-site root (if (string-suffix? "/" real) real (string-append real "/"))
                 index listing? dotfiles? follow-symlinks? precompressed
                 (cache-control-rules cache-control) revalidate cache-size
-                (make-cache (make-hash-table 256) #f 0))))
+                (make-cache (make-hash-table 256) #f 0 0))))
 
 ;;;
 ;;; Entries
@@ -311,11 +323,32 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
                                         '()
                                         `((content-encoding ,coding))))))
                   (if (eq? (stat:type st) 'regular)
-                      (%make-entry fd (stat:size st) (stat:ino st) (stat:dev st)
-                                   (mtime-ns st) modified now 0 #t headers
-                                   (build-response #:code 304 #:headers validators)
-                                   coding (if (eq? coding 'identity) codings '()))
+                      (let ((entry (%make-entry fd (stat:size st) (stat:ino st) (stat:dev st)
+                                                (mtime-ns st) modified now 0 #t headers
+                                                (build-response #:code 304 #:headers validators)
+                                                coding (if (eq? coding 'identity) codings '())
+                                                #f)))
+                        (hold-contents site entry))
                       (begin (close-fdes fd) #f))))))))
+
+(define (hold-contents site entry)
+  ;; -> ENTRY, or a copy holding its contents when the file is small and
+  ;; the cache has room for them
+  (let ((cache (site-cache site))
+        (size (entry-size entry)))
+    (if (and (<= size small-file)
+             (<= (+ (cache-held cache) size) memory-limit))
+        (let ((bytes (read-span entry 0 size)))
+          (if bytes
+              (begin
+                (set-cache-held! cache (+ (cache-held cache) size))
+                (%make-entry (entry-fd entry) size (entry-ino entry) (entry-dev entry)
+                             (entry-mtime-ns entry) (entry-modified entry)
+                             (entry-checked entry) 0 #t (entry-headers entry)
+                             (entry-not-modified entry) (entry-coding entry)
+                             (entry-siblings entry) bytes))
+              entry))
+        entry)))
 
 (define (lookup site file relative coding now)
   ;; -> the current <entry> of FILE as CODING, from the cache or opened
@@ -447,7 +480,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
        (let ((spans (request-ranges request size etag modified)))
          (cond
           ((not spans)
-           (values headers (file-body site entry 0 size)))
+           (values headers (or (entry-bytes entry) (file-body site entry 0 size))))
           ((eq? spans 'unsatisfiable)
            (plain 416 "Range Not Satisfiable\n"
                   `(content-range bytes * ,size)))
@@ -557,18 +590,17 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
                                  (content-type text/plain (charset . "utf-8"))))
                     "Moved Permanently\n")))
          (else (values #f #f)))))
-     (else
-      (let ((st (safe-stat file)))
-        (cond
-         ((not (and st (eq? (stat:type st) 'directory) (inside-root? site file)))
-          (values #f #f))
-         ((and (site-index site)
-               (serve-file site request (string-append file "/" (site-index site))
-                           (append segments (list (site-index site))) now))
-          => (lambda (answer) (apply values answer)))
-         ((site-listing? site)
-          (listing site file segments (site-dotfiles? site)))
-         (else (values #f #f))))))))
+     ;; The index first: a cached one costs no stat of the directory (its
+     ;; entry was made only for a file whose real path is inside the root).
+     ((and (site-index site)
+           (serve-file site request (string-append file "/" (site-index site))
+                       (append segments (list (site-index site))) now))
+      => (lambda (answer) (apply values answer)))
+     ((and (site-listing? site)
+           (let ((st (safe-stat file)))
+             (and st (eq? (stat:type st) 'directory) (inside-root? site file))))
+      (listing site file segments (site-dotfiles? site)))
+     (else (values #f #f)))))
 
 (define (serve-file site request file segments now)
   ;; -> (response body) as a list, or #f when FILE is not served
