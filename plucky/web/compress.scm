@@ -33,7 +33,7 @@
 
 (define-module (plucky web compress)
   #:use-module (rnrs bytevectors)
-  #:use-module ((rnrs io ports) #:select (put-bytevector))
+  #:use-module ((rnrs io ports) #:select (put-bytevector open-bytevector-output-port))
   #:use-module (ice-9 iconv)
   #:use-module (web request)
   #:use-module (web response)
@@ -87,16 +87,10 @@ bytevector."
       (fluid-set! idle-encoders (acons key encoder idle)))
     (if (and (pair? chunks) (null? (cdr chunks)))
         (car chunks)
-        (concatenate chunks))))
-
-(define (concatenate bvs)
-  (let ((out (make-bytevector (apply + (map bytevector-length bvs)))))
-    (let lp ((bvs bvs) (at 0))
-      (if (null? bvs)
-          out
-          (begin
-            (bytevector-copy! (car bvs) 0 out at (bytevector-length (car bvs)))
-            (lp (cdr bvs) (+ at (bytevector-length (car bvs)))))))))
+        (call-with-values open-bytevector-output-port
+          (lambda (port get)
+            (for-each (lambda (chunk) (put-bytevector port chunk)) chunks)
+            (get))))))
 
 ;;;
 ;;; Headers
