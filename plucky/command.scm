@@ -34,6 +34,8 @@ Usage: plucky COMMAND [ARGUMENT…]
 
 Commands:
   serve FILE [OPTION…]   serve the handler FILE evaluates to
+  static DIR [OPTION…]   serve the files under DIR (every option of serve,
+                         and those under Files below)
   bench TARGET [OPTION…] load a URL or an app with wrk, report like ab
                          (plucky bench --help)
   profile APP [OPTION…]  serve APP under load with statprof and print where
@@ -95,6 +97,11 @@ Limits:
   --max-header-bytes B   largest header block, else 431 (default 32768)
   --max-header-count N   most header fields, else 431 (default 100)
 
+Files (static only):
+  --listing              list a directory that has no index.html
+  --dotfiles             serve names that begin with a dot
+  --follow-symlinks      serve symlinks that lead out of DIR
+
 Signals (to the master):
   SIGTERM, SIGINT        drain: stop accepting, finish the requests in
                          flight, exit within --grace; a second SIGINT
@@ -142,13 +149,17 @@ fresh module where `app-directory' names the directory FILE is in.
     ("--max-header-bytes" 1 ,(expt 2 28))
     ("--max-header-count" 1 ,(expt 2 28))))
 
+(define static-flag-names
+  ;; the options of static alone
+  '("--listing" "--dotfiles" "--follow-symlinks"))
+
 (define option-names
   ;; every option serve accepts
   (append
    '("--host" "--user" "--group" "--access-log" "--log-format" "--error-log"
      "--status-token")
    (map car numeric-options)
-   flag-names))
+   flag-names static-flag-names))
 
 (define (number-option name value)
   ;; -> VALUE (a string) as the whole number it says, if NAME's range
@@ -166,7 +177,7 @@ fresh module where `app-directory' names the directory FILE is in.
     (cond
      ((null? args) (values file options))
      ((member (car args) '("-h" "--help")) (display usage) (exit 0))
-     ((member (car args) flag-names)
+     ((or (member (car args) flag-names) (member (car args) static-flag-names))
       (lp (cdr args) file (acons (car args) #t options)))
      ((member (car args) option-names)
       (when (null? (cdr args))
@@ -230,7 +241,19 @@ fresh module where `app-directory' names the directory FILE is in.
          (= (stat:dev in) (stat:dev err))
          (= (stat:ino in) (stat:ino err)))))
 
-(define (serve args)
+(define (static-loader dir value)
+  ;; -> a thunk that returns the handler serving DIR with the Files
+  ;; options; (plucky web static) loads then, not at every start
+  (lambda ()
+    ((module-ref (resolve-interface '(plucky web static)) 'static-handler)
+     dir
+     #:listing? (and (value "--listing") #t)
+     #:dotfiles? (and (value "--dotfiles") #t)
+     #:follow-symlinks? (and (value "--follow-symlinks") #t))))
+
+(define* (serve args #:optional (static? #f))
+  ;; With STATIC?, `plucky static': the positional argument is a
+  ;; directory to serve rather than an app FILE.
   ;; Until the server reads them from its signalfd, SIGHUP and SIGUSR1
   ;; would end the process (their default action), while it loads the
   ;; app, say: held until then, they take effect once it serves (a
@@ -238,11 +261,22 @@ fresh module where `app-directory' names the directory FILE is in.
   ((@ (plucky sys signal) block-signals!) (list SIGHUP SIGUSR1))
   (call-with-values (lambda () (parse-options args))
     (lambda (file options)
-      (unless file (fail "serve needs a FILE (see plucky --help)"))
-      (unless (file-exists? file)
-        (fail "no such file: ~a" file))
+      (cond
+       (static?
+        (unless file (fail "static needs a DIR (see plucky --help)"))
+        (unless (and (file-exists? file) (file-is-directory? file))
+          (fail "no such directory: ~a" file)))
+       (else
+        (unless file (fail "serve needs a FILE (see plucky --help)"))
+        (unless (file-exists? file)
+          (fail "no such file: ~a" file))
+        (for-each (lambda (name)
+                    (when (assoc-ref options name)
+                      (fail "~a is an option of static, not serve" name)))
+                  static-flag-names)))
       (let* ((file (canonicalize-path file))
              (value (lambda (name) (assoc-ref options name)))
+             (make-handler (if static? (static-loader file value) (lambda () (load-handler file))))
              (option (lambda (name default)
                        (let ((value (value name)))
                          (if value (number-option name value) default))))
@@ -319,7 +353,7 @@ USER once the sockets are bound, or --allow-root"))))
                             (status-wrapper workers (value "--status-token"))))
                (wrap (if status (car status) (lambda (handler) handler)))
                (reload (lambda ()
-                         (let ((handler (load-handler file)))
+                         (let ((handler (make-handler)))
                            ;; A wrapper takes bodies as the app does.
                            (if (body-port-handler? handler)
                                (with-body-port (wrap handler))
@@ -377,6 +411,7 @@ USER once the sockets are bound, or --allow-root"))))
     (cond
      ((null? args) (display usage))
      ((string=? (car args) "serve") (serve (cdr args)))
+     ((string=? (car args) "static") (serve (cdr args) #t))
      ((string=? (car args) "bench") ((dev 'bench-command 'cli) (cdr args)))
      ((string=? (car args) "profile") ((dev 'profile-command 'cli) (cdr args)))
 ((string=? (car args) "routes")

@@ -297,21 +297,25 @@ DEADLINE (ms, loop clock) unless it makes progress."
   (use-modules (plucky sys record)))
 
 (define-record-type/lean <file-body>
-  (%make-file-body fd port offset end)
+  (%make-file-body fd port offset end release)
   file-body?
   (fd file-body-fd)                     ; the file's descriptor
   (port file-body-port)                 ; the port it came from, or #f
   (offset file-body-offset set-file-body-offset!) ; next byte to send
-  (end file-body-end))                  ; one past the last byte to send
+  (end file-body-end)                   ; one past the last byte to send
+  (release file-body-release))          ; #f, or a thunk called instead of closing
 
-(define* (make-file-body file #:key (offset 0) (length #f))
+(define* (make-file-body file #:key (offset 0) (length #f) (release #f))
   "Return a response body that is LENGTH bytes (by default, to its end)
 of FILE, a file port or descriptor, from byte OFFSET on: the loop sends
 it after the head with sendfile(2), in steps the socket takes, and
-closes FILE once it is sent or the connection closes."
+closes FILE once it is sent or the connection closes.  Given RELEASE, a
+thunk, the loop calls it then instead and leaves FILE open: an
+open-file cache shares one descriptor among responses, and closes it
+once none holds it."
   (let* ((fd (if (port? file) (port->fdes file) file))
          (length (or length (- (stat:size (stat fd)) offset))))
-    (%make-file-body fd (and (port? file) file) offset (+ offset length))))
+    (%make-file-body fd (and (port? file) file) offset (+ offset length) release)))
 
 (define (%file-body? object)
   "Return true when OBJECT is a file body (`make-file-body')."
@@ -322,10 +326,12 @@ closes FILE once it is sent or the connection closes."
   (- (file-body-end body) (file-body-offset body)))
 
 (define (close-file-body! body)
-  "Close the file of BODY, a <file-body>; return nothing."
-  (if (file-body-port body)
-      (close-port (file-body-port body))
-      (fd-close (file-body-fd body))))
+  "Close the file of BODY, a <file-body>, or call its release thunk;
+return nothing."
+  (cond
+   ((file-body-release body) ((file-body-release body)))
+   ((file-body-port body) (close-port (file-body-port body)))
+   (else (fd-close (file-body-fd body)))))
 
 (define-record-type/lean <takeover>
   (%make-takeover procedure)
@@ -711,13 +717,48 @@ as the socket takes now; queue the rest.  Return nothing."
   ;; a larger count only makes the kernel look further into the file.
   (* 1024 1024))
 
+(define copy-buffer
+  ;; For a transport without sendfile: the file's bytes pass through here
+  ;; on their way to the transport's write.  Only the loop's thread sends
+  ;; files.
+  (make-bytevector 65536))
+(define copy-buffer-address (bytevector-address copy-buffer))
+
+(define (copy-file! conn body)
+  ;; `send-file!' for a transport that cannot sendfile(2) (TLS): read
+  ;; from the file at the body's offset and write what was read; a short
+  ;; write re-reads the rest next time.  -> done | again | error
+  (let ((write (transport-write (connection-transport conn)))
+        (out-fd (connection-out-fd conn))
+        (fd (file-body-fd body)))
+    (let lp ()
+      (let* ((offset (file-body-offset body))
+             (left (- (file-body-end body) offset)))
+        (if (<= left 0)
+            'done
+            (let ((got (begin
+                         ;; The descriptor may be shared (an open-file
+                         ;; cache): position it each time.
+                         (seek fd offset SEEK_SET)
+                         (fd-read fd copy-buffer-address 0
+                                  (min left (bytevector-length copy-buffer))))))
+              (if (<= got 0)
+                  'error                ; the file is shorter than it was said to be
+                  (let ((n (write out-fd copy-buffer-address 0 got)))
+                    (cond
+                     ((> n 0)
+                      (set-file-body-offset! body (+ offset n))
+                      (lp))
+                     ((= n (- errno-EAGAIN)) 'again)
+                     (else 'error))))))))))
+
 (define (send-file! conn body)
   ;; Send BODY with sendfile(2) until it is out or the socket is full.
   ;; -> done | again | error
   (let ((sendfile (transport-sendfile (connection-transport conn)))
         (out-fd (connection-out-fd conn)))
     (if (not sendfile)
-        'error                          ; not over this transport yet
+        (copy-file! conn body)
         (let lp ()
           (let* ((offset (file-body-offset body))
                  (left (- (file-body-end body) offset)))
@@ -770,6 +811,9 @@ waiting (the caller serves them), else #f."
          (case (send-file! conn body)
            ((done)
             (close-file-body! body)
+            ;; Out of the pending list at once: if a later entry fails,
+            ;; `close-connection!' must not close this body again.
+            (set-connection-pending! conn rest)
             (lp rest))
            ((again)
             (set-connection-pending! conn pending)

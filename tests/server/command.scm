@@ -306,4 +306,39 @@
       (let ((status out (curl "-H" "X-A: 1" "-H" "X-B: 2" "-H" "X-C: 3" (url port "/"))))
         (string-prefix? "HTTP/1.1 431" out)))))
 
+(test-group "static DIR"
+  (let ((status out err (run plucky '("static" "/nonexistent-plucky-dir"))))
+    (test-equal "no such directory: exit 2" 2 status)
+    (test-assert "names it" (string-contains err "/nonexistent-plucky-dir")))
+  (let ((status out err (run plucky (list "serve" (app "hello.scm") "--listing"))))
+    (test-equal "a static option given to serve: exit 2" 2 status))
+  (let ((dir (mkdtemp (string-copy "/tmp/plucky-static-command-XXXXXX"))))
+    (call-with-output-file (string-append dir "/hello.txt")
+      (lambda (port) (display "static hello\n" port)))
+    (mkdir (string-append dir "/sub"))
+    (let* ((process (spawn plucky (append (list "static" dir "--port" "0" "--workers" "1"
+                                                "--listing" "--access-log" "-")
+                                          allow-root)))
+           (deadline (+ (now-seconds) 30))
+           (port (let lp ()
+                   (let ((line (read-line-before (process-stderr process) deadline)))
+                     (cond
+                      ((not (string? line)) #f)
+                      ((regexp-exec listening-rx line)
+                       => (lambda (m) (string->number (match:substring m 1))))
+                      (else (lp)))))))
+      (test-assert "listening" port)
+      (when port
+        (test-equal "serves a file" "static hello"
+          (let ((status out (curl (url port "/hello.txt")))) (curl-body out)))
+        (test-assert "--listing: lists a directory"
+          (let ((status out (curl (url port "/sub/")))) (string-prefix? "HTTP/1.1 200" out)))
+        (test-assert "a missing file: 404"
+          (let ((status out (curl (url port "/nope")))) (string-prefix? "HTTP/1.1 404" out)))
+        (test-assert "--access-log: a line per request"
+          (let ((line (read-line-before (process-stdout process) (+ (now-seconds) 10))))
+            (and (string? line) (string-contains line "GET /hello.txt")))))
+      (process-stop process))
+    (system* "rm" "-rf" dir)))
+
 (test-end "server/command")
