@@ -37,7 +37,7 @@
 (define-module (blog store)
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
-  #:use-module (srfi srfi-19)
+  #:use-module ((srfi srfi-19) #:hide (current-time))
   #:use-module (ice-9 match)
   #:use-module (ice-9 regex)
   #:use-module (web uri)
