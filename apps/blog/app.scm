@@ -559,7 +559,7 @@
           (let ((name (or (assoc-ref fields "name") ""))
                 (password (or (assoc-ref fields "password") "")))
             (if (and (string=? name (blog-admin-name blog))
-                     (verify-password password (blog-admin-hash blog)))
+                     (verify-password (blog-admin-hash blog) password))
                 (begin (session-regenerate!)
                        (session-set! "admin" #t)
                        (redirect (admin-base)))
