@@ -42,6 +42,7 @@
   #:use-module (ice-9 rdelim)
   #:use-module (ice-9 threads)
   #:use-module (rnrs bytevectors)
+  #:use-module ((plucky sys libc) #:select (fd-read fd-close bytevector-address))
   ;; guile-git's submodules: (git) re-exports them in a way #:select
   ;; cannot see through.
   #:use-module ((git bindings) #:select (libgit2-init!))
@@ -118,17 +119,19 @@ one-line message when DIRECTORY is not a git repository."
 (define hex-length 40)
 
 (define (read-hex-line file)
-  ;; -> the first 40 characters of FILE if they are hex, else #f
-  (catch 'system-error
-    (lambda ()
-      (call-with-input-file file
-        (lambda (port)
-          (let ((line (read-line port)))
-            (and (string? line)
-                 (>= (string-length line) hex-length)
-                 (let ((hex (substring line 0 hex-length)))
-                   (and (string-every char-set:hex-digit hex) hex)))))))
-    (lambda _ #f)))
+  ;; -> the first 40 characters of FILE if they are hex, else #f.  A
+  ;; descriptor and one read(2), not a port: a Guile port's buffers made
+  ;; the check ten times dearer (bench/blog-costs.scm, ref-check).
+  (let ((fd (catch 'system-error
+              (lambda () (open-fdes file (logior O_RDONLY O_CLOEXEC)))
+              (lambda _ #f))))
+    (and fd
+         (let* ((bv (make-bytevector hex-length))
+                (n (fd-read fd (bytevector-address bv) 0 hex-length)))
+           (fd-close fd)
+           (and (= n hex-length)
+                (let ((hex (utf8->string bv)))
+                  (and (string-every char-set:hex-digit hex) hex)))))))
 
 (define (packed-ref store)
   ;; -> the branch's commit as packed-refs gives it, or #f

@@ -50,9 +50,15 @@ dropped."
   (escape-html (string-delete #\return text)))
 
 (define (paragraphs text)
-  (remove (lambda (p) (string-null? (string-trim-both p)))
-          (map (lambda (m) (match:substring m 1))
-               (list-matches "((.|\n)*?)(\n[ \t]*\n|$)" text))))
+  ;; TEXT's paragraphs: runs of lines between blank ones
+  (let loop ((lines (string-split text #\newline)) (current '()) (out '()))
+    (define (flush)
+      (if (null? current) out
+          (cons (string-join (reverse current) "\n") out)))
+    (cond ((null? lines) (reverse (flush)))
+          ((string-every char-set:whitespace (car lines))
+           (loop (cdr lines) '() (flush)))
+          (else (loop (cdr lines) (cons (car lines) current) out)))))
 
 (define block-start
   (make-regexp "^[ \t]*<(p|div|pre|ul|ol|h[1-6]|blockquote|table|figure|dl|hr|img|iframe|object)[ >/]"
