@@ -43,6 +43,7 @@
 (define-module (blog app)
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
+  #:use-module (srfi srfi-11)
   #:use-module ((srfi srfi-19) #:hide (current-time))
   #:use-module (ice-9 match)
   #:use-module (ice-9 regex)
@@ -95,13 +96,15 @@
 
 ;; What the current commit gives: its index and the cached pages.
 (define-record-type <view>
-  (make-view commit index etag last-modified pages)
+  (make-view commit day index etag last-modified pages not-modified)
   view?
   (commit view-commit)
+  (day view-day)                        ; the comment tokens' day
   (index view-index)
   (etag view-etag)                      ; (commit . #t): strong
   (last-modified view-last-modified)    ; a date
-  (pages view-pages))                   ; url string -> <page>
+  (pages view-pages)                    ; "path?query" -> (response . bytes)
+  (not-modified view-not-modified))     ; the 304 response, made once
 
 (define-record-type <page>
   (make-page code content-type bytes)
@@ -111,23 +114,51 @@
   (bytes page-bytes))
 
 (define (current-view blog state)
-  ;; -> the view of the branch's commit, made again if it moved
+  ;; -> the view of the branch's commit, made again if it moved (or the
+  ;; day did: the post pages' comment tokens are the day's)
   (let ((commit (branch-commit (blog-store blog)))
+        (day (today))
         (old (car state)))
-    (if (and old (equal? (view-commit old) commit))
+    (define (fresh? view)
+      (and view (equal? (view-commit view) commit) (= (view-day view) day)))
+    (if (fresh? old)
         old
         (with-mutex (blog-lock blog)
           (let ((old (car state)))
-            (if (and old (equal? (view-commit old) commit))
+            (if (fresh? old)
                 old
-                (let* ((index (load-blog-index (blog-store blog) commit
-                                               (and old (view-index old))))
-                       (view (make-view commit index (cons commit #t)
-                                        (time-utc->date
-                                         (make-time time-utc 0 (blog-index-time index)) 0)
-                                        (make-hash-table))))
+                (let* ((index (if (and old (equal? (view-commit old) commit))
+                                  (view-index old)
+                                  (load-blog-index (blog-store blog) commit
+                                                   (and old (view-index old)))))
+                       (etag (cons commit #t))
+                       (last-modified (time-utc->date
+                                       (make-time time-utc 0 (blog-index-time index)) 0))
+                       (view (make-view commit day index etag last-modified
+                                        (make-hash-table)
+                                        (build-response
+                                         #:code 304
+                                         #:headers `((etag . ,etag)
+                                                     (last-modified . ,last-modified))))))
                   (set-car! state view)
                   view)))))))
+
+(define (cache-key request)
+  (let ((uri (request-uri request)))
+    (if (uri-query uri)
+        (string-append (uri-path uri) "?" (uri-query uri))
+        (uri-path uri))))
+
+(define (cached-response blog state request)
+  ;; -> (response . bytes) for a visitor's GET or HEAD the cache can
+  ;; answer, else #f: the fast path, before any routing
+  (and (memq (request-method request) '(GET HEAD))
+       (let* ((view (current-view blog state))
+              (hit (hash-ref (view-pages view) (cache-key request))))
+         (and hit
+              (if (not-modified? request view)
+                  (cons (view-not-modified view) #f)
+                  hit)))))
 
 ;;; Requests.
 
@@ -179,10 +210,7 @@
           (else #f))))
 
 (define (not-modified view)
-  (values (build-response #:code 304
-                          #:headers `((etag . ,(view-etag view))
-                                      (last-modified . ,(view-last-modified view))))
-          #f))
+  (values (view-not-modified view) #f))
 
 (define (html-page code tree)
   (make-page code '(text/html (charset . "utf-8")) (html->bytevector tree)))
@@ -365,15 +393,13 @@
           (page-now (make))
           (let ((hit (hash-ref (view-pages view) key)))
             (cond ((not-modified? request view) (not-modified view))
-                  (hit (bytes-response hit view))
+                  (hit (values (car hit) (cdr hit)))
                   (else
-                   (let ((page (make)))
+                   (let-values (((response bytes) (bytes-response (make) view)))
                      (when (< (hash-count (const #t) (view-pages view)) cache-limit)
-                       (hash-set! (view-pages view) key page))
-                     (bytes-response page view)))))))
-    (define key (string-append (uri-path (request-uri request)) "?"
-                               (or (uri-query (request-uri request)) "")
-                               "|" (number->string (today))))
+                       (hash-set! (view-pages view) key (cons response bytes)))
+                     (values response bytes)))))))
+    (define key (cache-key request))
     (define (find-post segments)
       (let ((post (index-post-by-path index (string-join (cdr segments) "/"))))
         (and post (or (post-published? post) admin?) post)))
@@ -624,13 +650,15 @@ RATE-WINDOW seconds; ADDRESS maps a request to its client's address."
                           rate-limit rate-window address (make-mutex)))
          (state (list #f))
          (routed (lambda (request body) (route blog state request body)))
-         (with-session (with-sessions routed #:db sessions-db #:path prefix)))
+         (with-session (with-sessions routed #:db sessions-db #:path prefix))
+         (admin-path (string-append prefix "admin")))
     (current-view blog state)
     (lambda (request body)
       ;; Visitors without a session skip the session store: the common
       ;; case costs no SQLite read.
       (if (or (session-cookie? request)
-              (let ((segments (path-segments blog request)))
-                (and (pair? segments) (string=? (car segments) "admin"))))
+              (string-prefix? admin-path (uri-path (request-uri request))))
           (with-session request body)
-          (routed request body)))))
+          (match (cached-response blog state request)
+            ((response . bytes) (values response bytes))
+            (#f (routed request body)))))))
