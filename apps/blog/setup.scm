@@ -20,7 +20,10 @@
 ;;; Each is made under a temporary name and moved in place with link(2)
 ;;; or rename(2), so that two workers starting at once make it once.  A
 ;;; repository that is not git, or not in tekuti's layout, stops the
-;;; start with one line naming it, and exit status 2.
+;;; start with one line naming it (`plucky serve' exits with status 2).
+;;; Comments close $PLUCKY_BLOG_COMMENT_DAYS days after a post (default
+;;; 365; 0 closes them all) and an address may post
+;;; $PLUCKY_BLOG_COMMENT_LIMIT comments in ten minutes (default 5).
 ;;;
 ;;; Code:
 
@@ -83,10 +86,18 @@
            (space (string-index line #\space)))
       (cons (substring line 0 space) (substring line (+ space 1))))))
 
-(define* (open-blog-app #:key (prefix "/") (comment-days 365))
+(define (number-variable name default)
+  (let ((text (getenv name)))
+    (if text
+        (or (and (string-every char-set:digit text) (not (string-null? text))
+                 (string->number text))
+            (throw 'blog-error (format #f "~a: not a number of days or comments: ~s" name text)))
+        default)))
+
+(define* (open-blog-app #:key (prefix "/"))
   "Return the blog's handler under PREFIX, its files in the data
-directory (see the commentary), made on the first start.  Exits with
-status 2 and a line on the error port when the repository is unusable."
+directory (see the commentary), made on the first start.  Raises an
+error whose message is one line when the repository is unusable."
   (catch 'blog-error
     (lambda ()
       (let* ((dir (data-directory))
@@ -98,8 +109,9 @@ status 2 and a line on the error port when the repository is unusable."
                        #:secret (secret dir)
                        #:admin-name (car login)
                        #:admin-hash (cdr login)
-                       #:comment-days comment-days
-                       #:rate-limit (or (and=> (getenv "PLUCKY_BLOG_COMMENT_LIMIT") string->number) 5))))
+                       #:comment-days (number-variable "PLUCKY_BLOG_COMMENT_DAYS" 365)
+                       #:rate-limit (number-variable "PLUCKY_BLOG_COMMENT_LIMIT" 5))))
     (lambda (key message)
-      (format (current-error-port) "plucky blog: ~a\n" message)
-      (exit 2))))
+      ;; as an error of the app's file, which `plucky serve' reports on
+      ;; one line before it exits with status 2
+      (throw 'misc-error #f "blog: ~a" (list message) #f))))

@@ -104,7 +104,7 @@
                "&"))
 
 ;; -> (values status headers text)
-(define* (call method path #:key form (headers '()) (jar? #t) (peer "192.0.2.1"))
+(define* (call method path #:key form (headers '()) (jar? #t) (peer "192.0.2.1") (app app))
   (let* ((body (and form (string->utf8 (encode-form form))))
          (request (build-request (string->uri-reference path) #:method method
                                  #:port (open-input-string "")
@@ -216,6 +216,32 @@
          (statuses (map join-thread threads)))
     (test-equal "all redirected" (make-list 50 303) statuses)
     (test-equal "all in git" (+ before 50) (comment-count))))
+
+(define* (other-app #:key (rate-limit 1000) (comment-days 365))
+  (make-blog-app #:store store #:sessions-db sessions #:prefix "/blog/"
+                 #:secret (make-bytevector 32 7)
+                 #:admin-hash (hash-password "correct horse battery")
+                 #:rate-limit rate-limit #:comment-days comment-days
+                 #:address (lambda (request)
+                             (assq-ref (request-headers request) 'x-test-peer))))
+
+(test-group "the rate limit and closed comments"
+  (let ((limited (other-app #:rate-limit 2))
+        (token (form-token)))
+    (define (post!)
+      (status-of 'POST post-path #:jar? #f #:app limited #:peer "203.0.113.9"
+                 #:form `(("token" . ,token) ("author" . "flood") ("comment" . "again"))))
+    (test-equal "two comments from one address, then 429" '(303 303 429)
+      (list (post!) (post!) (post!)))
+    (test-equal "another address may still" 303
+      (status-of 'POST post-path #:jar? #f #:app limited #:peer "203.0.113.10"
+                 #:form `(("token" . ,token) ("author" . "other") ("comment" . "hi")))))
+  (let ((closed (other-app #:comment-days 0)))
+    (test-assert "a post past the age shows no form"
+      (not (string-contains (text-of 'GET post-path #:jar? #f #:app closed) "comment-form")))
+    (test-equal "and refuses a comment: 403" 403
+      (status-of 'POST post-path #:jar? #f #:app closed
+                 #:form `(("token" . ,(form-token)) ("author" . "late") ("comment" . "too late"))))))
 
 (test-group "the admin"
   (test-equal "the login form" 200 (status-of 'GET "/blog/admin"))
