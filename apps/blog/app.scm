@@ -509,6 +509,8 @@
              (id (add-comment! (blog-store blog) post text
                                (format #f "comment on \"~a\" by ~a" (post-title post) author))))
         (if id
+            ;; The fragment names the comment; Guile's Location writer
+            ;; drops it, and the browser then keeps the form's #comments.
             (redirect (string-append (uri-encode (last (string-split (post-path post) #\/)))
                                      "#" id))
             (plain 404 "The post is gone.")))))))

@@ -151,7 +151,11 @@ shown again after a refusal)."
           ,@(if open?
                 `((h3 "leave a reply")
                   ,@(map (lambda (e) `(p (@ (class "error")) ,e)) errors)
-                  (form (@ (method "post") (action ,(post-name-segment post)) (id "comment-form"))
+                  (form (@ (method "post") (id "comment-form")
+                           ;; Guile's Location writer drops fragments: the
+                           ;; browser keeps this one across the redirect
+                           ;; (RFC 9110, 10.2.2), back to the comments
+                           (action ,(string-append (post-name-segment post) "#comments")))
                         (input (@ (type "hidden") (name "token") (value ,token)))
                         (label (@ (for "author")) "name")
                         (input (@ (type "text") (id "author") (name "author") (maxlength "100")

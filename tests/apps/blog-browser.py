@@ -74,6 +74,8 @@ async def scenario(base, out, password):
         await b.fill("#comment", "Hello from Chromium <script>alert(1)</script>")
         await submit(b, "#comment-form")
         text = await b.text()
+        url = await b.url()
+        check("back on the post, at its comments", url.endswith("#comments"), url)
         check("the comment shows on the post, as text",
               "Hello from Chromium <script>alert(1)</script>" in (text or ""), text and text[-300:])
         check("no script element came of it",
