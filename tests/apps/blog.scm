@@ -169,7 +169,14 @@
   (write-file (string-append repo "/" key "/content") "Rewritten from outside.")
   (git "commit" "-q" "-a" "-m" "outside")
   (test-assert "shows on the next request"
-    (string-contains (text-of 'GET post-path #:jar? #f) "Rewritten from outside.")))
+    (string-contains (text-of 'GET post-path #:jar? #f) "Rewritten from outside."))
+  ;; `git gc' packs the refs: no ref file is left, packed-refs has it
+  (git "pack-refs" "--all")
+  (test-assert "packed refs: no ref file"
+    (not (file-exists? (string-append repo "/.git/refs/heads/master"))))
+  (let ((status headers text (call 'GET "/blog/" #:jar? #f)))
+    (test-equal "packed refs: the same commit" (branch-commit store) (car (assq-ref headers 'etag)))
+    (test-assert "packed refs: a commit" (string? (branch-commit store)))))
 
 (test-group "comments"
   (let ((before (comment-count)))
