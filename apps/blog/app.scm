@@ -46,7 +46,6 @@
   #:use-module (srfi srfi-11)
   #:use-module ((srfi srfi-19) #:hide (current-time))
   #:use-module (ice-9 match)
-  #:use-module (ice-9 regex)
   #:use-module (ice-9 threads)
   #:use-module (rnrs bytevectors)
   #:use-module (sxml simple)
@@ -410,7 +409,7 @@
     (match segments
       ((or () ("index.html"))
        (if get? (cached key (lambda () (index-page blog view base))) (plain 405 "Method not allowed")))
-      (("archives" y m d name)
+      (("archives" _ _ _ _)
        (let ((post (find-post segments)))
          (cond ((not post) (not-found))
                (get? (if admin?

@@ -230,7 +230,7 @@ raise 'blog-error with a one-line message naming what is wrong."
                      (throw 'blog-error
                             (format #f "~a: not in tekuti's layout: the tree ~s has no metadata"
                                     (git-store-directory store) name))))
-                  ((name type id)
+                  ((name _ _)
                    (throw 'blog-error
                           (format #f "~a: not in tekuti's layout: ~s at the root is not a post's tree"
                                   (git-store-directory store) name))))
@@ -320,7 +320,7 @@ STORE's branch and return the comment's id, or #f if the post is gone."
   ;; -> the paths of the blobs under TREE, PREFIX/… from the root
   (append-map (match-lambda
                 ((name 'tree id) (post-files store id (string-append prefix "/" name)))
-                ((name _ id) (list (string-append prefix "/" name))))
+                ((name _ _) (list (string-append prefix "/" name))))
               (tree-entries store tree)))
 
 (define (metadata-text fields)
@@ -407,6 +407,6 @@ there was nothing to undo."
          (commit-edits! store message
                         (lambda (commit)
                           (map (match-lambda
-                                 ((path #f new) `(,path delete))
-                                 ((path old new) `(,path blob ,old)))
+                                 ((path #f _) `(,path delete))
+                                 ((path old _) `(,path blob ,old)))
                                changes))))))

@@ -87,7 +87,7 @@ with INDEX, the sidebar (tags, archives, search, feed)."
                       (aria-label "search"))))
       (h3 "tags")
       (p (@ (class "cloud"))
-         ,@(map (match-lambda ((tag . n) `(span (a (@ (href ,(tag-url base tag))) ,tag) " ")))
+         ,@(map (match-lambda ((tag . _) `(span (a (@ (href ,(tag-url base tag))) ,tag) " ")))
                 (take-top-tags index 12))
          (a (@ (href ,(string-append base "tags"))) "all tags…"))
       (h3 "archives")
