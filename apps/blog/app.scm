@@ -573,6 +573,9 @@
                                   #:tags (split-tag-field (assoc-ref fields "tags"))
                                   #:status status
                                   #:comments-open? (equal? (assoc-ref fields "comments") "open")
+                                  ;; tekuti's name, so that tekuti reads it too
+                                  #:format (if (equal? (assoc-ref fields "format") "markdown")
+                                               "marxdown" "html")
                                   #:timestamp (if old (post-timestamp old) (current-time))
                                   #:message (format #f "~a: \"~a\"" (if old "post modified" "new post")
                                                     title))))

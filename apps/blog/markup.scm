@@ -8,9 +8,8 @@
 ;;; A post's body is the author's HTML in tekuti's "wordpress" format:
 ;;; paragraphs separated by an empty line, a paragraph that does not start
 ;;; with a block tag wrapped in <p>.  It is trusted, as the admin who
-;;; wrote it is.  A Markdown post (tekuti's "marxdown") is shown as its
-;;; text, escaped, in paragraphs: Debian 12 packages no Markdown reader
-;;; for Guile.
+;;; wrote it is.  A Markdown post (tekuti's "marxdown") goes through
+;;; (blog markdown).
 ;;;
 ;;; A comment is not trusted.  Those posted here are stored escaped
 ;;; (`escape-comment'), so that tekuti, reading the same repository,
@@ -25,6 +24,7 @@
 (define-module (blog markup)
   #:use-module (srfi srfi-1)
   #:use-module (ice-9 regex)
+  #:use-module (blog markdown)
   #:export (escape-html
             escape-comment
             post->html
@@ -66,22 +66,23 @@ dropped."
 
 (define (post->html text format)
   "Return the HTML of a post's body TEXT in FORMAT ('html or 'markdown)."
-  (string-join
-   (map (lambda (para)
-          (cond ((eq? format 'markdown)
-                 (string-append "<p>" (escape-html para) "</p>"))
-                ((regexp-exec block-start para) para)
-                (else (string-append "<p>" para "</p>"))))
-        (paragraphs text))
-   "\n"))
+  (if (eq? format 'markdown)
+      (markdown->html text)
+      (string-join
+       (map (lambda (para)
+              (if (regexp-exec block-start para)
+                  para
+                  (string-append "<p>" para "</p>")))
+            (paragraphs text))
+       "\n")))
 
 ;;; Comments, through the whitelist.
 
 (define allowed-tags
   '("a" "b" "i" "em" "strong" "code" "tt" "pre" "blockquote" "p" "br"
-    "ul" "ol" "li" "q" "cite"))
+    "ul" "ol" "li" "q" "cite" "h1" "h2" "h3" "h4" "h5" "h6" "hr"))
 
-(define void-tags '("br"))
+(define void-tags '("br" "hr"))
 
 (define tag-pattern (make-regexp "<(/?)([a-zA-Z][a-zA-Z0-9]*)([^<>]*)>"))
 (define href-pattern (make-regexp "href *= *(\"([^\"]*)\"|'([^']*)')" regexp/icase))
@@ -129,7 +130,7 @@ dropped."
               (write-text (match:substring m 0) port)
               (loop (match:end m) open))
              ((member tag void-tags)
-              (unless closing? (display "<br>" port))
+              (unless closing? (format port "<~a>" tag))
               (loop (match:end m) open))
              (closing?
               (if (member tag open)
@@ -150,15 +151,19 @@ dropped."
               (format port "<~a>" tag)
               (loop (match:end m) (cons tag open)))))))))
 
-(define (comment->html text)
+(define* (comment->html text #:optional (format 'html))
   "Return the HTML of a comment's stored TEXT: paragraphs at empty lines,
-line breaks kept, markup through the whitelist (see the commentary)."
+line breaks kept, markup through the whitelist (see the commentary).  A
+comment in FORMAT 'markdown (tekuti's \"marxdown\") is made HTML by
+(blog markdown) first, then goes through the whitelist all the same."
   (call-with-output-string
     (lambda (port)
-      (for-each (lambda (para)
-                  (display "<p>" port)
-                  (write-comment-markup
-                   (regexp-substitute/global #f "\n" (string-trim-both para) 'pre "<br>" 'post)
-                   port)
-                  (display "</p>\n" port))
-                (paragraphs text)))))
+      (if (eq? format 'markdown)
+          (write-comment-markup (markdown->html text) port)
+          (for-each (lambda (para)
+                      (display "<p>" port)
+                      (write-comment-markup
+                       (regexp-substitute/global #f "\n" (string-trim-both para) 'pre "<br>" 'post)
+                       port)
+                      (display "</p>\n" port))
+                    (paragraphs text))))))

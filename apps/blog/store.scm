@@ -49,7 +49,7 @@
             post-published?
             comment?
             comment-id comment-timestamp comment-author comment-email
-            comment-url comment-body
+            comment-url comment-format comment-body
             blog-index?
             blog-index-commit blog-index-time blog-index-posts
             blog-index-public-posts blog-index-tags
@@ -85,13 +85,14 @@
   (equal? (post-status post) "publish"))
 
 (define-record-type <comment>
-  (make-comment id timestamp author email url body)
+  (make-comment id timestamp author email url format body)
   comment?
   (id comment-id)                       ; the blob's name in comments/
   (timestamp comment-timestamp)
   (author comment-author)
   (email comment-email)
   (url comment-url)
+  (format comment-format)               ; 'html (tekuti's "wordpress") or 'markdown
   (body comment-body))                  ; as stored: escaped text or tekuti's XHTML
 
 (define-record-type <blog-index>
@@ -271,6 +272,7 @@ raise 'blog-error with a one-line message naming what is wrong."
                   (or (assq-ref fields 'author) "anonymous")
                   (or (assq-ref fields 'author_email) "")
                   (or (assq-ref fields 'author_url) "")
+                  (if (member (assq-ref fields 'format) '("markdown" "marxdown")) 'markdown 'html)
                   body)))
 
 (define (post-comments store post)

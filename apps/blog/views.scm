@@ -131,7 +131,7 @@ with INDEX, the sidebar (tags, archives, search, feed)."
                      (comment-author comment))))
         " says: " (small (a (@ (href ,(string-append "#" (comment-id comment))))
                             ,(readable-date (comment-timestamp comment)))))
-     ,(raw (comment->html (comment-body comment)))
+     ,(raw (comment->html (comment-body comment) (comment-format comment)))
      ,@(if admin-form (list (admin-form comment)) '())))
 
 (define* (post-page base index post body-html comments related
@@ -251,7 +251,17 @@ shown again after a refusal)."
                 (label (@ (for "tags")) "tags (comma-separated)")
                 (input (@ (type "text") (id "tags") (name "tags")
                           (value ,(string-join (field post-tags '()) ", "))))
-                (label (@ (for "body")) "body (HTML; an empty line makes a paragraph)")
+                (label (@ (for "format")) "format")
+                (select (@ (id "format") (name "format"))
+                  ,@(map (match-lambda
+                           ((value . label)
+                            `(option (@ (value ,value)
+                                        ,@(if (eq? (string->symbol value) (field post-format 'html))
+                                              '((selected "selected")) '()))
+                                     ,label)))
+                         '(("html" . "HTML: an empty line makes a paragraph")
+                           ("markdown" . "Markdown"))))
+                (label (@ (for "body")) "body")
                 (textarea (@ (id "body") (name "body") (rows "16")) ,body)
                 (label (@ (for "status")) "status")
                 (select (@ (id "status") (name "status"))

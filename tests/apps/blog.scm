@@ -64,6 +64,15 @@
   (let ((port ((@ (ice-9 popen) open-pipe*) OPEN_READ "git" "-C" repo "hash-object" "-w" "c")))
     (let ((id ((@ (ice-9 rdelim) read-line) port))) ((@ (ice-9 popen) close-pipe) port) id)))
 (rename-file (string-append repo "/c") (string-append repo "/" key "/comments/" tekuti-comment))
+;; a newer tekuti's post and comment, in its Markdown ("marxdown")
+(define md-key "2012%2f03%2f09%2fin-markdown")
+(mkdir (string-append repo "/" md-key))
+(mkdir (string-append repo "/" md-key "/comments"))
+(write-file (string-append repo "/" md-key "/metadata")
+            "timestamp: 1331300000\ntags: guile\nstatus: publish\ntitle: in markdown\nname: in-markdown\ncomment_status: closed\nformat: marxdown\n")
+(write-file (string-append repo "/" md-key "/content") "# A heading\n\nSome *emphasis* and `(code)`.")
+(write-file (string-append repo "/" md-key "/comments/0123456789abcdef0123456789abcdef01234567")
+            "timestamp: 1331300100\nauthor: Mallory\nformat: marxdown\n\nA **bold** <script>alert(3)</script> [link](javascript:alert(4))")
 (git "add" ".")
 (git "commit" "-q" "-m" "tekuti")
 
@@ -143,6 +152,13 @@
       (string-contains page "<a href=\"http://example.org/x\" rel=\"nofollow ugc\">post</a>"))
     (test-assert "its script as text" (string-contains page "&lt;script&gt;alert(1)"))
     (test-assert "no script tag" (not (string-contains page "<script>"))))
+  (let ((page (text-of 'GET "/blog/archives/2012/03/09/in-markdown" #:jar? #f)))
+    (test-assert "a marxdown post: its heading" (string-contains page "<h1>A heading</h1>"))
+    (test-assert "a marxdown post: inline markup"
+      (string-contains page "Some <em>emphasis</em> and <code>(code)</code>."))
+    (test-assert "a marxdown comment: its markup" (string-contains page "A <strong>bold</strong>"))
+    (test-assert "a marxdown comment: its script as text" (string-contains page "&lt;script&gt;alert(3)"))
+    (test-assert "a marxdown comment: no javascript: link" (not (string-contains page "javascript:alert(4)\""))))
   (test-equal "a tag page" 200 (status-of 'GET "/blog/tags/guile" #:jar? #f))
   (test-equal "an unknown tag" 404 (status-of 'GET "/blog/tags/cobol" #:jar? #f))
   (test-assert "the tag cloud" (string-contains (text-of 'GET "/blog/tags" #:jar? #f) "tags/web"))
@@ -151,8 +167,13 @@
   (test-equal "an empty month" 404 (status-of 'GET "/blog/archives/2013/01" #:jar? #f))
   (test-assert "the feed, with=guile"
     (string-contains (text-of 'GET "/blog/feed/atom?with=guile" #:jar? #f) "<entry>"))
-  (test-assert "the feed, without=web"
-    (not (string-contains (text-of 'GET "/blog/feed/atom?without=web" #:jar? #f) "<entry>")))
+  (test-assert "the feed, without=guile"
+    (not (string-contains (text-of 'GET "/blog/feed/atom?without=guile" #:jar? #f) "<entry>")))
+  (test-assert "the feed, with=web without=guile: none"
+    (not (string-contains (text-of 'GET "/blog/feed/atom?with=web&without=guile" #:jar? #f) "<entry>")))
+  (test-assert "the feed, without=web: only the other"
+    (let ((feed (text-of 'GET "/blog/feed/atom?without=web" #:jar? #f)))
+      (and (string-contains feed "in markdown") (not (string-contains feed "an in-depth look")))))
   (test-assert "search"
     (string-contains (text-of 'GET "/blog/search?string=LONG" #:jar? #f) "an in-depth look")))
 
