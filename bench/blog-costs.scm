@@ -1,4 +1,9 @@
 ;;; bench/blog-costs.scm --- what the blog's cache saves, in microseconds
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
 ;;;
 ;;; Usage: guile -L . -L apps bench/blog-costs.scm REPOSITORY
 ;;;
@@ -6,13 +11,17 @@
 ;;;   ref-check   `branch-commit': the per-request read of refs/heads/master
 ;;;   index-read  `load-blog-index' of the commit, nothing reused: what a
 ;;;               worker pays once after a change it cannot reuse
-;;;   reindex     the same after one post's tree changed (a comment): the
-;;;               other posts reused
-;;;   render-index, render-post, render-feed  a cache miss of that page:
-;;;               the page made from the index, bodies read from git
+;;;   reindex     the same with every post reused: the walk of the root
+;;;               tree, what a comment costs beside re-reading its one post
+;;;   render-index, render-post  a cache miss of that page: the page
+;;;               made from the index, bodies and comments read from git
 ;;; each the mean of many runs, one line "NAME MICROSECONDS".  Bodies are
 ;;; read once per blob id and kept (see (blog store)), so the renders
 ;;; after the first read them from memory, like a worker's later misses.
+
+;;; bench/blog runs it on its sample after the load.
+;;;
+;;; Code:
 
 (use-modules (blog git) (blog store) (blog markup) (blog views)
              (plucky web html) (srfi srfi-1))
@@ -33,10 +42,6 @@
 (define index (load-blog-index store commit))
 (report 'ref-check (mean-us 20000 (lambda () (branch-commit store))))
 (report 'index-read (mean-us 5 (lambda () (load-blog-index store commit))))
-;; a reindex with every post but one reused
-(define one-changed
-  (let ((posts (blog-index-posts index)))
-    (load-blog-index store commit index)))
 (report 'reindex (mean-us 20 (lambda () (load-blog-index store commit index))))
 (define (render-index)
   (html->bytevector

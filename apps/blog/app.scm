@@ -546,9 +546,6 @@
   (delete-duplicates
    (remove string-null? (map string-trim-both (string-split (or text "") #\,)))))
 
-(define (commit->vector info)
-  (vector (commit-info-id info) (commit-info-message info) (commit-info-time info)))
-
 (define (admin blog view request body base rest admin?)
   (let* ((store (blog-store blog))
          (index (view-index view))
@@ -603,7 +600,8 @@
       (plain 403 "The form's token is missing or wrong: reload the page."))
      (else
       (match (cons method rest)
-        (('GET) (html-now 200 (admin-page base (csrf-token) (blog-index-posts index) '())))
+        (('GET) (html-now 200 (admin-page base (csrf-token) (blog-index-posts index)
+                                              (commit-log store #:limit 5))))
         (('POST "logout") (session-destroy!) (redirect base))
         (('GET "new") (html-now 200 (edit-page base (csrf-token))))
         (('GET "posts" key)
@@ -623,11 +621,11 @@
                             (format #f "comment deleted on \"~a\"" (if post (post-title post) key)))
            (redirect (if post (post-url base post) (admin-base)))))
         (('GET "changes")
-         (html-now 200 (changes-page base (map commit->vector (commit-log store #:limit 30)))))
+         (html-now 200 (changes-page base (commit-log store #:limit 30))))
         (('GET "changes" (? (lambda (s) (and (= (string-length s) 40)
                                               (string-every char-set:hex-digit s)))
                              hex))
-         (html-now 200 (change-page base (csrf-token) (commit->vector (commit-info store hex))
+         (html-now 200 (change-page base (csrf-token) (commit-info store hex)
                                     (commit-diff store hex))))
         (('POST "revert-change" hex)
          (revert-commit! store hex (format #f "revert ~a" hex))

@@ -19,6 +19,7 @@
   #:use-module (ice-9 match)
   #:use-module (web uri)
   #:use-module (plucky web html)
+  #:use-module (blog git)
   #:use-module (blog store)
   #:use-module (blog markup)
   #:export (page
@@ -291,6 +292,11 @@ recent CHANGES (<commit-info>s)."
                 (button (@ (type "submit")) "log out"))
           (p (a (@ (href ,(string-append base "admin/new"))) "write a new post") " | "
              (a (@ (href ,(string-append base "admin/changes"))) "recent changes"))
+          (h3 "recent changes")
+          (ul ,@(map (lambda (c)
+                       `(li (a (@ (href ,(string-append base "admin/changes/" (commit-info-id c))))
+                               ,(string-trim-right (commit-info-message c)))))
+                     changes))
           (h3 "posts")
           (ul ,@(map (lambda (post)
                        `(li (a (@ (href ,(string-append base "admin/posts/" (uri-encode (post-key post)))))
@@ -305,25 +311,20 @@ recent CHANGES (<commit-info>s)."
   (page base "recent changes"
         `((h2 "recent changes")
           (ul ,@(map (lambda (c)
-                       `(li (a (@ (href ,(string-append base "admin/changes/" (commit-info-id* c))))
-                               ,(string-trim-right (commit-info-message* c)))
-                            (span (@ (class "meta")) " " ,(readable-date (commit-info-time* c)))))
+                       `(li (a (@ (href ,(string-append base "admin/changes/" (commit-info-id c))))
+                               ,(string-trim-right (commit-info-message c)))
+                            (span (@ (class "meta")) " " ,(readable-date (commit-info-time c)))))
                      changes)))
         #:admin? #t #:sidebar? #f))
 
-;; (blog views) knows commits only through these three, given by the app
-(define commit-info-id* (lambda (c) (vector-ref c 0)))
-(define commit-info-message* (lambda (c) (vector-ref c 1)))
-(define commit-info-time* (lambda (c) (vector-ref c 2)))
-
 (define (change-page base csrf change diff)
   "Return the SXML of one CHANGE, its DIFF and the form that reverts it."
-  (page base (commit-info-message* change)
-        `((h2 ,(string-trim-right (commit-info-message* change)))
-          (p (@ (class "meta")) ,(readable-date (commit-info-time* change)))
+  (page base (commit-info-message change)
+        `((h2 ,(string-trim-right (commit-info-message change)))
+          (p (@ (class "meta")) ,(readable-date (commit-info-time change)))
           (pre ,diff)
           (form (@ (method "post") (action ,(string-append base "admin/revert-change/"
-                                                           (commit-info-id* change))))
+                                                           (commit-info-id change))))
                 ,(csrf-input csrf)
                 (button (@ (type "submit")) "undo this change")))
         #:admin? #t #:sidebar? #f))
