@@ -643,7 +643,8 @@
   "Return the blog's handler, serving the git store STORE (checked to be
 in tekuti's layout first: a 'blog-error otherwise) under PREFIX.  Its
 admin logs in as ADMIN-NAME with the password ADMIN-HASH (Argon2id)
-verifies; sessions live in SESSIONS-DB (SQLite).  SECRET (a bytevector)
+verifies; sessions live in SESSIONS-DB (SQLite: an open database, or a
+procedure that opens one, called once in each worker).  SECRET (a bytevector)
 keys the comment forms' tokens.  Comments close COMMENT-DAYS after a
 post (#f: never); an address may post RATE-LIMIT comments in
 RATE-WINDOW seconds; ADDRESS maps a request to its client's address."

@@ -82,9 +82,26 @@
   git-store?
   (directory git-store-directory)       ; as given
   (git-dir git-store-git-dir)           ; the repository's git directory
-  (repository git-store-repository)     ; guile-git's repository
+  (repository git-store-opened set-git-store-opened!) ; (pid . guile-git's repository)
   (ref git-store-ref)                   ; "refs/heads/master"
   (ref-file git-store-ref-file))        ; GIT-DIR/refs/heads/master
+
+(define (open-repository git-dir)
+  (catch #t
+    (lambda () (repository-open git-dir))
+    (lambda _
+      (throw 'blog-error (format #f "~a: libgit2 cannot open it" git-dir)))))
+
+(define (git-store-repository store)
+  ;; libgit2's repository, opened in this process: `plucky serve' loads
+  ;; the app before it forks its workers, and libgit2's descriptors and
+  ;; caches are not to be shared across a fork
+  (let ((opened (git-store-opened store)))
+    (if (eqv? (car opened) (getpid))
+        (cdr opened)
+        (let ((repository (open-repository (git-store-git-dir store))))
+          (set-git-store-opened! store (cons (getpid) repository))
+          repository))))
 
 (define (git-directory-of directory)
   ;; -> DIRECTORY if it is a bare repository, DIRECTORY/.git if that is
@@ -107,11 +124,7 @@ one-line message when DIRECTORY is not a git repository."
       (throw 'blog-error (format #f "~a: not a git repository" directory)))
     (let ((ref (string-append "refs/heads/" branch)))
       (make-git-store directory git-dir
-                      (catch #t
-                        (lambda () (repository-open git-dir))
-                        (lambda _
-                          (throw 'blog-error
-                                 (format #f "~a: libgit2 cannot open it" directory))))
+                      (cons (getpid) (open-repository git-dir))
                       ref (string-append git-dir "/" ref)))))
 
 ;;; The branch's commit.

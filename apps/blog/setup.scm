@@ -104,7 +104,10 @@ error whose message is one line when the repository is unusable."
              (repository (or (getenv "PLUCKY_BLOG_REPOSITORY") (seeded-repository dir)))
              (login (admin-login dir)))
         (make-blog-app #:store (open-git-store repository)
-                       #:sessions-db (sqlite-open (string-append dir "/blog-sessions.db"))
+                       ;; opened in each worker: a connection must not
+                       ;; cross the fork that follows the app's loading
+                       #:sessions-db (lambda ()
+                                       (sqlite-open (string-append dir "/blog-sessions.db")))
                        #:prefix prefix
                        #:secret (secret dir)
                        #:admin-name (car login)
