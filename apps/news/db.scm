@@ -17,9 +17,10 @@
 ;;; that touches several rows (a vote: the vote, the item's score, the
 ;;; author's karma) is one transaction.
 ;;;
-;;; Caches in the pages are keyed by `db-version', which changes when any
-;;; connection, this one or another worker's, commits: SQLite's
-;;; data_version pragma counts the others' commits, a counter here ours.
+;;; Caches in the pages are keyed by `db-version', a counter that every
+;;; transaction of this module raises as it commits, whichever worker's
+;;; connection makes it.  (SQLite's data_version pragma would count the
+;;; sessions' writes too, which change nothing a page caches.)
 ;;;
 ;;; Items are stories and comments, in one table as in news.arc: a
 ;;; comment's PARENT is the item it answers and its STORY the story at
@@ -38,6 +39,8 @@
   #:export (open-news-db
             close-news-db
             news-db?
+            news-db-handle
+            news-db-file
             db-version
             call-with-transaction
 
@@ -73,14 +76,17 @@
 ;;; The connection.
 
 (define-record-type <news-db>
-  (make-news-db handle file writes in-transaction?)
+  (make-news-db handle file in-transaction?)
   news-db?
-  (handle news-db-handle)
+  (handle news-db-handle)               ; the (sqlite3) connection
   (file news-db-file)
-  (writes news-db-writes set-news-db-writes!)   ; commits by this connection
   (in-transaction? news-db-in-transaction? set-news-db-in-transaction!))
 
 (define schema "
+CREATE TABLE IF NOT EXISTS meta (
+  version INTEGER NOT NULL            -- raised by every commit of (news db)
+);
+INSERT INTO meta (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM meta);
 CREATE TABLE IF NOT EXISTS users (
   name TEXT PRIMARY KEY,
   created INTEGER NOT NULL,
@@ -140,7 +146,7 @@ they are missing."
     (sqlite-exec handle "PRAGMA synchronous=NORMAL")
     (sqlite-exec handle "PRAGMA foreign_keys=ON")
     (sqlite-exec handle schema)
-    (make-news-db handle file 0 #f)))
+    (make-news-db handle file #f)))
 
 (define (close-news-db db)
   "Close DB's connection; return unspecified."
@@ -186,9 +192,8 @@ they are missing."
   (query-value db "SELECT last_insert_rowid()"))
 
 (define (db-version db)
-  "Return a number that changes whenever any connection commits to DB."
-  (+ (* 1000000 (query-value db "PRAGMA data_version"))
-     (news-db-writes db)))
+  "Return a number that changes whenever any worker changes DB's data."
+  (query-value db "SELECT version FROM meta"))
 
 (define (call-with-transaction db thunk)
   "Call THUNK inside an immediate transaction of DB and return its
@@ -208,8 +213,8 @@ becomes part of it (the seeder makes thousands of items in one)."
             (call-with-values thunk
               (lambda results
                 (set-news-db-in-transaction! db #f)
+                (execute! db "UPDATE meta SET version = version + 1")
                 (execute! db "COMMIT")
-                (set-news-db-writes! db (+ 1 (news-db-writes db)))
                 (apply values results))))
           #:unwind? #t))))
 

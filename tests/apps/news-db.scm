@@ -147,6 +147,12 @@
    (lambda (db)
      (let ((before (db-version db)))
        (users! db "alice")
-       (test-assert "changes on a commit of ours" (not (= before (db-version db))))))))
+       (test-assert "changes on a commit of ours" (not (= before (db-version db))))
+       (let ((other (open-news-db (news-db-file db)))
+             (seen (db-version db)))
+         (create-user! other "bob" "h" now)
+         (test-assert "changes on another worker's commit"
+           (not (= seen (db-version db))))
+         (close-news-db other))))))
 
 (test-end "apps/news-db")
