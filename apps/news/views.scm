@@ -83,10 +83,11 @@ label{color:#000}
       ((item) (reverse (cons item out)))
       ((item . rest) (loop rest (cons* " | " item out))))))
 
-(define* (page #:key title user label body)
+(define* (page #:key title user label body (csrf ""))
   "Return the SXML of a whole page titled TITLE (appended to the site's
 name) for USER (a <user> or #f), with the top bar's link LABEL in bold,
-around BODY (a list of SXML nodes)."
+around BODY (a list of SXML nodes); CSRF is the session's token, which
+the logout link carries."
   `(html (@ (lang "en"))
      (head (meta (@ (charset "utf-8")))
            (meta (@ (name "viewport") (content "width=device-width")))
@@ -112,7 +113,7 @@ around BODY (a list of SXML nodes)."
                   `((a (@ (href ,(string-append "user?id=" (user-name user))))
                        ,(user-name user))
                     " (" ,(user-karma user) ") | "
-                    (a (@ (href "logout")) "logout"))
+                    (a (@ (href ,(string-append "logout?csrf=" csrf))) "logout"))
                   `((a (@ (href "login")) "login")))))
         ,@body
         (div (@ (class "footer"))
@@ -183,7 +184,7 @@ around BODY (a list of SXML nodes)."
   "Return the page listing ITEMS (stories) numbered from START, with a
 \"More\" link to MORE when there are more; VOTED is an alist (ID . DIR)
 of USER's votes on them."
-  (page #:title title #:user user #:label label
+  (page #:title title #:user user #:label label #:csrf csrf
         #:body
         `((table (@ (class "stories"))
             ,@(append-map (lambda (item n)
@@ -306,7 +307,7 @@ addresses become links."
 below it (from `comment-tree') and, for a logged-in USER, a form to
 comment, showing ERROR and the TEXT they typed when it was refused."
   (let ((whence (string-append "item?id=" (number->string (item-id item)))))
-    (page #:title (or (item-title item) "comment") #:user user
+    (page #:title (or (item-title item) "comment") #:user user #:csrf csrf
           #:body
           `((table (@ (class "stories"))
               ,@(if (eq? (item-type item) 'story)
@@ -336,7 +337,7 @@ comment, showing ERROR and the TEXT they typed when it was refused."
 (define* (comments-page #:key items stories user voted csrf now title label more)
   "Return a page listing comment ITEMS, each with the title of its story
 (STORIES: an alist story id -> <item>), newest first."
-  (page #:title title #:user user #:label label
+  (page #:title title #:user user #:label label #:csrf csrf
         #:body
         `((div (@ (style "padding:6px 10px"))
             ,@(map (lambda (item)
@@ -373,7 +374,7 @@ name to string) redisplayed and ERRORS (field name to message) beside
 their fields."
   (define (value name) (assoc-ref values name))
   (define (error name) (assoc-ref errors name))
-  (page #:title "Submit" #:user user #:label "submit"
+  (page #:title "Submit" #:user user #:label "submit" #:csrf csrf
         #:body
         `((form (@ (method "post") (action "submit") (class "news")
                    (style "padding:10px"))
@@ -392,7 +393,7 @@ their fields."
 
 (define* (reply-page #:key item user csrf error text now)
   "Return the form to reply to comment ITEM."
-  (page #:title "Add Comment" #:user user
+  (page #:title "Add Comment" #:user user #:csrf csrf
         #:body
         `((div (@ (style "padding:10px"))
             ,(comment-head item user now csrf "" '())
@@ -408,7 +409,7 @@ their fields."
 
 (define* (edit-page #:key item user csrf error text title)
   "Return the form to edit ITEM's title (stories) and text."
-  (page #:title "Edit" #:user user
+  (page #:title "Edit" #:user user #:csrf csrf
         #:body
         `((form (@ (method "post") (action "edit") (class "news") (style "padding:10px"))
             (input (@ (type "hidden") (name "id") (value ,(item-id item))))
@@ -426,7 +427,7 @@ their fields."
   "Return the page with the log-in form and the create-account form."
   (define (value name) (assoc-ref values name))
   (define (error name) (assoc-ref errors name))
-  (page #:title "Login" #:user user
+  (page #:title "Login" #:user user #:csrf csrf
         #:body
         `((div (@ (style "padding:10px;color:#000"))
             ,@(if message `((p (@ (class "error")) ,message)) '())
@@ -455,7 +456,7 @@ their fields."
 change their about text, email (shown to nobody else) and whether they
 see dead items."
   (let ((own? (and user (string=? (user-name user) (user-name subject)))))
-    (page #:title (string-append "Profile: " (user-name subject)) #:user user
+    (page #:title (string-append "Profile: " (user-name subject)) #:user user #:csrf csrf
           #:body
           `((div (@ (style "padding:10px;color:#000"))
               ,@(if message `((p (@ (class "error")) ,message)) '())
@@ -487,7 +488,7 @@ see dead items."
                  (a (@ (href ,(string-append "threads?id=" (user-name subject))))
                     "comments")))))))
 
-(define* (message-page #:key user title message)
-  "Return a page that says MESSAGE."
-  (page #:title title #:user user
-        #:body `((p (@ (class "msg")) ,message))))
+(define* (message-page #:key user title message (csrf ""))
+  "Return a page that says MESSAGE (text or SXML)."
+  (page #:title title #:user user #:csrf csrf
+        #:body `((div (@ (class "msg")) ,message))))

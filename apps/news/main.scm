@@ -1,0 +1,18 @@
+;;; apps/news/main.scm --- the news site alone: bin/plucky serve apps/news/main.scm
+;;;
+;;; The data lives in $PLUCKY_DATA/news.db (default ./var/news.db),
+;;; created and seeded on the first start.  The demo site (apps/demo.scm)
+;;; serves the same app under /news/.
+
+(add-to-load-path (if (defined? 'app-directory)
+                      (dirname app-directory)
+                      (dirname (dirname (current-filename)))))
+
+(use-modules (news app))
+
+(define data-directory (or (getenv "PLUCKY_DATA") "var"))
+
+(unless (file-exists? data-directory)
+  (mkdir data-directory))
+
+(make-news-app #:db (open-seeded-news-db (string-append data-directory "/news.db")))
