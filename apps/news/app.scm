@@ -38,6 +38,7 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (web uri)
+  #:use-module ((plucky server loop) #:select (current-request-peer))
   #:use-module (plucky web html)
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
@@ -110,9 +111,14 @@ transaction."
          (string-every char-set:digit text)
          (string->number text))))
 
-(define (client-address request)
-  (or (assq-ref (request-headers request) 'x-real-ip)
-      "unknown"))
+(define (peer-address request)
+  ;; The client's address as the server saw it; never a header the
+  ;; client could have written.
+  (or (current-request-peer) "unknown"))
+
+(define client-address
+  ;; Set by `make-news-app' (tests give each visitor an address).
+  (make-parameter peer-address))
 
 ;;; Responses.
 
@@ -455,7 +461,7 @@ transaction."
                                    (and (string-null? url) (string-null? text)
                                         "The url and text fields can't both be blank."))))))
          (values* `(("title" . ,title) ("url" . ,url) ("text" . ,text)))
-         (ip (client-address request))
+         (ip ((client-address) request))
          (t (now)))
     (cond
      ((not user) (redirect "login?goto=submit"))
@@ -486,7 +492,7 @@ transaction."
          (text (string-trim-both (or (param form "text") "")))
          (error (or (and (string-null? text) "Please write something.")
                     (check-text text text-limit "comment")))
-         (ip (client-address request))
+         (ip ((client-address) request))
          (t (now)))
     (cond
      ((not user) (redirect "login"))
@@ -590,7 +596,7 @@ transaction."
                                      #:message "That vote is malformed.")))
      (else
       (let ((result (vote! (site-db site) (user-name user) id dir (now)
-                           (client-address request))))
+                           ((client-address) request))))
         (if (or (number? result) (eq? result 'already))
             (redirect whence)
             (html-status (if (eq? result 'no-item) 404 403)
@@ -660,14 +666,17 @@ transaction."
     ("comment" . ,comment) ("vote" . ,vote) ("flag" . ,flag)
     ("edit" . ,edit) ("delete" . ,delete) ("profile" . ,profile)))
 
-(define* (make-news-app #:key db (prefix "/"))
+(define* (make-news-app #:key db (prefix "/") (address peer-address))
   "Return the handler of the news site over DB (from
-`open-seeded-news-db'), serving the paths under PREFIX."
+`open-seeded-news-db'), serving the paths under PREFIX.  ADDRESS, a
+procedure of the request, gives the client's address, which votes and
+rate limits count by."
   (let ((site (make-site db #f #f (make-hash-table)))
         (prefix-length (string-length prefix)))
     (with-sessions
      (lambda (request body)
-       (let* ((path (uri-path (request-uri request)))
+       (parameterize ((client-address address))
+        (let* ((path (uri-path (request-uri request)))
               (name (and (string-prefix? prefix path)
                          (substring path prefix-length)))
               (method (request-method request)))
@@ -696,6 +705,6 @@ transaction."
           (else
            (values (build-response #:code 405 #:headers '((allow . (GET HEAD POST))
                                                           (content-type . (text/plain))))
-                   "Method not allowed\n")))))
+                   "Method not allowed\n"))))))
      #:db (news-db-handle db)
      #:path prefix)))

@@ -125,6 +125,7 @@ return the list of user names.  The same SEED gives the same data."
          (ip (lambda (name) (string-append "10.0." (number->string (string-length name))
                                            "." (number->string (string-hash name 250)))))
          (story-ids (make-vector stories #f))
+         (story-times (make-hash-table))
          (story-weight (make-vector stories 1)))
     (call-with-transaction db
       (lambda ()
@@ -149,6 +150,7 @@ return the list of user names.  The same SEED gives the same data."
                  (id (create-story! db by (ip by) time url title text))
                  (n (draw-votes state (- users 1))))
             (vector-set! story-ids i id)
+            (hashv-set! story-times id time)
             (vector-set! story-weight i (+ 1 n))
             (for-each (lambda (voter)
                         (vote! db voter id 1 (+ time (random 3600 state))
@@ -181,7 +183,7 @@ return the list of user names.  The same SEED gives the same data."
                    (parent (if (and (pair? earlier) (< (random 2 state) 1))
                                (list-ref earlier (random (length earlier) state))
                                story))
-                   (story-time (item-time (item-ref db story)))
+                   (story-time (hashv-ref story-times story))
                    (time (min now (+ story-time 60
                                      (random (max 1 (quotient (- now story-time) 2))
                                              state))))
