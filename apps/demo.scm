@@ -18,7 +18,9 @@
       app-directory
       (dirname (current-filename))))
 
-(add-to-load-path here)
+;; The news site's modules, (news …), are in apps/news/.  Where this file
+;; is must be known when it is compiled too, hence `current-filename'.
+(add-to-load-path (dirname (current-filename)))
 
 (use-modules (web request)
              (web response)

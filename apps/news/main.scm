@@ -4,9 +4,9 @@
 ;;; created and seeded on the first start.  The demo site (apps/demo.scm)
 ;;; serves the same app under /news/.
 
-(add-to-load-path (if (defined? 'app-directory)
-                      (dirname app-directory)
-                      (dirname (dirname (current-filename)))))
+;; The (news …) modules are in this directory, under apps/: known when
+;; this file is compiled too, hence `current-filename'.
+(add-to-load-path (dirname (dirname (current-filename))))
 
 (use-modules (news app))
 
