@@ -152,12 +152,13 @@ transaction."
 ;;; The app.
 
 (define-record-type <site>
-  (make-site db ranked ranked-key pages)
+  (make-site db ranked ranked-key pages threads)
   site?
   (db site-db)
   (ranked site-ranked set-site-ranked!)          ; list of <item>, rank order
   (ranked-key site-ranked-key set-site-ranked-key!) ; (version . minute)
-  (pages site-pages))                            ; (path version minute) -> bytevector
+  (pages site-pages)                             ; (target version minute) -> bytevector
+  (threads site-threads))                        ; story id -> (version . comments)
 
 (define (now) (current-time))
 
@@ -216,32 +217,45 @@ transaction."
              #:more (and more? (format #f "~a?p=~a" path (+ page 1))))))))
 
 (define (front-page site request body)
-  (let ((user (current-user site)))
-    (if user
-        (story-list site request user #f #f
-                    (lambda (page) (page-slice (ranked site) page)) "news")
-        (cached-page site request "news"
-                     (lambda ()
-                       (story-list site request #f #f #f
-                                   (lambda (page) (page-slice (ranked site) page))
-                                   "news"))))))
+  (story-list site request (current-user site) #f #f
+              (lambda (page) (page-slice (ranked site) page)) "news"))
 
-(define (cached-page site request path make)
-  ;; For visitors not logged in: the page's bytes, kept per (target,
-  ;; version, minute).
+(define cacheable-pages
+  ;; What a visitor who is not logged in sees the same as any other: no
+  ;; form, no token.  login, logout and submit are not among them.
+  '("" "news" "newest" "ask" "best" "item" "user" "submitted" "threads"
+    "newcomments" "rss" "items.json"))
+
+(define (cached-page site request make)
+  ;; The page's bytes, kept per (target, version, minute) for visitors
+  ;; not logged in, as news.arc keeps its pages for them.
   (let* ((key (list (uri->string (request-uri request))
                     (db-version (site-db site))
                     (quotient (now) 60)))
          (hit (hash-ref (site-pages site) key)))
     (if hit
-        (values '((content-type . (text/html (charset . "utf-8")))) hit)
+        (values (car hit) (cdr hit))
         (call-with-values make
           (lambda (response body)
-            (when (or (not (response? response)) (= 200 (response-code response)))
+            (when (and (or (not (response? response)) (= 200 (response-code response)))
+                       (or (bytevector? body) (string? body)))
               (when (> (hash-count (const #t) (site-pages site)) 1000)
                 (hash-clear! (site-pages site)))
-              (hash-set! (site-pages site) key body))
+              (hash-set! (site-pages site) key (cons response body)))
             (values response body))))))
+
+(define (cached-thread site story)
+  ;; STORY's comments, read again only when the data has changed.
+  (let* ((db (site-db site))
+         (version (db-version db))
+         (hit (hash-ref (site-threads site) story)))
+    (if (and hit (eqv? (car hit) version))
+        (cdr hit)
+        (let ((comments (thread-comments db story)))
+          (when (> (hash-count (const #t) (site-threads site)) 200)
+            (hash-clear! (site-threads site)))
+          (hash-set! (site-threads site) story (cons version comments))
+          comments))))
 
 (define (db-list-page site request label title path fetch)
   (let ((user (current-user site)))
@@ -308,7 +322,7 @@ transaction."
   (let* ((db (site-db site))
          (user (current-user site))
          (story (if (eq? (item-type item) 'story) (item-id item) (item-story item)))
-         (comments (thread-comments db story))
+         (comments (cached-thread site story))
          (tree (comment-tree comments (item-id item) (now))))
     (html-status code
                  (item-page #:item item #:tree tree #:user user
@@ -671,7 +685,7 @@ transaction."
 `open-seeded-news-db'), serving the paths under PREFIX.  ADDRESS, a
 procedure of the request, gives the client's address, which votes and
 rate limits count by."
-  (let ((site (make-site db #f #f (make-hash-table)))
+  (let ((site (make-site db #f #f (make-hash-table) (make-hash-table)))
         (prefix-length (string-length prefix)))
     (with-sessions
      (lambda (request body)
@@ -691,7 +705,11 @@ rate limits count by."
                       (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
                                                      #:title "Logout"
                                                      #:message "That logout link is stale.")))
-                  (handler site request body)))
+                  (if (and (member name cacheable-pages)
+                           (not (session-ref "user")))
+                      (cached-page site request
+                                   (lambda () (handler site request body)))
+                      (handler site request body))))
              (#f (not-found site request "No such page."))))
           ((eq? method 'POST)
            (match (assoc name post-routes)

@@ -468,19 +468,17 @@ REPLIES) trees, each level in news.arc's order: by rank at NOW."
   (let ((children (make-hash-table)))
     (for-each (lambda (c)
                 (hashv-set! children (item-parent c)
-                            (cons c (hashv-ref children (item-parent c) '()))))
+                            (cons (cons (frontpage-rank
+                                         #:type 'comment
+                                         #:points (item-points c)
+                                         #:age-minutes (quotient (- now (item-time c)) 60))
+                                        c)
+                                  (hashv-ref children (item-parent c) '()))))
               comments)
     (let build ((parent root))
-      (map (lambda (c) (cons c (build (item-id c))))
+      (map (lambda (ranked) (let ((c (cdr ranked))) (cons c (build (item-id c)))))
            (sort (hashv-ref children parent '())
-                 (lambda (a b)
-                   (let ((rank (lambda (c)
-                                 (frontpage-rank
-                                  #:type 'comment
-                                  #:points (item-points c)
-                                  #:age-minutes (quotient (- now (item-time c))
-                                                          60)))))
-                     (> (rank a) (rank b)))))))))
+                 (lambda (a b) (> (car a) (car b))))))))
 
 ;;; Votes and flags.
 

@@ -127,10 +127,18 @@ the logout link carries."
       `(a (@ (href ,href)) ,text)))
 
 (define (site-of url)
-  ;; "https://blog.example.org/x" -> "blog.example.org"
+  ;; "https://www.blog.example.org:8080/x" -> "blog.example.org", by hand:
+  ;; a regexp here was most of the front page's time (bench/news).
   (and url
-       (let ((m (string-match "^[a-zA-Z][a-zA-Z0-9+.-]*://(www\\.)?([^/:?#]+)" url)))
-         (and m (match:substring m 2)))))
+       (let* ((scheme-end (string-contains url "://"))
+              (start (and scheme-end (+ scheme-end 3)))
+              (start (and start (if (string-prefix? "www." (substring url start))
+                                    (+ start 4)
+                                    start)))
+              (end (and start
+                        (or (string-index url (char-set #\/ #\: #\? #\#) start)
+                            (string-length url)))))
+         (and start (> end start) (substring url start end)))))
 
 (define (minutes-since now time)
   (quotient (max 0 (- now time)) 60))
