@@ -1,4 +1,4 @@
-;;; (plucky observe serve) --- run an app in this process, accounted or not
+;;; (plucky dev serve) --- run an app in this process, accounted or not
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -25,13 +25,13 @@
 ;;; it listens on to a file once it listens, so that a script waits for
 ;;; that file rather than sleeping.
 ;;;
-;;;   guile -L . -C build -e '(plucky observe serve)' -- \
+;;;   guile -L . -C build -e '(plucky dev serve)' -- \
 ;;;         APP.scm [--port P] [--mode full] [--requests N] [--port-file F]
 ;;;         [--samples-per-second N] [--sample-every N]
 ;;;
 ;;; Code:
 
-(define-module (plucky observe serve)
+(define-module (plucky dev serve)
   #:use-module (plucky server)
   #:use-module (plucky server loop)
   #:use-module ((plucky server tally) #:select (make-tally))
@@ -142,7 +142,7 @@ Return the observer, or #f in modes off and loop."
                          (rename-file (string-append file ".tmp") file)))))))
      (else
       (format (current-error-port)
-              "usage: guile -e '(plucky observe serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|account|nocatch|full] [--requests N] [--port-file FILE] [--samples-per-second N] [--sample-every N]~%")
+              "usage: guile -e '(plucky dev serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|account|nocatch|full] [--requests N] [--port-file FILE] [--samples-per-second N] [--sample-every N]~%")
       (exit 2)))))
 
-;;; (plucky observe serve) ends here
+;;; (plucky dev serve) ends here

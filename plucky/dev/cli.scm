@@ -1,4 +1,4 @@
-;;; (plucky observe cli) --- the `bench' and `profile' commands, --status
+;;; (plucky dev cli) --- the `bench' and `profile' commands, --status
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -21,13 +21,13 @@
 ;;;
 ;;; Code:
 
-(define-module (plucky observe cli)
+(define-module (plucky dev cli)
   #:use-module (srfi srfi-1)
   #:use-module (ice-9 format)
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe status)
-  #:use-module (plucky observe bench)
-  #:use-module (plucky observe profile)
+  #:use-module (plucky dev bench)
+  #:use-module (plucky dev profile)
   #:export (bench-command
             profile-command
             status-wrap
@@ -215,4 +215,4 @@ the observer 'failure events (plucky's does)."
                               #:catch-errors? catch-errors?)
             (observer-procedure observer))))
 
-;;; (plucky observe cli) ends here
+;;; (plucky dev cli) ends here
