@@ -38,9 +38,9 @@
 (unless (file-exists? data-directory)
   (mkdir data-directory))
 
-(define news
-  (make-news-app #:db (open-seeded-news-db (string-append data-directory "/news.db"))
-                 #:prefix "/news/"))
+(define news-file (string-append data-directory "/news.db"))
+(seed-news-db! news-file)              ; created and seeded on the first start
+(define news (make-news-app #:file news-file #:prefix "/news/"))
 
 (define landing-style "
 body{font-family:system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em;

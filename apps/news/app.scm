@@ -43,14 +43,14 @@
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
   #:use-module (plucky web password)
-  #:use-module ((plucky web crypto) #:select (random-bytes bytes->base64url))
+  #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?))
   #:use-module (news rank)
   #:use-module (news db)
   #:use-module (news seed)
   #:use-module (news views)
   #:use-module (news feeds)
   #:export (make-news-app
-            open-seeded-news-db))
+            seed-news-db!))
 
 ;;; Limits on what users send, checked before anything is stored.
 
@@ -65,14 +65,15 @@
 (define rate-window (* 10 60))        ; …in ten minutes
 (define duplicate-url-window (* 7 24 3600))  ; a url again within a week: a vote
 
-;;; The database, opened in each worker (an SQLite connection must not
-;;; cross a fork), created and seeded on the first run.
+;;; The database: one connection per process, opened at its first
+;;; request (an SQLite connection must not cross a fork, and `plucky
+;;; serve' loads the app in the master before forking the workers).
 
-(define* (open-seeded-news-db file #:key (seed? #t))
-  "Return a connection to the news database FILE, created and, when
-SEED? and it has no user yet, seeded with `seed-news!'.  Two workers
-starting on a fresh file seed it once: the check and the seeding are one
-transaction."
+(define* (seed-news-db! file #:key (seed? #t))
+  "Create the news database FILE if it is missing and, when SEED? and it
+has no user yet, seed it with `seed-news!'; close it again.  Two
+processes starting on a fresh file seed it once: the check and the
+seeding are one transaction."
   (let ((db (open-news-db file)))
     (when seed?
       (call-with-transaction db
@@ -82,7 +83,7 @@ transaction."
             ;; they exist to have written the site, not to log in.
             (seed-news! db #:password-hash
                         (hash-password (random-password)))))))
-    db))
+    (close-news-db db)))
 
 (define (random-password)
   (let ((state (random-state-from-platform)))
@@ -152,29 +153,33 @@ transaction."
 ;;; The app.
 
 (define-record-type <site>
-  (make-site db ranked ranked-key pages threads)
+  (make-site file connection ranked ranked-key pages threads)
   site?
-  (db site-db)
+  (file site-file)
+  (connection site-connection set-site-connection!) ; (pid . <news-db>)
   (ranked site-ranked set-site-ranked!)          ; list of <item>, rank order
   (ranked-key site-ranked-key set-site-ranked-key!) ; (version . minute)
   (pages site-pages)                             ; (target version minute) -> bytevector
   (threads site-threads))                        ; story id -> (version . comments)
+
+(define (site-db site)
+  ;; This process's connection, opened at its first request; a process
+  ;; forked since gets its own, and the caches start empty with it.
+  (let ((connection (site-connection site)))
+    (if (and connection (eqv? (car connection) (getpid)))
+        (cdr connection)
+        (let ((db (open-news-db (site-file site))))
+          (set-site-connection! site (cons (getpid) db))
+          (set-site-ranked-key! site #f)
+          (hash-clear! (site-pages site))
+          (hash-clear! (site-threads site))
+          db))))
 
 (define (now) (current-time))
 
 (define (current-user site)
   (let ((name (session-ref "user")))
     (and name (user-ref (site-db site) name))))
-
-(define (csrf-token)
-  ;; The session's token, made on first use.
-  (or (session-ref "csrf")
-      (let ((token (random-token)))
-        (session-set! "csrf" token)
-        token)))
-
-(define (random-token)
-  (bytes->base64url (random-bytes 16)))
 
 (define (csrf-or-empty site)
   (if (current-user site) (csrf-token) ""))
@@ -651,18 +656,13 @@ transaction."
         (json-response (list->vector (map item->json-alist
                                           (list-head* (ranked site) per-page)))))))
 
-;;; The CSRF check, before any handler that changes something.
+;;; The CSRF check, before any handler that changes something: the
+;;; token of a form (or the X-CSRF-Token header of a script) must be a
+;;; masked form of the session's secret ((plucky web csrf)).
 
-(define (csrf-ok? request form)
-  (let ((token (session-ref "csrf"))
-        (sent (or (param form "csrf")
-                  (assq-ref (request-headers request) 'x-csrf-token))))
-    (and token (string? sent)
-         (= (string-length token) (string-length sent))
-         ;; Compared in constant time: no early exit on the first difference.
-         (zero? (fold (lambda (a b acc) (logior acc (logxor (char->integer a)
-                                                            (char->integer b))))
-                      0 (string->list token) (string->list sent))))))
+(define (csrf-ok? request params)
+  (csrf-token-valid? (or (param params "csrf")
+                         (assq-ref (request-headers request) 'x-csrf-token))))
 
 ;;; Routes.
 
@@ -680,12 +680,12 @@ transaction."
     ("comment" . ,comment) ("vote" . ,vote) ("flag" . ,flag)
     ("edit" . ,edit) ("delete" . ,delete) ("profile" . ,profile)))
 
-(define* (make-news-app #:key db (prefix "/") (address peer-address))
-  "Return the handler of the news site over DB (from
-`open-seeded-news-db'), serving the paths under PREFIX.  ADDRESS, a
-procedure of the request, gives the client's address, which votes and
-rate limits count by."
-  (let ((site (make-site db #f #f (make-hash-table) (make-hash-table)))
+(define* (make-news-app #:key file (prefix "/") (address peer-address))
+  "Return the handler of the news site over the database FILE (see
+`seed-news-db!'), serving the paths under PREFIX.  ADDRESS, a procedure
+of the request, gives the client's address, which votes and rate limits
+count by."
+  (let ((site (make-site file #f #f #f (make-hash-table) (make-hash-table)))
         (prefix-length (string-length prefix)))
     (with-sessions
      (lambda (request body)
@@ -724,5 +724,5 @@ rate limits count by."
            (values (build-response #:code 405 #:headers '((allow . (GET HEAD POST))
                                                           (content-type . (text/plain))))
                    "Method not allowed\n"))))))
-     #:db (news-db-handle db)
+     #:db (lambda () (news-db-handle (site-db site)))
      #:path prefix)))

@@ -15,4 +15,6 @@
 (unless (file-exists? data-directory)
   (mkdir data-directory))
 
-(make-news-app #:db (open-seeded-news-db (string-append data-directory "/news.db")))
+(define news-file (string-append data-directory "/news.db"))
+(seed-news-db! news-file)               ; created and seeded on the first start
+(make-news-app #:file news-file)

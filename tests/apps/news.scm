@@ -31,8 +31,9 @@
 
 (define dir (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-news-app-XXXXXX")))
 (define db-file (string-append dir "/news.db"))
-(define db (open-seeded-news-db db-file #:seed? #f))
-(define app (make-news-app #:db db #:prefix "/"
+(seed-news-db! db-file #:seed? #f)
+(define db (open-news-db db-file))      ; the test's own, to check what was stored
+(define app (make-news-app #:file db-file #:prefix "/"
                            #:address (lambda (request)
                                        (assq-ref (request-headers request) 'x-test-peer))))
 
