@@ -4,6 +4,9 @@
 ;;;   /news/      the news site (apps/news/), on SQLite under the data
 ;;;               directory ($PLUCKY_DATA, default ./var), seeded on the
 ;;;               first start
+;;;   /blog/      the blog (apps/blog/), whose database is the git
+;;;               repository var/blog.git, made with a sample blog on the
+;;;               first start (the admin's password is printed then)
 ;;;   /hello      apps/hello.scm
 ;;;   /headers    apps/headers.scm
 ;;;   anything else: 404
@@ -18,15 +21,19 @@
       app-directory
       (dirname (current-filename))))
 
-;; The news site's modules, (news …), are in apps/news/.  Where this file
-;; is must be known when it is compiled too, hence `current-filename'.
-(add-to-load-path (dirname (current-filename)))
+;; The apps' modules, (news …) and (blog …), are in apps/news/ and
+;; apps/blog/.  Where this file is must be known when it is compiled too,
+;; hence `current-filename'; Guile gives #f for a file it found through a
+;; load path holding its root (plucky's own), and the load path finds it.
+(add-to-load-path
+ (dirname (or (current-filename) (search-path %load-path "apps/demo.scm"))))
 
 (use-modules (web request)
              (web response)
              (web uri)
              (plucky web html)
-             (news app))
+             (news app)
+             (blog setup))
 
 (define (load-app name)
   (load (string-append here "/" name)))
@@ -41,6 +48,8 @@
 (define news-file (string-append data-directory "/news.db"))
 (seed-news-db! news-file)              ; created and seeded on the first start
 (define news (make-news-app #:file news-file #:prefix "/news/"))
+
+(define blog (open-blog-app #:prefix "/blog/"))
 
 (define landing-style "
 body{font-family:system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em;
@@ -74,6 +83,11 @@ footer{color:#777;font-size:.9em;margin-top:2em}")
               "comments, votes, karma, ranking. Built with plucky's toolkit: "
               "HTML writer, sessions, CSRF, Argon2id passwords."))
          (div (@ (class "card"))
+           (h2 (a (@ (href "/blog/")) "Blog"))
+           (p "A blog whose database is a git repository, in tekuti's "
+              "layout: posts, comments, tags, archives, an Atom feed and an "
+              "admin. Pages are cached by commit; a push shows at once."))
+         (div (@ (class "card"))
            (h2 (a (@ (href "/_plucky/status")) "Status"))
            (p "Requests per second, latency percentiles and where each "
               "request's time goes, per route, live."))
@@ -99,8 +113,11 @@ footer{color:#777;font-size:.9em;margin-top:2em}")
     (cond
      ((string=? path "/") (values html-type landing))
      ((string-prefix? "/news/" path) (news request body))
-     ((string=? path "/news")
-      (values (build-response #:code 301 #:headers `((location . ,(string->uri-reference "/news/"))))
+     ((string-prefix? "/blog/" path) (blog request body))
+     ((member path '("/news" "/blog"))
+      (values (build-response #:code 301
+                              #:headers `((location . ,(string->uri-reference
+                                                        (string-append path "/")))))
               #f))
      ((string=? path "/hello") (hello request body))
      ((string=? path "/headers") (headers request body))

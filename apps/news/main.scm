@@ -5,8 +5,12 @@
 ;;; serves the same app under /news/.
 
 ;; The (news …) modules are in this directory, under apps/: known when
-;; this file is compiled too, hence `current-filename'.
-(add-to-load-path (dirname (dirname (current-filename))))
+;; this file is compiled too, hence `current-filename'; Guile gives #f
+;; for a file it found through a load path holding its root (plucky's
+;; own), and the load path finds it.
+(add-to-load-path
+ (dirname (dirname (or (current-filename)
+                       (search-path %load-path "apps/news/main.scm")))))
 
 (use-modules (news app))
 
