@@ -178,9 +178,8 @@ current error port, as one line, and flush it."
 (define (sockaddr->peer sockaddr)
   ;; The client's address for the observer, who asks for it only on its
   ;; own pages (current-request-peer): an IPv4 address as its number,
-  ;; made a string when asked.  inet-ntop takes 1.6 us, and made
-  ;; accounting cost 13,000 instructions a connection (bench/instructions,
-  ;; load close).
+  ;; made a string when asked: inet-ntop on every connection is a large
+  ;; share of accounting's cost (bench/instructions, load close).
   (if (= (bytevector-u16-native-ref sockaddr 0) AF_INET)
       (bytevector-u32-ref sockaddr 4 (endianness big))
       (sockaddr->string sockaddr)))
