@@ -37,10 +37,10 @@ it is full; return #t on success."
   ;; libguile is linked with libgc: its symbols are in the process.
   ;;
   ;; The result is bound before it is tested: Guile 3.0.8 inlines this
-  ;; procedure into callers in other modules, and when the body was
-  ;; `(not (zero? (call ...)))' and the caller discarded the value (as
-  ;; plucky/launch.scm does), it dropped the call along with the test.
-  ;; The heap then stayed at 2 MB and start-up collected once more
+  ;; procedure into callers in other modules, and with the body
+  ;; `(not (zero? (call ...)))' a caller that discards the value (as
+  ;; plucky/launch.scm does) drops the call along with the test: the
+  ;; heap would stay at 2 MB and start-up collect once more
   ;; (tests/server/startup.scm checks the heap the app sees).
   (let ((expanded ((pointer->procedure int (symbol-address "GC_expand_hp")
                                        (list size_t))
