@@ -85,6 +85,18 @@
 ;;;     shared (immutable) string, as is an empty field value; the
 ;;;     target "/" alone is one shared URI record.
 ;;;
+;;; One module, though long: the byte classes, the word-at-a-time
+;;; scanners and the other per-byte helpers are `define-inline's and
+;;; `eval-when (expand)' macros ((plucky sys inline)), private to this
+;;; file and gone once it is compiled, so the compiler inlines them into
+;;; the loops of the request line, the field lines and the known-header
+;;; match, which all use them.  Split into modules, they would have to
+;;; be exported as `define-inlinable's and macros, which every start then
+;;; loads (bench/startup-modules, row (plucky http parse)), or be called
+;;; as procedures per byte or word (bench/parse.scm, chromium).  The
+;;; cache of header values (`cached-value') is small and compares bytes
+;;; with the same helpers.
+;;;
 ;;; Code:
 
 (define-module (plucky http parse)
