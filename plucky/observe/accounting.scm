@@ -694,7 +694,7 @@ are shared with the other workers."
 ;; figures of the other workers are at most about a second old; those of
 ;; workers that exited (killed, or retired by a reload) stay in, the
 ;; totals being those of the server since it started.  Writing costs a
-;; few milliseconds a second of a busy worker; nothing per request.
+;; busy worker a little once a second, and nothing per request.
 
 (define share-prefix "plucky-status-")
 
