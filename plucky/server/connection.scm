@@ -712,11 +712,10 @@ as the socket takes now; queue the rest.  Return nothing."
 (define (send-file! conn body)
   ;; Send BODY with sendfile(2) until it is out or the socket is full.
   ;; -> done | again | error
-  (let ((sendfile (transport-sendfile (connection-transport conn)))
+  (let ((sendfile (or (transport-sendfile (connection-transport conn))
+                      (copy-file-through (connection-transport conn))))
         (out-fd (connection-out-fd conn)))
-    (if (not sendfile)
-        'error                          ; not over this transport yet
-        (let lp ()
+    (let lp ()
           (let* ((offset (file-body-offset body))
                  (left (- (file-body-end body) offset)))
             (if (<= left 0)
@@ -729,7 +728,26 @@ as the socket takes now; queue the rest.  Return nothing."
                     (lp))
                    ((= n (- errno-EAGAIN)) 'again)
                    ;; 0: the file is shorter than it was said to be
-                   (else 'error)))))))))
+                   (else 'error))))))))
+
+(define copy-step
+  ;; Bytes read from a file per write when the transport cannot
+  ;; sendfile: a TLS record's worth.
+  16384)
+
+(define (copy-file-through transport)
+  ;; -> a procedure like sendfile(2) that reads the file and writes its
+  ;; bytes through TRANSPORT (TLS encrypts them in the process).  After
+  ;; -EAGAIN the same bytes are read and offered again, as a TLS
+  ;; transport expects.
+  (lambda (out-fd file-fd offset count)
+    (let* ((buffer (make-bytevector (min count copy-step)))
+           (address (bytevector-address buffer)))
+      (seek file-fd offset SEEK_SET)
+      (let ((n (fd-read file-fd address 0 (bytevector-length buffer))))
+        (if (<= n 0)
+            n
+            ((transport-write transport) out-fd address 0 n))))))
 
 (define (write-ready! loop conn)
   "Send CONN's queued output in order, now that the socket takes more.
