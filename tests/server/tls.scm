@@ -88,16 +88,24 @@
     " '      (values (quote ((content-type . (application/octet-stream))))'"
     " '              (make-file-body (open-input-file (string-append app-directory \"/big\") #:binary #t)))'"
     " '      (values (quote ((content-type . (text/plain)))) \"Hello, World!\")))' > app.scm;"
-    "head -c 300000 /dev/urandom > big")))
+    "head -c 300000 /dev/urandom > big;"
+    "printf '%s\\n' '(use-modules (plucky server) (ice-9 binary-ports) (rnrs bytevectors))'"
+    " '(with-body-port (lambda (request body)'"
+    " '  (if body'"
+    " '      (values (quote ((content-type . (text/plain))))'"
+    " '              (format #f \"~a bytes\" (bytevector-length (get-bytevector-all body))))'"
+    " '      (values (quote ((content-type . (text/plain)) (transfer-encoding . ((chunked)))))'"
+    " '              (lambda (port) (do ((i 0 (+ i 1))) ((= i 1000)) (display \"streamed line\n\" port)))))))'"
+    " > threads.scm")))
 
 (test-group "test certificates"
   (test-eqv "openssl made them" 0 (make-certificates!)))
 
 (define listening-rx (make-regexp "listening on (https?)://127\\.0\\.0\\.1:([0-9]+)/"))
 
-(define* (serve args #:key (timeout 30))
-  ;; -> (values process scheme port) of `plucky serve app.scm ARGS…'
-  (let* ((process (spawn plucky (append (list "serve" (file "app.scm") "--port" "0"
+(define* (serve args #:key (timeout 30) (app "app.scm"))
+  ;; -> (values process scheme port) of `plucky serve APP ARGS…'
+  (let* ((process (spawn plucky (append (list "serve" (file app) "--port" "0"
                                               "--workers" "1")
                                         allow-root args)))
          (deadline (+ (now-seconds) timeout)))
@@ -110,8 +118,8 @@
                                  (string->number (match:substring m 2)))))
          (else (lp)))))))
 
-(define-syntax-rule (with-serve (process port args ...) body ...)
-  (let ((process scheme port (serve (list args ...))))
+(define-syntax-rule (with-serve (process port app args ...) body ...)
+  (let ((process scheme port (serve (list args ...) #:app app)))
     (test-equal "serve: listening on https" "https" scheme)
     (when port
       (dynamic-wind
@@ -242,7 +250,7 @@ print('closed' if data == b'' else 'answered', round(time.time() - t))
 ")
 
 (test-group "serve --tls-cert: ECDSA P-256"
-  (with-serve (process port "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key")
+  (with-serve (process port "app.scm" "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key")
                        "--header-timeout" "2" "--status")
     (let ((status out (curl (https port "/") (https port "/")
                             "-w" " %{num_connects}" "--resolve" (resolve port))))
@@ -276,7 +284,7 @@ print('closed' if data == b'' else 'answered', round(time.time() - t))
       (test-equal "the worker still serves" "Hello, World!" out))))
 
 (test-group "serve --tls-cert twice: SNI chooses, HSTS"
-  (with-serve (process port "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key")
+  (with-serve (process port "app.scm" "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key")
                        "--tls-cert" (file "rsa.pem") "--tls-key" (file "rsa.key")
                        "--hsts" "600")
     (let ((status out (curl (format #f "https://rsa.test:~a/" port)
@@ -290,6 +298,19 @@ print('closed' if data == b'' else 'answered', round(time.time() - t))
                             "--resolve" (resolve port))))
       (test-assert "Strict-Transport-Security"
         (string-contains-ci out "strict-transport-security: max-age=600")))))
+
+(test-group "serve --tls-cert: the worker's threads"
+  (with-serve (process port "threads.scm" "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key"))
+    (let ((status out (curl (https port "/") "--resolve" (resolve port))))
+      (test-equal "a streamed response, chunked, encrypted"
+        (string-join (make-list 1000 "streamed line") "\n") out))
+    (let ((status out (curl (https port "/") "--resolve" (resolve port)
+                            "--data-binary" (string-append "@" (file "big")))))
+      (test-equal "a body read as a port" "300000 bytes" out))
+    (let ((status out (curl (https port "/") "--resolve" (resolve port)
+                            "-H" "Transfer-Encoding: chunked"
+                            "--data-binary" (string-append "@" (file "big")))))
+      (test-equal "a chunked body read as a port" "300000 bytes" out))))
 
 (test-group "serve --redirect-https"
   (let ((process scheme port (serve '("--redirect-https" "8443"))))
