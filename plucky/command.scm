@@ -23,11 +23,14 @@
 (define-module (plucky command)
   #:use-module (plucky server)
   #:use-module ((srfi srfi-1) #:select (filter-map))
-  #:use-module ((web request) #:select (request-host request-uri))
-  #:use-module ((web response) #:select (build-response response? response-version
-                                         response-code response-reason-phrase
-                                         response-headers))
-  #:use-module ((web uri) #:select (build-uri uri-path uri-query))
+  ;; (web response) and the rest only for --hsts and --redirect-https:
+  ;; the start of an app that does not import them must not load them
+  ;; (tests/server/startup).
+  #:autoload (web request) (request-host request-uri)
+  #:autoload (web response) (build-response response? response-version
+                             response-code response-reason-phrase
+                             response-headers)
+  #:autoload (web uri) (build-uri uri-path uri-query)
   #:autoload (plucky server socket) (inherited-listeners descriptor->listener
                                      listener-host? address-error?)
   #:autoload (plucky server privileges) (resolve-identity)
