@@ -753,7 +753,8 @@ as the socket takes now; queue the rest.  Return nothing."
                      (else 'error))))))))))
 
 (define (send-file! conn body)
-  ;; Send BODY with sendfile(2) until it is out or the socket is full.
+  ;; Send BODY with sendfile(2) until it is out or the socket is full;
+  ;; through `copy-file!' when the transport cannot sendfile (TLS).
   ;; -> done | again | error
   (let ((sendfile (transport-sendfile (connection-transport conn)))
         (out-fd (connection-out-fd conn)))

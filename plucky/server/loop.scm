@@ -230,6 +230,7 @@ current error port, as one line, and flush it."
               ;; and closed here costs accept4, read, write and close and
               ;; nothing else (bench/hello, Connection: close).
               (read-ready! loop conn)
+              (read-pending! loop conn)
               (when (and (eq? (connection-ref loop fd) conn)
                          (not (connection-watched? conn)))
                 (watch! loop conn EPOLLIN)))
@@ -276,6 +277,18 @@ current error port, as one line, and flush it."
                       (set-connection-state! conn 'idle)
                       (refuse! loop conn (job-request job) 503 "no thread free to serve this request")))
                   (take-expired-jobs! pool oldest))))))
+
+(define (read-pending! loop conn)
+  ;; Read what CONN's transport holds that epoll cannot show (a TLS
+  ;; record larger than the last read's room), while CONN reads.
+  (let ((fd (connection-fd conn))
+        (pending? (transport-pending? (connection-transport conn))))
+    (let lp ()
+      (when (and (pending? fd)
+                 (eq? (connection-ref loop fd) conn)
+                 (not (memq (connection-state conn) '(writing handed-off))))
+        (read-ready! loop conn)
+        (lp)))))
 
 (define (finish-jobs! loop)
   ;; On the loop's thread: take back the connections threads are done
@@ -523,7 +536,8 @@ and closes it through; by default, `plain-transport'."
                                             (connection-start conn)
                                             (connection-end conn)))))
                        (else
-                        (read-ready! loop conn))))))))
+                        (read-ready! loop conn)))
+                      (read-pending! loop conn))))))
               (lp (+ i 1))))
           (cond
            ((loop-drain-deadline loop)
