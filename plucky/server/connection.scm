@@ -321,10 +321,6 @@ closes FILE once it is sent or the connection closes."
   "Return the bytes of BODY, a file body, still to send."
   (- (file-body-end body) (file-body-offset body)))
 
-(define (%takeover? object)
-  "Return true when OBJECT is a takeover (`make-takeover')."
-  (takeover? object))
-
 (define (close-file-body! body)
   "Close the file of BODY, a <file-body>; return nothing."
   (if (file-body-port body)
@@ -335,6 +331,12 @@ closes FILE once it is sent or the connection closes."
   (%make-takeover procedure)
   takeover?
   (procedure takeover-procedure))       ; (fd transport leftover) -> _
+
+;; After the record: with SRFI-9's records, `takeover?' is a macro that
+;; must be defined before a procedure that uses it is compiled.
+(define (%takeover? object)
+  "Return true when OBJECT is a takeover (`make-takeover')."
+  (takeover? object))
 
 (define (make-takeover procedure)
   "Return a response body that takes the connection over once the head
