@@ -54,6 +54,9 @@
                      (if (websocket-send ws (make-bytevector 4096 1))
                          (lp (+ n 1))
                          (websocket-close ws 1000 (number->string n)))))))
+     ((string=? path "/quick")
+      ;; pings after a second of silence, gives up a second later
+      (websocket-upgrade request #:ping-interval 1 #:ping-timeout 1))
      ((string=? path "/count")
       (values '((content-type . (text/plain))) (number->string (websocket-count))))
      ((string=? path "/echo")
@@ -139,6 +142,34 @@
          (test-equal "the worker serves on" 200 (response-code response)))
        (let ((response body (http-get (server-port server) "/count")))
          (test-equal "the flooded socket is still open" "1" (utf8->string body)))
+       (client-close! client)))))
+
+(define (read-bytes port n deadline)
+  ;; -> N bytes from PORT, fewer at its end, or #f at DEADLINE
+  (let lp ((got #vu8()))
+    (cond
+     ((>= (bytevector-length got) n) got)
+     ((null? (car (select (list port) '() '()
+                          (max 0 (inexact->exact (round (- deadline (now-seconds))))))))
+      #f)
+     (else
+      (let ((more (get-bytevector-some port)))
+        (if (eof-object? more)
+            got
+            (lp (u8-list->bytevector (append (bytevector->u8-list got)
+                                             (bytevector->u8-list more))))))))))
+
+(test-group "websocket-upgrade: keepalive"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((client (connect-client (server-port server))))
+       (client-send! client (upgrade-text "/quick"))
+       (read-head (client-socket client) (+ (now-seconds) 10))
+       (test-equal "an idle connection is pinged" #vu8(#x89 0)
+         (read-bytes (client-socket client) 2 (+ (now-seconds) 5)))
+       (test-equal "and closed when it does not answer" #vu8()
+         (read-bytes (client-socket client) 1 (+ (now-seconds) 5)))
        (client-close! client)))))
 
 (test-group "websocket-upgrade: a thousand idle connections"
