@@ -52,7 +52,15 @@
   #:use-module (plucky server pool)
   #:use-module (plucky server respond)
   #:use-module (plucky server request)
-  #:re-export (make-loop-settings
+  #:use-module (plucky server watch)
+  #:re-export (loop-watch!
+               loop-want-write!
+               loop-unwatch!
+               loop-watching?
+               loop-call-after!
+               loop-cancel-timer!
+               loop-now-ms
+               make-loop-settings
                loop-settings?
                %default-loop-settings
                with-body-port
@@ -459,6 +467,7 @@ and closes it through; by default, `plain-transport'."
                   (watch! loop conn EPOLLIN)))
               connections)
     (set! current-poller p)
+    (set-current-watchers! (make-watchers epfd (lambda () (loop-now loop))))
     (with-handler-errors-caught loop
       (lambda ()
         (serve-rounds p)))
@@ -525,7 +534,9 @@ and closes it through; by default, `plain-transport'."
                     (when grace (start-drain! p grace))))
                  (else
                   (let ((conn (connection-ref loop fd)))
-                    (when conn
+                    (if (not conn)
+                        ;; a takeover's descriptor (plucky server watch)
+                        (watchers-ready! (current-watchers) fd flags)
                       (cond
                        ((eq? (connection-state conn) 'writing)
                         (if (zero? (logand flags EPOLLOUT))
@@ -553,10 +564,16 @@ and closes it through; by default, `plain-transport'."
             (set-poller-paused! p #f)
             (watch-listeners! p)))
           (let* ((tick? (>= now (+ last-tick 1000)))
-                 (last-tick (if tick? now last-tick)))
+                 (last-tick (if tick? now last-tick))
+                 (watchers (current-watchers)))
             (when tick? (tick! loop))
+            (when (>= now (watchers-next-due watchers))
+              (run-due-timers! watchers now))
             (when (>= now (loop-next-sweep loop))
               (sweep! loop now (+ last-tick 1000)))
+            ;; Sleep no later than the earliest timer of a takeover.
+            (when (< (watchers-next-due watchers) (loop-next-sweep loop))
+              (set-loop-next-sweep! loop (watchers-next-due watchers)))
             (round last-tick next-date)))))))
 
 (define (stop-threads! loop pool)
@@ -584,6 +601,10 @@ and closes it through; by default, `plain-transport'."
         (let ((conn (vector-ref table fd)))
           (when conn (close-connection! loop conn)))
         (lp (+ fd 1)))))
+  (let ((watchers (current-watchers)))
+    (when watchers
+      (stop-watchers! watchers)
+      (set-current-watchers! #f)))
   (fd-close (loop-epfd loop))
   (close-port (car (loop-wake-ports loop)))
   (close-port (cdr (loop-wake-ports loop)))
