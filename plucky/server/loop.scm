@@ -537,18 +537,19 @@ and closes it through; by default, `plain-transport'."
                     (if (not conn)
                         ;; a takeover's descriptor (plucky server watch)
                         (watchers-ready! (current-watchers) fd flags)
-                      (cond
-                       ((eq? (connection-state conn) 'writing)
-                        (if (zero? (logand flags EPOLLOUT))
-                            ;; EPOLLERR or EPOLLHUP: the peer is gone.
-                            (close-connection! loop conn)
-                            (when (write-ready! loop conn)
-                              (serve-input! loop conn (connection-input conn)
-                                            (connection-start conn)
-                                            (connection-end conn)))))
-                       (else
-                        (read-ready! loop conn)))
-                      (read-pending! loop conn))))))
+                        (begin
+                          (cond
+                           ((eq? (connection-state conn) 'writing)
+                            (if (zero? (logand flags EPOLLOUT))
+                                ;; EPOLLERR or EPOLLHUP: the peer is gone.
+                                (close-connection! loop conn)
+                                (when (write-ready! loop conn)
+                                  (serve-input! loop conn (connection-input conn)
+                                                (connection-start conn)
+                                                (connection-end conn)))))
+                           (else
+                            (read-ready! loop conn)))
+                          (read-pending! loop conn)))))))
               (lp (+ i 1))))
           (cond
            ((loop-drain-deadline loop)
