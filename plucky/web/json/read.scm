@@ -59,6 +59,9 @@
             make-json-context
             json-context?
             json-context-max-depth
+            json-context-top
+            json-context-push!
+            json-context-pop-vector!
 
             json-skip-whitespace
             json-read-value
@@ -106,7 +109,7 @@ was expected.  Does not return."
   (guile-json? context-guile-json?)               ; #t: guile-json's mapping
   (replace-surrogates? context-replace-surrogates?) ; #t: a lone \uD800 is U+FFFD
   (stack context-stack set-context-stack!)        ; array elements waiting, a vector
-  (top context-top set-context-top!)              ; the stack's first free slot
+  (top json-context-top set-context-top!)         ; the stack's first free slot
   (buffer context-buffer set-context-buffer!))    ; a string's bytes once unescaped
 
 (define* (make-json-context #:key (max-depth 512) (mapping 'plucky)
@@ -579,9 +582,10 @@ it; raise a &json-error if there is no number."
 ;;; Arrays and objects
 ;;;
 
-(define (push! ctx value)
+(define (json-context-push! ctx value)
+  "Push VALUE on CTX's stack of array elements."
   (let ((stack (context-stack ctx))
-        (top (context-top ctx)))
+        (top (json-context-top ctx)))
     (if (< top (vector-length stack))
         (vector-set! stack top value)
         (let ((bigger (make-vector (* 2 top))))
@@ -590,9 +594,10 @@ it; raise a &json-error if there is no number."
           (set-context-stack! ctx bigger)))
     (set-context-top! ctx (+ top 1))))
 
-(define (pop-vector! ctx base)
-  ;; -> the values pushed since the stack's top was BASE, as a vector
-  (let* ((top (context-top ctx))
+(define (json-context-pop-vector! ctx base)
+  "Return the values pushed on CTX's stack since its top was BASE, as a
+vector, and pop them."
+  (let* ((top (json-context-top ctx))
          (v (make-vector (- top base))))
     (vector-move-left! (context-stack ctx) base top v 0)
     ;; No reference left behind for the collector to keep alive.
@@ -602,19 +607,19 @@ it; raise a &json-error if there is no number."
 
 (define (read-array bv i end ctx depth)
   ;; I: just past "["
-  (let ((base (context-top ctx))
+  (let ((base (json-context-top ctx))
         (j (json-skip-whitespace bv i end)))
     (if (and (< j end) (eqv? (u8 bv j) 93))
         (values (vector) (+ j 1))
         (let lp ((j j))
           (call-with-values (lambda () (read-value bv j end ctx depth))
             (lambda (value k)
-              (push! ctx value)
+              (json-context-push! ctx value)
               (let ((k (json-skip-whitespace bv k end)))
                 (if (< k end)
                     (case (u8 bv k)
                       ((44) (lp (json-skip-whitespace bv (+ k 1) end)))
-                      ((93) (values (pop-vector! ctx base) (+ k 1)))
+                      ((93) (values (json-context-pop-vector! ctx base) (+ k 1)))
                       (else (expected-error bv k end "\",\" or \"]\"")))
                     (expected-error bv k end "\",\" or \"]\"")))))))))
 
