@@ -139,15 +139,14 @@ exceptions go on to the server (a 500)."
     (with-exception-handler
         (lambda (e)
           (let ((offset (http-error-offset e)))
-            (apply values
-                   (call-with-values
-                       (lambda ()
-                         (json-response (if offset
-                                            `(("error" . ,(http-error-reason e)) ("offset" . ,offset))
-                                            `(("error" . ,(http-error-reason e))))
-                                        #:status (http-error-status e)))
-                     list)
-                   state)))
+            (call-with-values
+                (lambda ()
+                  (json-response (if offset
+                                     `(("error" . ,(http-error-reason e)) ("offset" . ,offset))
+                                     `(("error" . ,(http-error-reason e))))
+                                 #:status (http-error-status e)))
+              (lambda (response body)
+                (apply values response body state)))))
       (lambda () (apply handler request body state))
       #:unwind? #t
       #:unwind-for-type &http-error)))

@@ -526,14 +526,41 @@ after its closing quote; raise a &json-error if there is no string."
         (if (< m 0) (- x) x)))
      (else #f))))
 
+(define (integer-span? bv i j)
+  ;; no fraction and no exponent in [I, J)
+  (let lp ((k i))
+    (or (= k j)
+        (let ((b (u8 bv k)))
+          (and (or (digit? b) (eqv? b 45)) (lp (+ k 1)))))))
+
 (define (span->real bv i j)
-  ;; the number in [I, J) by string->number; an error if it is too large
-  ;; for a double (Guile's string->number raises on "1e400", and returns
-  ;; an exact 0 for "0e999999999")
-  (let ((x (false-if-exception (string->number (span->latin1-string bv i j)))))
-    (if (and x (not (inf? x)) (not (nan? x)))
-        (exact->inexact x)
-        (json-error i "a number within the range of a double"))))
+  ;; The number in [I, J), already checked, correctly rounded to a
+  ;; double: its digits M and exponent E exact, M * 10^E made only once
+  ;; its order of magnitude is known to be a double's, so that an
+  ;; exponent of any length costs its reading and no more.  Past the
+  ;; largest double, an error; below half the smallest, a zero.
+  (let* ((s (span->latin1-string bv i j))
+         (neg? (eqv? (string-ref s 0) #\-))
+         (e-at (string-index s (lambda (c) (or (eqv? c #\e) (eqv? c #\E)))))
+         (mantissa (substring s (if neg? 1 0) (or e-at (string-length s))))
+         (point (string-index mantissa #\.))
+         (digits (if point
+                     (string-append (substring mantissa 0 point) (substring mantissa (+ point 1)))
+                     mantissa))
+         (m (string->number digits 10))
+         (e (- (if e-at (string->number (substring s (+ e-at 1)) 10) 0)
+               (if point (- (string-length mantissa) point 1) 0))))
+    (if (eqv? m 0)
+        (if neg? -0.0 0.0)
+        (let ((magnitude (+ e -1 (- (string-length digits)
+                                    (or (string-index digits (lambda (c) (not (eqv? c #\0)))) 0)))))
+          (cond
+           ((> magnitude 308) (json-error i "a number within the range of a double"))
+           ((< magnitude -325) (if neg? -0.0 0.0))
+           (else
+            (let ((x (exact->inexact (* m (expt 10 e)))))
+              (when (inf? x) (json-error i "a number within the range of a double"))
+              (if neg? (- x) x))))))))
 
 (define (json-read-number bv i end ctx)
   "Return the number at I in BV (an exact integer, or an inexact real
@@ -544,12 +571,13 @@ it; raise a &json-error if there is none."
       (case kind
         ((integer) (values m j))
         ((big)
-         (let ((n (false-if-exception (string->number (span->latin1-string bv i j)))))
-           (if (and n (exact? n) (integer? n))
-               (values n j)
-               (values (span->real bv i j) j))))
+         (if (integer-span? bv i j)
+             (values (string->number (span->latin1-string bv i j) 10) j)
+             (values (span->real bv i j) j)))
         ((integral)
-         (if (context-guile-json? ctx)
+         ;; guile-json's exact integers stop where doubles do: 1E99999999
+         ;; is not worth a 40-megabyte bignum
+         (if (and (context-guile-json? ctx) (<= e 308))
              (values (* (if (eqv? m -0.0) 0 m) (expt 10 e)) j)
              (values (or (decimal->real m e) (span->real bv i j)) j)))
         (else (values (or (decimal->real m e) (span->real bv i j)) j))))))
@@ -562,10 +590,9 @@ index after it; raise a &json-error for anything else."
       (case kind
         ((integer) (values m j))
         ((big)
-         (let ((n (false-if-exception (string->number (span->latin1-string bv i j)))))
-           (if (and n (exact? n) (integer? n))
-               (values n j)
-               (json-error i "an integer"))))
+         (if (integer-span? bv i j)
+             (values (string->number (span->latin1-string bv i j) 10) j)
+             (json-error i "an integer")))
         (else (json-error i "an integer"))))))
 
 (define (json-read-real bv i end ctx)

@@ -385,8 +385,12 @@
                                    #`(if (eq? #,var absent) (missing-field (- close 1) #,key) #,var)))
                              vars defaults keys))
                        ((optional? ...) (map (lambda (d) (and d #t)) defaults))
-                       (decoder (or decoder #'decoder-unused))
-                       (encoder (or encoder #'encoder-unused)))
+                       ;; without #:decoder or #:encoder, a type is only
+                       ;; named by other types' fields
+                       (decoder-given (and decoder #t))
+                       (encoder-given (and encoder #t))
+                       (decoder (or decoder #'unused))
+                       (encoder (or encoder #'unused)))
                     (define (with-field k bound new)
                       ;; BOUND with the K-th variable replaced by NEW
                       (let lp ((vs bound) (i 0))
@@ -483,15 +487,21 @@
                                  ...)
                             (when first? (sink-put-byte! sink 123))
                             (sink-put-byte! sink 125)))
-                        (define* (decoder input #:key (max-depth 512) (lone-surrogates 'error))
-                          #,(string-append
-                             "Return the record that the JSON object in INPUT (a bytevector,
-or a binary port read to its end) decodes to, or raise a &json-error.")
-                          (decode-with #,(derived #'type-name "-json-reader") input #:max-depth max-depth
-                                       #:lone-surrogates lone-surrogates))
-                        (define* (encoder x #:optional port)
-                          "Return X's JSON text as a bytevector, or write it to PORT."
-                          (encode-with #,(derived #'type-name "-json-writer") x port)))))))
+                        #,@(if (syntax->datum #'decoder-given)
+                               (list
+                                #`(define* (decoder input #:key (max-depth 512) (lone-surrogates 'error))
+                                    "Return the record that the JSON object in INPUT (a bytevector,
+or a binary port read to its end) decodes to, or raise a &json-error."
+                                    (decode-with #,(derived #'type-name "-json-reader") input
+                                                 #:max-depth max-depth
+                                                 #:lone-surrogates lone-surrogates)))
+                               '())
+                        #,@(if (syntax->datum #'encoder-given)
+                               (list
+                                #`(define* (encoder x #:optional port)
+                                    "Return X's JSON text as a bytevector, or write it to PORT."
+                                    (encode-with #,(derived #'type-name "-json-writer") x port)))
+                               '()))))))
              (_ (fail "expected keyword options, then fields (name accessor \"key\" type [default])"
                       rest))))))
       (_ (fail "expected (define-json-type name (<record> constructor predicate) option ... field ...)"
