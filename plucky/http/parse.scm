@@ -53,7 +53,8 @@
 ;;; cache poisoning): bare CR, obs-fold, whitespace before the colon,
 ;;; control characters, an invalid or repeated Host, an invalid or
 ;;; conflicting Content-Length, Transfer-Encoding with Content-Length or
-;;; in HTTP/1.0 or not ending in chunked.  Lenient where real clients
+;;; in HTTP/1.0 or not ending in chunked (400), a coding other than
+;;; chunked (501: the body would reach the handler still encoded).  Lenient where real clients
 ;;; need it: bare LF line ends, obs-text (bytes #x80-#xFF, decoded as
 ;;; latin-1 as Guile does) in values and targets, and header values
 ;;; Guile's parsers reject (`Accept: text/html;q=abc', odd dates).
@@ -999,8 +1000,9 @@ HIGH? says whether any byte is #x80 or above."
                        name))))
 
 (define (transfer-coding-state state codings)
-  ;; STATE: 0 no Transfer-Encoding yet, 1 last coding chunked, 2 last
-  ;; coding not chunked and no chunked before, 3 chunked then another.
+  ;; STATE: 0 no Transfer-Encoding yet, 1 chunked alone, 2 last coding
+  ;; not chunked and no chunked before, 3 chunked then another, 4 other
+  ;; codings then chunked.
   ;; CODINGS: the value from Guile's parser, ((coding param ...) ...).
   ;; -> the new state, or #f when a coding is malformed or chunked is
   ;;    applied twice (RFC 9112 §7)
@@ -1011,8 +1013,11 @@ HIGH? says whether any byte is #x80 or above."
                 (coding-token? (caar codings))))
       #f)
      ((string-ci=? (symbol->string (caar codings)) "chunked")
-      (and (memv state '(0 2)) (loop 1 (cdr codings))))
-     (else (loop (if (memv state '(0 2)) 2 3) (cdr codings))))))
+      (case state
+        ((0) (loop 1 (cdr codings)))
+        ((2) (loop 4 (cdr codings)))
+        (else #f)))
+     (else (loop (if (memv state (quote (0 2))) 2 3) (cdr codings))))))
 
 (define (parse-field-values! pending)
   ;; PENDING: ((field known-header . key) ...) where FIELD is a
@@ -1063,8 +1068,14 @@ HIGH? says whether any byte is #x80 or above."
       (cond
        ((and (not host?) (equal? version '(1 . 1)))
         (fail 400 "HTTP/1.1 request without Host" i))
+       ;; RFC 9112 §6.3: without chunked last the body has no end a
+       ;; server can find: 400 and close.  Chunked last after codings
+       ;; plucky does not decode (gzip, ...): 501, as §6.1 asks of a
+       ;; coding a server does not understand.
        ((memv coding '(2 3))
-        (fail 501 "final transfer coding is not chunked" i))
+        (fail 400 "final transfer coding is not chunked" i))
+       ((eqv? coding 4)
+        (fail 501 "transfer coding other than chunked" i))
        ((not build?) (values 'complete next))
        (else
         (parse-field-values! pending)

@@ -582,19 +582,23 @@ With EXACT?, each prefix is copied to a bytevector of just its length
     400 #:offset 54)
   (test-parse "chunked" (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked")
     'POST "/" '(1 . 1) '((host "a" . #f) (transfer-encoding (chunked))))
-  (test-parse "gzip, then chunked, over two lines"
+  (test-parse "chunked in capitals"
+    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: Chunked")
+    'POST "/" '(1 . 1) '((host "a" . #f) (transfer-encoding (Chunked))))
+  (test-parse-error "gzip, then chunked: a coding plucky does not decode"
+    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: gzip, chunked") 501 #:offset 60)
+  (test-parse-error "gzip, then chunked, over two lines"
     (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: gzip" "Transfer-Encoding: Chunked")
-    'POST "/" '(1 . 1)
-    '((host "a" . #f) (transfer-encoding (gzip)) (transfer-encoding (Chunked))))
+    501)
   (test-parse-error "Transfer-Encoding in HTTP/1.0"
     (head "POST / HTTP/1.0" "Transfer-Encoding: chunked") 400 #:offset 17)
   (test-parse-error "a final coding that is not chunked"
-    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: gzip") 501 #:offset 51)
+    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: gzip") 400 #:offset 51)
   (test-parse-error "chunked, then another coding"
-    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked, gzip") 501)
+    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked, gzip") 400)
   (test-parse-error "chunked, then another coding on a later line"
     (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked" "Transfer-Encoding: gzip")
-    501)
+    400)
   (test-parse-error "chunked twice"
     (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked, chunked") 400)
   (test-parse-error "chunked twice over two lines"
