@@ -51,13 +51,18 @@
 ;;;
 ;;; Strict where a wrong guess is a security hole (request smuggling,
 ;;; cache poisoning): bare CR, obs-fold, whitespace before the colon,
-;;; control characters, an invalid or repeated Host, an invalid or
+;;; control characters, bytes over #x7F in the target (RFC 3986 has
+;;; them percent-encoded), an invalid or repeated Host, an invalid or
 ;;; conflicting Content-Length, Transfer-Encoding with Content-Length or
 ;;; in HTTP/1.0 or not ending in chunked (400), a coding other than
-;;; chunked (501: the body would reach the handler still encoded).  Lenient where real clients
-;;; need it: bare LF line ends, obs-text (bytes #x80-#xFF, decoded as
-;;; latin-1 as Guile does) in values and targets, and header values
-;;; Guile's parsers reject (`Accept: text/html;q=abc', odd dates).
+;;; chunked (501: the body would reach the handler still encoded).
+;;; Lenient where real clients need it: bare LF line ends, obs-text
+;;; (bytes #x80-#xFF, decoded as latin-1 as Guile does) in values, the
+;;; visible ASCII bytes RFC 3986 leaves out (\" < > \\ ^ ` { | }) in
+;;; targets, which browsers send raw in queries (the WHATWG URL query
+;;; percent-encode set leaves ` { | } ^ out) and nginx accepts, and
+;;; header values Guile's parsers reject (`Accept: text/html;q=abc', odd
+;;; dates).
 ;;;
 ;;; Deliberate differences from Guile's `read-request':
 ;;;
@@ -845,7 +850,12 @@ HIGH? says whether any byte is #x80 or above."
                       (target (skip-target-plain bv (+ k 1) stop)
                               query (or fragment k) high?))
                      ((<= #x80 b)
-                      (target (skip-target-plain bv (+ k 1) stop) query fragment #t))
+                      ;; RFC 9112 §3.2 with RFC 3986 §2: a target is
+                      ;; ASCII, anything else percent-encoded (as every
+                      ;; browser sends it).  Raw bytes would leave the
+                      ;; app to guess their encoding, and a proxy or
+                      ;; cache to read them another way.
+                      (fail 400 "non-ASCII byte in request target" k))
                      ((or (= b CR) (= b LF))
                       (fail 400 "request line without HTTP version" k))
                      (else

@@ -278,9 +278,21 @@ With EXACT?, each prefix is copied to a bytevector of just its length
                                       "?cccccccccccccccccc=dddddddd"
                                       "#eeeeeeeeeeeeeeeeeeeeeeeeeee HTTP/1.1")
                        "Host: a")))))
-  (test-equal "obs-text in the target is decoded as latin-1"
-    '(#f #f #f #f "/caf\xe9" "q=\xe9t\xe9" #f)
-    (uri->list (request-uri (parse-request (head "GET /caf\xe9?q=\xe9t\xe9 HTTP/1.1" "Host: a")))))
+  (test-parse-error "a raw UTF-8 byte in the path"
+    (head "GET /caf\xc3\xa9 HTTP/1.1" "Host: a") 400 #:offset 8)
+  (test-parse-error "an overlong encoding of / in the path"
+    (head "GET /\xc0\xaf HTTP/1.1" "Host: a") 400 #:offset 5)
+  (test-parse-error "a byte over #x7F in the query"
+    (head "GET /p?q=\xe9t\xe9 HTTP/1.1" "Host: a") 400 #:offset 9)
+  (test-parse-error "a byte over #x7F in the fragment"
+    (head "GET /p#\xff HTTP/1.1" "Host: a") 400 #:offset 7)
+  (test-parse-error "a byte over #x7F after 8 ASCII bytes (word scan)"
+    (head "GET /abcdefghijklmn\x80 HTTP/1.1" "Host: a") 400 #:offset 19)
+  (test-parse-error "a byte over #x7F in an absolute-form target"
+    (head "GET http://a/\xe9 HTTP/1.1" "Host: a") 400 #:offset 13)
+  (test-equal "visible ASCII that RFC 3986 leaves out, as browsers send it in a query"
+    '(#f #f #f #f "/p" "a={x}|`^\\\"<>" #f)
+    (uri->list (request-uri (parse-request (head "GET /p?a={x}|`^\\\"<> HTTP/1.1" "Host: a")))))
   (test-parse "absolute-form"
     (head "GET http://example.com:8080/x?y=1 HTTP/1.1" "Host: example.com:8080")
     'GET "http://example.com:8080/x?y=1" '(1 . 1) '((host "example.com" . 8080)))
