@@ -292,11 +292,15 @@ USER once the sockets are bound, or --allow-root"))))
                             (status-wrapper workers (value "--status-token"))))
                (wrap (if status (car status) (lambda (handler) handler)))
                (reload (lambda ()
-                         (let ((handler (load-handler file)))
-                           ;; A wrapper takes bodies as the app does.
-                           (if (body-port-handler? handler)
-                               (with-body-port (wrap handler))
-                               (wrap handler)))))
+                         (let* ((handler (load-handler file))
+                                ;; A wrapper takes bodies as the app does
+                                (wrapped (if (body-port-handler? handler)
+                                             (with-body-port (wrap handler))
+                                             (wrap handler))))
+                           ;; and answers CONNECT as it does.
+                           (if (connect-handler? handler)
+                               (with-connect wrapped)
+                               wrapped))))
                ;; Loaded here, before listening, unless the workers must
                ;; load it as another user.
                (handler (and (not user)

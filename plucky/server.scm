@@ -90,6 +90,8 @@
                make-parse-limits
                with-body-port
                body-port-handler?
+               with-connect
+               connect-handler?
                stop-loop!
                drain-loop!
                open-listener
@@ -258,7 +260,11 @@ until a restart"
       (set-signal-timer! timer 1 1))
     (trace-start-up "serving")
     (when notify (notify 'ready status))
-    (let ((state (run-loop (map port->fdes sockets) counting-handler
+    (let ((state (run-loop (map port->fdes sockets)
+                           ;; CONNECT as the app answers it (issue 13 5g)
+                           (if (connect-handler? handler)
+                               (with-connect counting-handler)
+                               counting-handler)
                            #:body-port? (body-port-handler? handler)
                            #:state state #:settings settings
                            #:exclusive? worker?

@@ -1279,7 +1279,8 @@ soon as enough bytes have arrived, complete or not."
   "Return #t when the connection may carry another request after
 REQUEST: for HTTP/1.1 (and later) unless a Connection header lists
 `close', for HTTP/1.0 only when a Connection header lists `keep-alive'
-and none lists `close'."
+and none lists `close'; never after CONNECT, whose answer, if a 2xx,
+turns what follows into the tunnel's bytes (RFC 9110 §9.3.6)."
   (define (option? option)
     (let loop ((headers (request-headers request)))
       (cond
@@ -1294,6 +1295,7 @@ and none lists `close'."
        (else (loop (cdr headers))))))
   (let ((version (request-version request)))
     (cond
+     ((eq? (request-method request) 'CONNECT) #f)
      ((option? "close") #f)
      ((or (< 1 (car version)) (and (= 1 (car version)) (<= 1 (cdr version)))) #t)
      ((equal? version '(1 . 0)) (option? "keep-alive"))

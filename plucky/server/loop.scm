@@ -77,6 +77,8 @@
             current-request-peer
             with-body-port
             body-port-handler?
+            with-connect
+            connect-handler?
             close-loop-connections!))
 
 ;; Its records' accessors and modifiers are macros that exist while this
@@ -678,6 +680,9 @@ current error port, as one line, and flush it."
               (cond
                ((unmet-expectation? request)
                 (refuse! loop conn request 417 #f))
+               ((and (eq? (request-method request) 'CONNECT) ; issue 13 5g
+                     (not (connect-handler? (loop-handler loop))))
+                (refuse! loop conn request 501 #f))
                ((and (loop-body-port? loop)
                      (or (eq? length 'chunked)
                          (< 0 length (+ 1 (settings-max-body settings)))))
@@ -1005,6 +1010,8 @@ arrived, and what it returns becomes the state again."
                    ((request body) (handler request body))
                    ((request body . state) (apply handler request body state)))))
     (hashq-set! body-port-handlers wrapped #t)
+    (when (connect-handler? handler)    ; issue 13 5g: keeps with-connect's mark
+      (hashq-set! connect-handlers wrapped #t))
     wrapped))
 
 ;; The handlers `with-body-port' made.  Not a procedure property: asking
@@ -1017,6 +1024,26 @@ arrived, and what it returns becomes the state again."
 (define (body-port-handler? handler)
   "True when HANDLER was made by `with-body-port'."
   (hashq-ref body-port-handlers handler #f))
+
+;; CONNECT (issue 13 5g).  A 2xx to CONNECT tells the client its tunnel
+;; is open (RFC 9110 §9.3.6), and what it sends next is the tunnel's,
+;; not HTTP: an app that never meant to tunnel must not answer it.  So
+;; CONNECT is refused (501, close) before any handler sees it, unless
+;; the app says it handles it.  Either way the connection closes after
+;; the answer (`request-keep-alive?').
+
+(define (with-connect handler)
+  "Return HANDLER, marked as one that answers CONNECT requests itself;
+plucky refuses CONNECT (501) for any other handler."
+  (hashq-set! connect-handlers handler #t)
+  handler)
+
+;; The handlers `with-connect' marked (weak: see `body-port-handlers').
+(define connect-handlers (make-weak-key-hash-table))
+
+(define (connect-handler? handler)
+  "True when HANDLER was marked by `with-connect'."
+  (hashq-ref connect-handlers handler #f))
 
 ;; The peer of the connection a thread serves, for `current-request-peer'.
 (define thread-peer (make-thread-local-fluid #f))
