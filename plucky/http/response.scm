@@ -403,8 +403,10 @@ only the loop's thread may use (see `write-streamed-head!')."
             (case name
               ((content-length)
                ;; A HEAD answer may declare the length of the body it
-               ;; does not send.
-               (unless (or streamed (eqv? value length) (and head? (not payload)))
+               ;; does not send: with no body, or an empty one (what
+               ;; Guile's run-server makes of the #f its own
+               ;; `sanitize-response' gives for HEAD).
+               (unless (or streamed (eqv? value length) (and head? (zero? length)))
                  (error "bad content-length" value length))
                (header! name value)
                (lp (cdr headers) #t date-seen? type-seen? close?))
