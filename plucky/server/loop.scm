@@ -940,7 +940,8 @@ current error port, as one line, and flush it."
         (let ((handled (and timed? (clock))))
           (define (fail)
             (set-output-fill! out mark)
-            (write-error-response! out (request-version request) 500)
+            (write-error-response! out (request-version request) 500 #f
+                                   (request-method request)) ; 13 5b: HEAD has no body
             (report-response! loop conn request 500 (- (output-fill out) mark))
             (observe! 500 (- (output-fill out) mark) handled)
             #t)
