@@ -61,6 +61,9 @@ How:
                          there is no master: the process serves itself
   --grace S              seconds to finish the requests in flight when
                          stopping or reloading (default 30)
+  --handler-timeout S    a handler call past S seconds ends in a 503; one
+                         blocked in C gets its worker replaced (default
+                         30; 0: no limit)
   --user USER            after binding as root, serve as USER; the
                          workers switch before they load FILE
   --group GROUP          with --user: this group instead of USER's
@@ -130,7 +133,7 @@ fresh module where `app-directory' names the directory FILE is in.
 (define option-names
   ;; every option serve accepts
   (append
-   '("--host" "--port" "--fd" "--workers" "--grace" "--user" "--group"
+   '("--host" "--port" "--fd" "--workers" "--grace" "--handler-timeout" "--user" "--group"
      "--access-log" "--log-format" "--error-log" "--status-token"
      "--max-body" "--max-connections" "--max-threads"
      "--keep-alive-timeout" "--header-timeout" "--body-timeout"
@@ -314,6 +317,7 @@ USER once the sockets are bound, or --allow-root"))))
                                     #:connections (if inetd? (list (cons 0 1)) '())
                                     #:workers workers
                                     #:grace grace
+                                    #:handler-timeout (option "--handler-timeout" 30)
                                     #:reload (and (not inetd?) reload)
                                     #:settings settings
                                     #:access-log (value "--access-log")

@@ -65,6 +65,7 @@
                                      open-stream-writer connection-lost?
                                      body-error? body-error-status)
   #:use-module ((srfi srfi-1) #:select (every filter))
+  #:use-module (plucky server watchdog)  ; issue 13 5d
   #:use-module ((web uri) #:select (uri-path))
   #:export (make-loop-settings
             loop-settings?
@@ -878,9 +879,11 @@ current error port, as one line, and flush it."
 (define (call-handler loop request body)
   ;; -> (values response body), with the loop's state updated; on an
   ;; exception, (values #f #f) after the backtrace is logged.
+  ;; -> (values #f 503) when the watchdog ended the call (issue 13 5d)
   (call-with-prompt handler-failed
     (lambda ()
       (set-loop-guarded! loop request)
+      (watchdog-enter! request)         ; issue 13 5d
       (let ((state (loop-state loop)))
         (call-with-values
             (lambda ()
@@ -888,16 +891,20 @@ current error port, as one line, and flush it."
                   ((loop-handler loop) request body)
                   (apply (loop-handler loop) request body state)))
           (lambda (response body . state)
+            (watchdog-leave!)           ; issue 13 5d: before unguarding
             (set-loop-guarded! loop #f)
             (unless (null? state)
               (set-loop-state! loop state))
             (values response body)))))
     (lambda (k request exception stack)
-      (report-handler-error request exception stack)
+      (watchdog-leave!)                 ; issue 13 5d
+      (if (handler-timeout? exception)  ; issue 13 5d: logged after the 503
+          (watchdog-log! (lambda () (report-handler-error request exception stack)))
+          (report-handler-error request exception stack))
       (let ((observer (loop-observer loop)))
         (when observer
           (observer 'failure request exception stack)))
-      (values #f #f))))
+      (values #f (if (handler-timeout? exception) 503 #f)))))
 
 (define-inline (count-answer! loop code bytes)
   ;; -> the status class of CODE, counted in the tally with BYTES
@@ -938,16 +945,16 @@ current error port, as one line, and flush it."
       (lambda (response response-body)
         (set-loop-serving! loop #f)
         (let ((handled (and timed? (clock))))
-          (define (fail)
+          (define* (fail #:optional (code 500)) ; issue 13 5d: or 503
             (set-output-fill! out mark)
-            (write-error-response! out (request-version request) 500 #f
+            (write-error-response! out (request-version request) code #f
                                    (request-method request)) ; 13 5b: HEAD has no body
-            (report-response! loop conn request 500 (- (output-fill out) mark))
-            (observe! 500 (- (output-fill out) mark) handled)
+            (report-response! loop conn request code (- (output-fill out) mark))
+            (observe! code (- (output-fill out) mark) handled)
             #t)
           (cond
            ((not response)
-            (fail))
+            (fail (or response-body 500)))  ; issue 13 5d: 503 past the timeout
            ((streamed-response? response response-body)
             ;; Sent as it is written, by a thread: see `hand-off!'.
             (hand-off! loop conn (make-job conn 'stream request response response-body
