@@ -83,7 +83,7 @@ reads the debugging information of each frame: tens of milliseconds the
 
 ;; How often the watchdog looks: a call is timed from when it was first
 ;; seen, so it ends at most two ticks after its timeout.
-(define tick-us 20000)
+(define tick-us 10000)
 
 (define (now-seconds)
   (/ (get-internal-real-time) internal-time-units-per-second 1.))
