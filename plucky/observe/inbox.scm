@@ -46,6 +46,7 @@
   #:use-module (web http)
   #:use-module ((web client) #:select (http-get))
   #:use-module ((web response) #:select (response-code))
+  #:use-module ((web server) #:select (sanitize-response))
   #:use-module (web request)
   #:use-module (web uri)
   #:use-module ((system repl debug) #:select (print-frames))
@@ -256,13 +257,22 @@ the failure was filed in this process, else one read back from its head."
 (define (replay failure handler . state)
   "Call HANDLER, as the server would, with the request of FAILURE (a
 <failure>, or the id of one in this process's inbox) and its body, and
-return what HANDLER returns: (values response body . STATE).  Nothing is
+return the response as a server would send it: (values response body
+. STATE), RESPONSE a response record and BODY a bytevector (#f for
+HEAD), as Guile's `sanitize-response' makes them of what HANDLER
+returned (a header list, a string or a procedure body).  Nothing is
 caught: a handler that still fails raises its exception here."
-  (let ((failure (if (integer? failure)
-                     (or (failure-ref failure)
-                         (error "no failure with this id in the inbox" failure))
-                     failure)))
-    (apply handler (failure->request failure) (failure-body failure) state)))
+  (let* ((failure (if (integer? failure)
+                      (or (failure-ref failure)
+                          (error "no failure with this id in the inbox" failure))
+                      failure))
+         (request (failure->request failure)))
+    (call-with-values
+        (lambda () (apply handler request (failure-body failure) state))
+      (lambda (response body . state)
+        (call-with-values (lambda () (sanitize-response request response body))
+          (lambda (response body)
+            (apply values response body state)))))))
 
 ;;;
 ;;; As data, for the status endpoint and `fetch-failure'

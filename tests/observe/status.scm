@@ -332,7 +332,7 @@
                                              (string-append (uri-path (request-uri request)) " "
                                                             (utf8->string body)))))))
         (test-equal "replay against a mended handler" '(200 "/fail payload")
-          (list (response-code response) body))))))
+          (list (response-code response) (utf8->string body)))))))
 
 (test-group "the wrapper's own catching (#:catch-errors?)"
   (with-observed-server (server #:mode 'full)
