@@ -945,7 +945,7 @@ current error port, as one line, and flush it."
       (lambda (response response-body)
         (set-loop-serving! loop #f)
         (let ((handled (and timed? (clock))))
-          (define* (fail #:optional (code 500)) ; issue 13 5d: or 503
+          (define (fail code)        ; issue 13 5d: 500, or 503
             (set-output-fill! out mark)
             (write-error-response! out (request-version request) code #f
                                    (request-method request)) ; 13 5b: HEAD has no body
@@ -988,7 +988,7 @@ current error port, as one line, and flush it."
                       close?)))
                 (lambda (k request exception stack)
                   (report-handler-error request exception #f)
-                  (fail))))))))))
+                  (fail 500))))))))))
 
 ;;;
 ;;; Handing a connection to a thread
