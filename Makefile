@@ -12,7 +12,7 @@ WARNINGS := -Wunbound-variable -Warity-mismatch -Wformat -Wunused-variable -Wsha
 
 SOURCES := $(shell find plucky web -name '*.scm' | sort)
 
-.PHONY: all deps check run bench clean
+.PHONY: all deps check check-fresh run bench clean
 
 ifneq ($(shell command -v guild),)
 # Each module compiled after the modules it uses (see scripts/build-order):
@@ -42,6 +42,11 @@ build/%.go: %.scm $(SOURCES)
 
 check: all
 	tests/run
+
+# The tests of a clean clone of HEAD on a bare Debian 12 (as root): proves
+# scripts/install-deps names all they need.  See scripts/check-fresh.
+check-fresh:
+	scripts/check-fresh
 
 run: all
 	scripts/install-deps run

@@ -23,7 +23,7 @@
 (define-module (plucky command)
   #:use-module (plucky server)
   #:autoload (plucky server socket) (inherited-listeners descriptor->listener
-                                     listener-host?)
+                                     listener-host? address-error?)
   #:autoload (plucky server privileges) (resolve-identity)
   ;; `load' of an app file needs a module that is not declarative.
   #:declarative? #f
@@ -34,6 +34,8 @@ Usage: plucky COMMAND [ARGUMENT…]
 
 Commands:
   serve FILE [OPTION…]   serve the handler FILE evaluates to
+  static DIR [OPTION…]   serve the files under DIR (every option of serve,
+                         and those under Files below)
   bench TARGET [OPTION…] load a URL or an app with wrk, report like ab
                          (plucky bench --help)
   profile APP [OPTION…]  serve APP under load with statprof and print where
@@ -98,6 +100,11 @@ Limits:
   --max-header-bytes B   largest header block, else 431 (default 32768)
   --max-header-count N   most header fields, else 431 (default 100)
 
+Files (static only):
+  --listing              list a directory that has no index.html
+  --dotfiles             serve names that begin with a dot
+  --follow-symlinks      serve symlinks that lead out of DIR
+
 Signals (to the master):
   SIGTERM, SIGINT        drain: stop accepting, finish the requests in
                          flight, exit within --grace; a second SIGINT
@@ -120,26 +127,53 @@ fresh module where `app-directory' names the directory FILE is in.
   (apply format (current-error-port) (string-append "plucky: " fmt "~%") args)
   (exit 2))
 
-(define (number-option name value)
-  (let ((n (and value (string->number value))))
-    (unless (and n (exact-integer? n) (>= n 0))
-      (fail "~a expects a non-negative whole number, not ~s" name value))
-    n))
-
 (define flag-names
   ;; options without a value
   '("--inetd" "--allow-root" "--status"))
 
+(define numeric-options
+  ;; (NAME LEAST MOST): the whole numbers each numeric option of serve
+  ;; takes, bounds included.  A value out of range is refused, never
+  ;; wrapped or raised to the least: the port would wrap modulo 65536.
+  ;; Timeouts and the grace period stop at a day; the parse limits at
+  ;; what `make-parse-limits' takes.
+  `(("--port" 0 65535)
+    ("--fd" 0 ,(- (expt 2 31) 1))
+    ("--workers" 1 1024)
+    ("--grace" 0 86400)
+    ("--handler-timeout" 0 86400)
+    ("--max-body" 0 ,(expt 2 40))
+    ("--max-connections" 1 ,(expt 2 20))
+    ("--max-threads" 1 1024)
+    ("--keep-alive-timeout" 0 86400)
+    ("--header-timeout" 1 86400)
+    ("--body-timeout" 1 86400)
+    ("--write-timeout" 1 86400)
+    ("--max-request-line" 1 ,(expt 2 28))
+    ("--max-header-bytes" 1 ,(expt 2 28))
+    ("--max-header-count" 1 ,(expt 2 28))))
+
+(define static-flag-names
+  ;; the options of static alone
+  '("--listing" "--dotfiles" "--follow-symlinks"))
+
 (define option-names
   ;; every option serve accepts
   (append
-   '("--host" "--port" "--fd" "--workers" "--grace" "--handler-timeout" "--user" "--group"
-     "--access-log" "--log-format" "--error-log" "--status-token"
-     "--max-body" "--max-connections" "--max-threads"
-     "--keep-alive-timeout" "--header-timeout" "--body-timeout"
-     "--write-timeout" "--max-request-line" "--max-header-bytes"
-     "--max-header-count")
-   flag-names))
+   '("--host" "--user" "--group" "--access-log" "--log-format" "--error-log"
+     "--status-token")
+   (map car numeric-options)
+   flag-names static-flag-names))
+
+(define (number-option name value)
+  ;; -> VALUE (a string) as the whole number it says, if NAME's range
+  ;; (see `numeric-options') has it; else exit 2 saying so
+  (let ((n (string->number value))
+        (least (cadr (assoc name numeric-options)))
+        (most (caddr (assoc name numeric-options))))
+    (unless (and n (exact-integer? n) (<= least n most))
+      (fail "~a expects a whole number from ~a to ~a, not ~s" name least most value))
+    n))
 
 (define (parse-options args)
   ;; -> (values file alist-of-options); a flag's value is #t
@@ -147,7 +181,7 @@ fresh module where `app-directory' names the directory FILE is in.
     (cond
      ((null? args) (values file options))
      ((member (car args) '("-h" "--help")) (display usage) (exit 0))
-     ((member (car args) flag-names)
+     ((or (member (car args) flag-names) (member (car args) static-flag-names))
       (lp (cdr args) file (acons (car args) #t options)))
      ((member (car args) option-names)
       (when (null? (cdr args))
@@ -187,13 +221,17 @@ fresh module where `app-directory' names the directory FILE is in.
                        ((@ (ice-9 exceptions) exception-args) exception)))))
 
 (define (fail-on-error status thunk)
-  ;; Call THUNK; on an exception print its message and exit with STATUS.
+  ;; Call THUNK; on an exception print its message and exit with STATUS,
+  ;; or with 2 if it says that an address given cannot be served.
   (with-exception-handler
       (lambda (exception)
-        (display (string-append "plucky: " (string-trim-right (error-message exception))
-                                "\n")
-                 (current-error-port))
-        (exit status))
+        (if (address-error? exception)
+            (fail "~a" ((@ (ice-9 exceptions) exception-message) exception))
+            (begin
+              (display (string-append "plucky: " (string-trim-right (error-message exception))
+                                      "\n")
+                       (current-error-port))
+              (exit status))))
     thunk
     #:unwind? #t))
 
@@ -207,7 +245,19 @@ fresh module where `app-directory' names the directory FILE is in.
          (= (stat:dev in) (stat:dev err))
          (= (stat:ino in) (stat:ino err)))))
 
-(define (serve args)
+(define (static-loader dir value)
+  ;; -> a thunk that returns the handler serving DIR with the Files
+  ;; options; (plucky web static) loads then, not at every start
+  (lambda ()
+    ((module-ref (resolve-interface '(plucky web static)) 'static-handler)
+     dir
+     #:listing? (and (value "--listing") #t)
+     #:dotfiles? (and (value "--dotfiles") #t)
+     #:follow-symlinks? (and (value "--follow-symlinks") #t))))
+
+(define* (serve args #:optional (static? #f))
+  ;; With STATIC?, `plucky static': the positional argument is a
+  ;; directory to serve rather than an app FILE.
   ;; Until the server reads them from its signalfd, SIGHUP and SIGUSR1
   ;; would end the process (their default action), while it loads the
   ;; app, say: held until then, they take effect once it serves (a
@@ -215,11 +265,22 @@ fresh module where `app-directory' names the directory FILE is in.
   ((@ (plucky sys signal) block-signals!) (list SIGHUP SIGUSR1))
   (call-with-values (lambda () (parse-options args))
     (lambda (file options)
-      (unless file (fail "serve needs a FILE (see plucky --help)"))
-      (unless (file-exists? file)
-        (fail "no such file: ~a" file))
+      (cond
+       (static?
+        (unless file (fail "static needs a DIR (see plucky --help)"))
+        (unless (and (file-exists? file) (file-is-directory? file))
+          (fail "no such directory: ~a" file)))
+       (else
+        (unless file (fail "serve needs a FILE (see plucky --help)"))
+        (unless (file-exists? file)
+          (fail "no such file: ~a" file))
+        (for-each (lambda (name)
+                    (when (assoc-ref options name)
+                      (fail "~a is an option of static, not serve" name)))
+                  static-flag-names)))
       (let* ((file (canonicalize-path file))
              (value (lambda (name) (assoc-ref options name)))
+             (make-handler (if static? (static-loader file value) (lambda () (load-handler file))))
              (option (lambda (name default)
                        (let ((value (value name)))
                          (if value (number-option name value) default))))
@@ -238,18 +299,20 @@ fresh module where `app-directory' names the directory FILE is in.
                                         #:max-header-count (option "--max-header-count" 100))
                         #:max-body (option "--max-body" (* 64 1024 1024))
                         #:max-connections (option "--max-connections" 10000)
-                        #:max-threads (max 1 (option "--max-threads" 32))
+                        #:max-threads (option "--max-threads" 32)
                         #:keep-alive-timeout (option "--keep-alive-timeout" 60)
                         #:header-timeout (option "--header-timeout" 10)
                         #:body-timeout (option "--body-timeout" 30)
                         #:write-timeout (option "--write-timeout" 30)))
-             (workers (max 1 (option "--workers"
-                                     ((@ (ice-9 threads) current-processor-count)))))
+             (workers (option "--workers" ((@ (ice-9 threads) current-processor-count))))
              (grace (option "--grace" 30))
+             (handler-timeout (option "--handler-timeout" 30))
              (port (option "--port" 8080))
              (fd (option "--fd" #f)))
         (when (and group (not user))
           (fail "--group needs --user"))
+        (when (equal? (value "--status-token") "")
+          (fail "--status-token needs a token, not an empty string"))
         (unless (listener-host? host)
           (fail "--host expects an address, a name or unix:PATH, not ~s" host))
         (when (and inetd? (equal? (value "--access-log") "-"))
@@ -271,19 +334,19 @@ USER once the sockets are bound, or --allow-root"))))
                ;; anything else opens a file: a closed --fd N must be
                ;; seen closed, not taken by a file this process opened.
                (sockets (and (not inetd?)
-                             (fail-on-error
-                              1 (lambda ()
-                                  (let ((inherited (inherited-listeners)))
-                                    (cond
-                                     ((pair? inherited)
-                                      (for-each (lambda (named)
-                                                  (format (current-error-port)
-                                                          "plucky: socket activation: ~a~%"
-                                                          (or (car named) "unnamed socket")))
-                                                inherited)
-                                      (map cdr inherited))
-                                     (fd (list (descriptor->listener fd)))
-                                     (else #f)))))))
+                             (let ((inherited (fail-on-error 1 inherited-listeners)))
+                               (cond
+                                ((pair? inherited)
+                                 (for-each (lambda (named)
+                                             (format (current-error-port)
+                                                     "plucky: socket activation: ~a~%"
+                                                     (or (car named) "unnamed socket")))
+                                           inherited)
+                                 (map cdr inherited))
+                                ;; a bad --fd is the user's to mend
+                                (fd (fail-on-error
+                                     2 (lambda () (list (descriptor->listener fd)))))
+                                (else #f)))))
                ;; systemd's Type=notify: taken out of the environment
                ;; before the app loads, so that neither it nor what it
                ;; starts sees NOTIFY_SOCKET (see (plucky server notify))
@@ -295,7 +358,7 @@ USER once the sockets are bound, or --allow-root"))))
                             (status-wrapper workers (value "--status-token"))))
                (wrap (if status (car status) (lambda (handler) handler)))
                (reload (lambda ()
-                         (let* ((handler (load-handler file))
+                         (let* ((handler (make-handler))
                                 ;; A wrapper takes bodies as the app does
                                 (wrapped (if (body-port-handler? handler)
                                              (with-body-port (wrap handler))
@@ -317,7 +380,7 @@ USER once the sockets are bound, or --allow-root"))))
                                     #:connections (if inetd? (list (cons 0 1)) '())
                                     #:workers workers
                                     #:grace grace
-                                    #:handler-timeout (option "--handler-timeout" 30)
+                                    #:handler-timeout handler-timeout
                                     #:reload (and (not inetd?) reload)
                                     #:settings settings
                                     #:access-log (value "--access-log")
@@ -330,23 +393,27 @@ USER once the sockets are bound, or --allow-root"))))
           (exit (if (eq? ok #f) 1 0)))))))
 
 (define (observe name module)
-  ;; (plucky observe …) and what it loads are needed only by bench,
-  ;; profile and --status; resolve them then, not at every start.
+  ;; (plucky observe …) and what it loads are needed only by --status;
+  ;; resolve them then, not at every start.
   (module-ref (resolve-interface (list 'plucky 'observe module)) name))
+
+(define (dev name module)
+  ;; The developers' tools (plucky dev …), for bench and profile only.
+  (module-ref (resolve-interface (list 'plucky 'dev module)) name))
 
 (define (status-wrapper workers token)
   ;; -> (WRAP . OBSERVER): WRAP makes a handler serve /_plucky/… from one
-  ;; observer, and OBSERVER is the procedure to pass to run-loop's
+  ;; observer, and OBSERVER is the hooks to pass to run-loop's
   ;; #:observer, which feeds it.  One observer for the app and all its
   ;; reloads, so that the figures outlive them (each worker process has
   ;; its own copy).
   (let ((observer ((observe 'make-observer 'accounting) #:workers workers)))
     (cons (lambda (handler)
             ;; The loop tells the observer of a handler's exceptions
-            ;; ('failure events): no catching wrapper needed.
+            ;; (its #:on-failure hook): no catching wrapper needed.
             ((observe 'observed-handler 'status) handler observer #:token token
              #:catch-errors? #f))
-          ((observe 'observer-procedure 'accounting) observer))))
+          ((observe 'observer->hooks 'accounting) observer))))
 
 (define (main args)
   "Run the plucky command with ARGS, the command line."
@@ -354,8 +421,15 @@ USER once the sockets are bound, or --allow-root"))))
     (cond
      ((null? args) (display usage))
      ((string=? (car args) "serve") (serve (cdr args)))
-     ((string=? (car args) "bench") ((observe 'bench-command 'cli) (cdr args)))
-     ((string=? (car args) "profile") ((observe 'profile-command 'cli) (cdr args)))
+     ((string=? (car args) "static") (serve (cdr args) #t))
+     ((string=? (car args) "bench") ((dev 'bench-command 'cli) (cdr args)))
+     ((string=? (car args) "profile") ((dev 'profile-command 'cli) (cdr args)))
+((string=? (car args) "routes")
+      (exit ((module-ref (resolve-interface '(plucky web router)) 'routes-command)
+             (cdr args)
+             (lambda (file)
+               (unless (file-exists? file) (fail "no such file: ~a" file))
+               (fail-on-error 2 (lambda () (load-handler (canonicalize-path file))))))))
      ((member (car args) '("help" "--help" "-h")) (display usage))
      ((member (car args) '("version" "--version")) (format #t "plucky ~a~%" version))
      (else (fail "unknown command ~s (see plucky --help)" (car args))))))

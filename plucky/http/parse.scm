@@ -95,8 +95,7 @@
 
 (define-module (plucky http parse)
   #:use-module (rnrs bytevectors)
-  ;; Before any (web …) module: (web http) loads at first use, without SRFI-19.
-  #:use-module (plucky http guile-web)
+  #:use-module ((srfi srfi-9 gnu) #:select (set-fields))
   #:use-module (web http)
   #:use-module (web uri)
   #:use-module (web request)
@@ -489,8 +488,7 @@ HIGH? says whether any byte is #x80 or above."
 (define-inline (known-header-symbol header) (vector-ref header 0))
 (define-inline (known-header-kind header) (vector-ref header 1))
 (define (known-header-parser header)
-  ;; Guile's parser, looked up the first time a value needs it: (web
-  ;; http) loads then, not at start-up (see (plucky http guile-web)).
+  ;; Guile's parser, looked up the first time a value needs it.
   (or (vector-ref header 2)
       (let ((parser (header-parser (known-header-symbol header))))
         (vector-set! header 2 parser)
@@ -547,10 +545,9 @@ HIGH? says whether any byte is #x80 or above."
   (define *seeded-values*
     ;; Values of cached headers that the cache holds from the start,
     ;; parsed by Guile's parser when this file is compiled: curl, wget,
-    ;; ab, python-requests and fetch() send Accept: */*, and with this a
-    ;; first request from them needs no parser, so (web http) stays
-    ;; unloaded (see (plucky http guile-web)).  They are evicted like
-    ;; any other value.
+    ;; ab, python-requests and fetch() send Accept: */*, and with this
+    ;; their requests need no parser.  They are evicted like any other
+    ;; value.
     '((accept "*/*"))))
 
 (define-constants
@@ -761,15 +758,51 @@ HIGH? says whether any byte is #x80 or above."
                  (else #f)))
              (loop (+ i 1) (+ k 1))))))
 
-(define %make-uri (@@ (web uri) make-uri))
-(define %make-request (@@ (web request) make-request))
+
+;;; Records through (web uri)'s and (web request)'s public interfaces.
+;;; `build-uri-reference' and `build-request' check again what the
+;;; parser has checked, take keywords, and `build-request' refuses a
+;;; POST or PUT without a port (plucky reads bodies itself: request-port
+;;; is #f).  So one record of each is made by them, and every request's
+;;; records are copies of it with the parsed fields put in, by SRFI-9's
+;;; functional setter `set-fields' (srfi srfi-9 gnu) on the accessors
+;;; the modules export: an inlined copy, as cheap as the constructor
+;;; (bench/instructions).  An app may `reload-module' (web uri) or (web
+;;; request), which makes its record type anew: the copy is then made
+;;; from a record of the new type, as Guile's server would make one.
 
 ;; The target "/" (no query, no fragment) is one URI record, made once:
 ;; a URI has no mutator and its only field that is not #f is the shared
 ;; immutable "/", so nothing a handler does to one request's URI can show
 ;; in another's.  Saves a record, 64 of some 400 bytes a hello-world
 ;; request allocates (bench/instructions: bench/RESULTS.md).
-(define root-uri (%make-uri #f #f #f #f "/" #f #f))
+(define root-uri (build-uri-reference #:path "/"))
+
+;; The request every request copies: meta '(), port #f.
+(define template-request (build-request root-uri #:version '(1 . 0)))
+
+(define (current-root-uri)
+  ;; -> root-uri, made again if (web uri) was reloaded since
+  (unless (uri-reference? root-uri)
+    (set! root-uri (build-uri-reference #:path "/")))
+  root-uri)
+
+(define (current-template-request)
+  ;; -> template-request, made again if (web request) was reloaded since
+  (unless (request? template-request)
+    (set! template-request (build-request (current-root-uri) #:version '(1 . 0))))
+  template-request)
+
+(define-inline (make-path-uri path query fragment)
+  ;; -> a relative URI reference with PATH, QUERY and FRAGMENT (strings
+  ;; or #f), the other fields #f
+  (set-fields (current-root-uri)
+              ((uri-path) path) ((uri-query) query) ((uri-fragment) fragment)))
+
+(define-inline (make-parsed-request method uri version headers)
+  (set-fields (current-template-request)
+              ((request-method) method) ((request-uri) uri)
+              ((request-version) version) ((request-headers) headers)))
 
 (define (make-target bv method start end query fragment high?)
   ;; -> the request target [START, END) as a URI record, or a string
@@ -791,16 +824,16 @@ HIGH? says whether any byte is #x80 or above."
       (let* ((query (and query (or (not fragment) (< query fragment)) query))
              (path-end (or query fragment end)))
         (if (= end (+ start 1))            ; "/" alone
-            root-uri
-            (%make-uri #f #f #f #f
-                       (if (and (= path-end (+ start 1)) (not high?))
-                           "/"
-                           (bytes->string bv start path-end high?))
-                       (and query (bytes->string bv (+ query 1) (or fragment end) high?))
-                       (and fragment (bytes->string bv (+ fragment 1) end high?))))))
+            (current-root-uri)
+            (make-path-uri
+             (if (and (= path-end (+ start 1)) (not high?))
+                 "/"
+                 (bytes->string bv start path-end high?))
+             (and query (bytes->string bv (+ query 1) (or fragment end) high?))
+             (and fragment (bytes->string bv (+ fragment 1) end high?))))))
      ((and (= first STAR) (= end (+ start 1)))
       (if (eq? method 'OPTIONS)
-          (%make-uri #f #f #f #f "*" #f #f)
+          (make-path-uri "*" #f #f)
           "asterisk-form target without OPTIONS"))
      ((ascii-letter? first)
       ;; absolute-form, scheme "://" authority ...
@@ -1089,7 +1122,7 @@ HIGH? says whether any byte is #x80 or above."
        ((not build?) (values 'complete next))
        (else
         (parse-field-values! pending)
-        (values (%make-request method uri version (reverse! headers) '() #f)
+        (values (make-parsed-request method uri version (reverse! headers))
                 next))))
     (let field ((i hs) (count 0) (headers '()) (pending '())
                 (host? #f) (content-length #f) (coding 0))

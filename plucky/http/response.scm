@@ -36,9 +36,10 @@
 (define-module (plucky http response)
   #:use-module (rnrs bytevectors)
   #:use-module (ice-9 iconv)
-  ;; Before any (web …) module: (web http) loads at first use, without SRFI-19.
-  #:use-module (plucky http guile-web)
+  #:use-module (srfi srfi-9)
+  #:use-module ((srfi srfi-9 gnu) #:select (set-fields))
   #:use-module (web http)
+  #:use-module ((web uri) #:select (build-uri-reference))
   #:use-module (web request)
   ;; Not (web response): see `response-record?'.
   #:use-module (plucky sys foreign)
@@ -54,6 +55,7 @@
             output-put-bytes!
             output-put-slice!
             write-response!
+            write-response-head!
             write-error-response!
             streamed-response?
             response-record?
@@ -68,16 +70,9 @@
 ;;; Output buffers
 ;;;
 
-;; The records here are lean (see (plucky sys record)): SRFI-9's kept a
-;; macro per accessor in the module, built at every start.  What other
-;; modules read of an output buffer is exported as procedures, which
-;; Guile 3.0.8 copies into the modules that call them (bench/instructions,
-;; keep-alive hello: 41.2K instructions a request, 41.4K before;
-;; bench/startup-instructions: 0.35M fewer).
-(eval-when (expand)
-  (use-modules (plucky sys record)))
-
-(define-record-type/lean <output>
+;; What other modules read of an output buffer is exported as
+;; procedures, which Guile copies into the modules that call them.
+(define-record-type <output>
   (%make-output bytes address fill)
   %output?
   (bytes %output-bytes set-output-bytes!)       ; bytevector, grown by doubling
@@ -165,21 +160,23 @@
 ;; can only be a response record once the module is loaded, so until
 ;; then the test is a look at the module table, and only for structs.
 
-(define response-type #f)               ; <response>, once (web response) is loaded
+(define web-response-loaded? #f)        ; #t once (web response) is seen loaded
 
-(define (loaded-response-type)
-  ;; -> <response> if (web response) has been loaded, else #f
-  (let ((module (loaded-module '(web response))))
-    (and module
-         (begin
-           (set! response-type (module-ref module '<response>))
-           response-type))))
+(define (response-module-loaded?)
+  ;; -> #t if (web response) has been loaded; loads nothing
+  (or web-response-loaded?
+      (let ((module (resolve-module '(web response) #f #:ensure #f)))
+        (and module
+             (module-public-interface module)
+             (begin
+               (set! web-response-loaded? #t)
+               #t)))))
 
 (define (response-record? value)
   "Return #t if VALUE is a (web response) record."
   (and (struct? value)
-       (let ((type (or response-type (loaded-response-type))))
-         (and type (eq? (struct-vtable value) type)))))
+       (response-module-loaded?)
+       ((@ (web response) response?) value)))
 
 (define (response-record-code response)
   "Return the status code of RESPONSE, a (web response) record."
@@ -188,6 +185,29 @@
 (define (response-record-headers response)
   "Return the header alist of RESPONSE, a (web response) record."
   ((@ (web response) response-headers) response))
+
+;; code -> Guile's standard reason phrase for it, or #f until first needed
+(define guile-reasons (make-vector 600 #f))
+
+(define (guile-reason code)
+  ;; -> the phrase `response-reason-phrase' answers for a response of
+  ;; CODE that names none (the table behind it is not exported)
+  (define (reason)
+    ((@ (web response) response-reason-phrase)
+     ((@ (web response) build-response) #:code code)))
+  (if (and (exact-integer? code) (<= 0 code 599))
+      (or (vector-ref guile-reasons code)
+          (let ((phrase (reason)))
+            (vector-set! guile-reasons code phrase)
+            phrase))
+      (reason)))
+
+(define (response-record-reason-phrase response code)
+  ;; -> the reason phrase RESPONSE names, or #f when it names none or
+  ;; Guile's standard one: then plucky writes its standard status line
+  (let ((phrase ((@ (web response) response-reason-phrase) response)))
+    (and (not (string=? phrase (guile-reason code)))
+         phrase)))
 
 (define (answer-headers response)
   "Return the header alist of RESPONSE, a handler's answer: a (web
@@ -210,9 +230,8 @@ response) record's code, or 200 for a header alist."
 
 (define (string->latin-1 str)
   ;; -> STR as (string->bytevector str "ISO-8859-1" 'substitute) encodes
-  ;; it: a byte per character, "?" for one above U+00FF.  Here, not by
-  ;; (ice-9 iconv): a head needs no port, and the module stays unloaded
-  ;; (see (plucky http guile-web)).
+  ;; it: a byte per character, "?" for one above U+00FF, without the
+  ;; port (ice-9 iconv) would open.
   (let* ((n (string-length str))
          (bv (make-bytevector n)))
     (let loop ((i 0))
@@ -227,8 +246,7 @@ response) record's code, or 200 for a header alist."
   ;; the usual shape, (text/html (charset . "utf-8") …); else #f, and
   ;; Guile's writer has it.  Written here so that an answer with only
   ;; this header and those plucky writes itself (the common case: a
-  ;; type, Content-Length, Date) does not load (web http): see (plucky
-  ;; http guile-web).
+  ;; type, Content-Length, Date) opens no string port.
   (and (pair? type)
        (symbol? (car type))
        (let loop ((parameters (cdr type))
@@ -260,7 +278,7 @@ response) record's code, or 200 for a header alist."
 
 (define cache-limit 512)
 
-(define-record-type/lean <header-cache>
+(define-record-type <header-cache>
   (make-header-cache table count)
   header-cache?
   (table header-cache-table)                    ; hashq: value -> (name . bytes)
@@ -375,6 +393,21 @@ only the loop's thread may use (see `write-streamed-head!')."
        (else
         (values close? payload))))))
 
+(define (write-response-head! out request response length close?)
+  "Append to OUT the head of the answer RESPONSE to REQUEST whose body
+of LENGTH bytes the caller sends itself (a file, with sendfile(2)), or
+that has none (a 101 before the connection changes protocol).  CLOSE?
+is as for `write-response!'.  Return whether the connection must close
+after the answer.  Raise an error for a declared Content-Length that is
+not LENGTH, or a body on a status that must not have one."
+  (let ((headers (answer-headers response))
+        (code (answer-code response)))
+    (when (and (must-not-include-body? code) (> length 0))
+      (error "response with this status code must not include body" code))
+    (put-head! out request response headers code #f length
+               (eq? (request-method request) 'HEAD) #f
+               (must-not-include-body? code) close? #t #f)))
+
 (define (put-head! out request response headers code textual? length head?
                    payload bodiless? close? cache? streamed)
   ;; The status line and the headers, up to and with the empty line.
@@ -389,11 +422,12 @@ only the loop's thread may use (see `write-streamed-head!')."
     (if cache?
         (put-textual-content-type! out type)
         (output-put-bytes! out (render-header 'content-type (with-charset type "utf-8")))))
-  (let ((version (request-version request)))
+  (let ((version (request-version request))
+        (all-headers headers))
     (output-put-bytes!
      out (status-line version code
                       (and (response-record? response)
-                           ((@@ (web response) %response-reason-phrase) response))))
+                           (response-record-reason-phrase response code))))
     (let lp ((headers headers) (length-seen? #f) (date-seen? #f)
              (type-seen? #f) (close? close?))
       (if (pair? headers)
@@ -403,10 +437,11 @@ only the loop's thread may use (see `write-streamed-head!')."
             (case name
               ((content-length)
                ;; A HEAD answer may declare the length of the body it
-               ;; does not send: with no body, or an empty one (what
-               ;; Guile's run-server makes of the #f its own
-               ;; `sanitize-response' gives for HEAD).
-               (unless (or streamed (eqv? value length) (and head? (zero? length)))
+               ;; does not send: with no body, one its caller sends (a
+               ;; file), or an empty one (what Guile's run-server makes
+               ;; of the #f its own `sanitize-response' gives for HEAD).
+               (unless (or streamed (eqv? value length)
+                           (and head? (or (not payload) (zero? length))))
                  (error "bad content-length" value length))
                (header! name value)
                (lp (cdr headers) #t date-seen? type-seen? close?))
@@ -445,7 +480,8 @@ only the loop's thread may use (see `write-streamed-head!')."
               (output-put-bytes! out crlf)))
             (unless date-seen?
               (output-put-bytes! out (date-line)))
-            (let ((connection (assq-ref headers 'connection)))
+            ;; ALL-HEADERS: HEADERS is the loop's, empty by now.
+            (let ((connection (assq-ref all-headers 'connection)))
               (cond
                (close?
                 (output-put-bytes! out connection-close-line))
@@ -499,15 +535,28 @@ so that any thread may call it."
 
 (define plain-text '((content-type . (text/plain))))
 
+;; What `write-error-response!' copies, with the method and version in,
+;; for `write-response!', which reads nothing else of it; made again if
+;; an app reloaded (web request) since (see "Records through (web
+;; uri)'s ..." in (plucky http parse)).
+(define error-request #f)
+
+(define (current-error-request)
+  (unless (request? error-request)
+    (set! error-request
+          (build-request (build-uri-reference #:path "/") #:version '(1 . 0))))
+  error-request)
+
 (define* (write-error-response! out version code #:optional (message #f)
                                 (method 'GET) (cache? #t))
   "Append to OUT a complete plain-text response with status CODE for
 HTTP VERSION, whose body is MESSAGE (default: the reason phrase), that
 closes the connection; for METHOD HEAD, the head alone.  Used for
 requests that never reach a handler.  CACHE? as for `write-response!'."
-  (let ((request ((@@ (web request) make-request)
-                  method #f (if (equal? version '(1 . 0)) '(1 . 0) '(1 . 1))
-                  '() '() #f)))
+  (let ((request (set-fields (current-error-request)
+                             ((request-method) method)
+                             ((request-version)
+                              (if (equal? version '(1 . 0)) '(1 . 0) '(1 . 1))))))
     (write-response! out request
                      ((@ (web response) build-response) #:code code #:headers plain-text
                                      #:version version)

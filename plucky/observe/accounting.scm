@@ -9,8 +9,8 @@
 ;;; it is given an observer; this module is that observer.  How a
 ;;; request's figures flow:
 ;;;
-;;;   run-loop #:observer (observer-procedure obs)
-;;;     (obs 'request request code read parse handler serialise allocated)
+;;;   run-loop #:observer (observer->hooks obs)
+;;;     #:on-request request code read parse handler serialise allocated
 ;;;        -> the request's route (its path; or a name the handler gave
 ;;;           with `declare-route!'; "(not found)" for 404s, "(refused)"
 ;;;           for requests refused before a handler saw them)
@@ -19,9 +19,10 @@
 ;;;        -> this second's slot of the time series: requests, 5xx, and a
 ;;;           coarse latency histogram (for percentiles over time)
 ;;;        -> a 5xx goes to the error inbox (plucky observe inbox)
-;;;     (obs 'write answers ns)  -> the write histogram, per answer, of
-;;;                                 the worker and of the last route answered
-;;;     (obs 'accept ns) (obs 'close ns) -> the worker's histograms
+;;;     #:on-failure request exception stack -> the error inbox
+;;;     #:on-write answers ns  -> the write histogram, per answer, of
+;;;                               the worker and of the last route answered
+;;;     #:on-accept ns, #:on-close ns -> the worker's histograms
 ;;;   after-gc-hook -> GC count and CPU time per collection, per second
 ;;;
 ;;; Each worker process has its own observer state: `make-observer' runs
@@ -47,11 +48,12 @@
   #:use-module (web request)
   #:use-module (web uri)
   #:use-module (plucky server tally)
+  #:use-module ((plucky server hooks) #:select (make-observer-hooks))
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe inbox)
   #:export (make-observer
             observer?
-            observer-procedure
+            observer->hooks
             observer-detach!
             observer-sampling
             declare-route!
@@ -350,7 +352,7 @@ none was answered then or SECOND is out of the ring."
 (define* (make-observer #:key (max-routes 64) (route #f) (series-seconds 300)
                         (inbox-size 20) (workers 1) (samples-per-second 500)
                         (sample-every #f))
-  "Return a new observer: the state behind `observer-procedure', the
+  "Return a new observer: the state behind `observer->hooks', the
 status pages and the error inbox.  MAX-ROUTES bounds the routes kept
 apart (the others are counted as \"(other)\"); ROUTE, if given, is a
 procedure (ROUTE request) returning the route name of a request, or #f
@@ -657,34 +659,27 @@ sums of theirs."
         (share-figures! observer)
         (set! shared-answers answers)))))
 
-(define (observer-procedure observer)
-  "Return the procedure to pass as `run-loop''s #:observer so that it
-accounts for every request in OBSERVER.  Besides the loop's events it
-takes (OBSERVER 'failure request exception stack), a handler's exception
-and the stack where it was raised (or #f), which it keeps for the error
-inbox."
-  (case-lambda
-    ((event)
-     (if (eq? event 'tally)
-         ;; the vector the loop counts in and reads its countdown from
-         (observer-tally observer)
-         ;; 'tick, about once a second
-         (observer-tick! observer)))
-    ((event request code read parse handler serialise allocated)
-     (observe-request! observer request code read parse handler serialise allocated))
-    ((event request exception stack)
-     ;; 'failure: the loop caught EXCEPTION from the handler of REQUEST
-     ;; and took STACK where it was raised (or #f: none was taken); the
-     ;; 500 follows.
-     (when (eq? event 'failure)
-       (inbox-note-exception! (observer-inbox observer) request exception stack)))
-    ((event answers ns)
-     (observe-write! observer answers ns))
-    ((event ns)
-     ;; timed ones only; the loop counts them all in the tally
-     (if (eq? event 'accept)
-         (histogram-add! (observer-accept observer) ns)
-         (histogram-add! (observer-close observer) ns)))))
+(define (observer->hooks observer)
+  "Return the hooks (plucky server hooks) to pass as `run-loop''s
+#:observer so that it accounts for every request in OBSERVER: timed
+answers and 5xx go to their routes' histograms, a handler's exception
+and the stack where it was raised to the error inbox, timed writes,
+accepts and closes to the worker's histograms; once a second the figures
+are shared with the other workers."
+  (make-observer-hooks
+   ;; the vector the loop counts in and reads its countdown from
+   #:tally (observer-tally observer)
+   #:on-request (lambda (request code read parse handler serialise allocated)
+                  (observe-request! observer request code read parse handler
+                                    serialise allocated))
+   #:on-failure (lambda (request exception stack)
+                  (inbox-note-exception! (observer-inbox observer) request
+                                         exception stack))
+   #:on-write (lambda (answers ns) (observe-write! observer answers ns))
+   ;; timed ones only; the loop counts them all in the tally
+   #:on-accept (lambda (ns) (histogram-add! (observer-accept observer) ns))
+   #:on-close (lambda (ns) (histogram-add! (observer-close observer) ns))
+   #:on-tick (lambda () (observer-tick! observer))))
 
 ;;;
 ;;; Several workers: one server's figures
@@ -695,7 +690,7 @@ inbox."
 ;; the workers share their figures.  They do through files: a directory
 ;; made by `make-observer' in the master (WORKERS > 1), where each worker
 ;; writes its figures, whole, once a second when they changed (the
-;; loop's 'tick) and before answering a page; the worker answering reads
+;; loop's #:on-tick) and before answering a page; the worker answering reads
 ;; all the files and adds them up (`observer-whole-server').  So the
 ;; figures of the other workers are at most about a second old; those of
 ;; workers that exited (killed, or retired by a reload) stay in, the
@@ -806,7 +801,7 @@ answers a status page to add up; a file per worker, replaced whole."
 (define (observer-whole-server observer)
   "Return an observer holding the figures of all the workers that share
 with OBSERVER (see `make-observer''s WORKERS), this one's as of now and
-the others' as of their last 'tick, about a second ago at most, added
+the others' as of their last tick, about a second ago at most, added
 up; or OBSERVER itself when it shares with none.  Exited workers' figures
 stay in.  The result is for reading (status pages, metrics), not for a
 loop."

@@ -6,7 +6,7 @@
 ;;; Commentary:
 ;;;
 ;;; The status page (plucky observe status) and `plucky bench' (plucky
-;;; observe bench) draw their charts here, on the server, as SVG: no
+;;; dev bench) draw their charts here, on the server, as SVG: no
 ;;; JavaScript, no stylesheet or font to fetch, so the page renders
 ;;; wherever it is opened and a chart saved from it stands alone.  Each
 ;;; procedure returns an SXML `svg' element; `sxml->svg-string' makes a

@@ -17,7 +17,7 @@
 ;;;           /_plucky/inbox/N.scm  the same as data, for `fetch-failure'
 ;;;   any other path -> the app's handler; its exceptions reach the
 ;;;        error inbox (plucky observe inbox) through the loop, which
-;;;        tells the observer of each with its stack ('failure).  With
+;;;        tells the observer of each with its stack (#:on-failure).  With
 ;;;        #:catch-errors? the wrapper catches them itself instead, in an
 ;;;        exception handler that does not unwind, and re-raises them.
 ;;;
@@ -25,7 +25,7 @@
 ;;; the loop calls; wire both with the same observer:
 ;;;
 ;;;   (define obs (make-observer #:workers 1))
-;;;   (run-loop … (observed-handler handler obs) … #:observer (observer-procedure obs))
+;;;   (run-loop … (observed-handler handler obs) … #:observer (observer->hooks obs))
 ;;;
 ;;; With several workers, each keeps its own figures and shares them
 ;;; through files (`observer-whole-server'): the pages and metrics show
@@ -73,7 +73,7 @@ Guile's `run-server').  The /_plucky/ pages go to loopback clients only
 or, when TOKEN (a string) is given, to any client that presents it as
 ?token=TOKEN or \"Authorization: Bearer TOKEN\", and only to those.
 The loop tells the observer of each exception a handler raises, with its
-stack ('failure), and the inbox keeps it; for a server that does not,
+stack (#:on-failure), and the inbox keeps it; for a server that does not,
 CATCH-ERRORS? makes this wrapper catch them itself, with their
 backtrace, and re-raise them (the server still answers 500), at the
 cost of an exception handler per request."

@@ -15,7 +15,11 @@
 ;;;                      one per worker: the kernel spreads connections
 ;;;                      over them evenly (see README, "Workers"); all
 ;;;                      but the first listen once their worker calls
-;;;                      `start-listening!'
+;;;                      `start-listening!'.  SO_REUSEPORT would let them
+;;;                      join any socket of the same user listening
+;;;                      there, another plucky's included, and share its
+;;;                      traffic: a probe refuses that first (see
+;;;                      `refuse-if-served')
 ;;;   inherited-listeners  the sockets systemd or GNU Shepherd passed
 ;;;                      (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES; the
 ;;;                      first is descriptor 3), as sd_listen_fds(3) reads
@@ -24,13 +28,22 @@
 ;;;
 ;;; Each is a Guile port, so that `getsockname' and `close-port' work on
 ;;; it; the event loop only takes its descriptor (`port->fdes').  Every
-;;; listener is non-blocking and close-on-exec.
+;;; listener is non-blocking and close-on-exec.  An address that cannot
+;;; be served (in use, unknown, not this machine's, not allowed) raises
+;;; an `address-error?' exception whose message names it.
 ;;;
 ;;; Code:
 
 (define-module (plucky server socket)
+  #:use-module ((ice-9 exceptions) #:select (define-exception-type
+                                             &error
+                                             make-exception
+                                             make-exception-with-message
+                                             raise-exception))
   #:use-module (plucky sys libc)
-  #:export (open-listener
+  #:export (address-error?
+            address-error-address
+            open-listener
             open-listeners
             start-listening!
             listener-port
@@ -58,6 +71,22 @@ a host name, or \"unix:\" followed by a path."
        (let ((path (unix-path host)))
          (or (not path) (not (string-null? path))))))
 
+(define-exception-type &address-error &error
+  make-address-error address-error?
+  (address address-error-address))      ; "127.0.0.1:8080", "[::1]:80", "unix:/run/app.sock"
+
+(define (host+port host port)
+  ;; -> "HOST:PORT" as people write it: "[::1]:8080" for IPv6
+  (string-append (if (string-index host #\:) (string-append "[" host "]") host)
+                 ":" (number->string port)))
+
+(define (address-error address why)
+  ;; Raise an `address-error?' exception saying that ADDRESS cannot be
+  ;; served, and WHY.
+  (raise-exception
+   (make-exception (make-address-error address)
+                   (make-exception-with-message (string-append address ": " why)))))
+
 (define (make-non-blocking! sock)
   (fcntl sock F_SETFL (logior O_NONBLOCK (fcntl sock F_GETFL)))
   (fcntl sock F_SETFD (logior FD_CLOEXEC (fcntl sock F_GETFD))))
@@ -79,17 +108,49 @@ does not listen yet: see `start-listening!'."
         (open-unix-listener path backlog)
         (open-tcp-listener host port backlog reuse-port? listen?))))
 
+(define (tcp-address host port)
+  ;; -> the socket address HOST and PORT name, for a listener
+  (let ((infos (catch 'getaddrinfo-error
+                 (lambda ()
+                   (getaddrinfo host (number->string port)
+                                (logior AI_NUMERICSERV AI_PASSIVE) 0 SOCK_STREAM))
+                 (lambda (key code)
+                   (address-error (host+port host port)
+                                  (string-append "unknown host ("
+                                                 (gai-strerror code) ")"))))))
+    (addrinfo:addr (car infos))))
+
+(define (system-error-message args)
+  ;; -> the strerror text of a 'system-error's ARGS, "address in use"
+  ;; for the one people meet most
+  (let ((errno (system-error-errno args)))
+    (if (= errno EADDRINUSE)
+        "address in use: another server listens there"
+        (strerror errno))))
+
+(define* (bind-tcp host port #:key reuse-port? (listen? #f) (backlog default-backlog))
+  ;; -> a socket bound to HOST and PORT (listening with LISTEN?), or an
+  ;; address error naming them, the socket closed
+  (let* ((address (tcp-address host port))
+         (sock (socket (sockaddr:fam address) SOCK_STREAM 0)))
+    (catch 'system-error
+      (lambda ()
+        ;; Not to be refused by the TIME_WAIT connections a server that
+        ;; just stopped left behind.
+        (setsockopt sock SOL_SOCKET SO_REUSEADDR 1)
+        (when reuse-port?
+          (setsockopt sock SOL_SOCKET SO_REUSEPORT 1))
+        (bind sock address)
+        (when listen?
+          (listen sock backlog))
+        sock)
+      (lambda args
+        (close-port sock)
+        (address-error (host+port host port) (system-error-message args))))))
+
 (define (open-tcp-listener host port backlog reuse-port? listen?)
-  (let* ((info (car (getaddrinfo host (number->string port)
-                                 (logior AI_NUMERICSERV AI_PASSIVE)
-                                 0 SOCK_STREAM)))
-         (sock (socket (addrinfo:fam info) SOCK_STREAM 0)))
-    (setsockopt sock SOL_SOCKET SO_REUSEADDR 1)
-    (when reuse-port?
-      (setsockopt sock SOL_SOCKET SO_REUSEPORT 1))
-    (bind sock (addrinfo:addr info))
-    (when listen?
-      (listen sock backlog))
+  (let ((sock (bind-tcp host port #:reuse-port? reuse-port? #:listen? listen?
+                        #:backlog backlog)))
     (make-non-blocking! sock)
     ;; HTTP clients speak first: let accept(2) return a connection only
     ;; once its request has arrived, so the loop reads it at once instead
@@ -100,8 +161,13 @@ does not listen yet: see `start-listening!'."
 (define (open-unix-listener path backlog)
   (remove-stale-socket! path)
   (let ((sock (socket AF_UNIX SOCK_STREAM 0)))
-    (bind sock AF_UNIX path)
-    (listen sock backlog)
+    (catch 'system-error
+      (lambda ()
+        (bind sock AF_UNIX path)
+        (listen sock backlog))
+      (lambda args
+        (close-port sock)
+        (address-error (string-append unix-prefix path) (system-error-message args))))
     (make-non-blocking! sock)
     sock))
 
@@ -111,7 +177,8 @@ does not listen yet: see `start-listening!'."
   (let ((st (false-if-exception (lstat path))))
     (when st
       (unless (eq? (stat:type st) 'socket)
-        (error (string-append path " exists and is not a socket; not removing it")))
+        (address-error (string-append unix-prefix path)
+                       "the file there is not a socket; not removing it"))
       (let ((probe (socket AF_UNIX SOCK_STREAM 0)))
         (let ((live? (catch 'system-error
                        (lambda () (connect probe AF_UNIX path) #t)
@@ -122,8 +189,8 @@ does not listen yet: see `start-listening!'."
                                (apply throw args)))))))
           (close-port probe)
           (when live?
-            (error (string-append path
-                                  " is in use: a server accepts connections on it")))
+            (address-error (string-append unix-prefix path)
+                           "address in use: a server accepts connections on it"))
           (false-if-exception (delete-file path)))))))
 
 (define* (open-listeners host port count #:key (backlog default-backlog))
@@ -137,16 +204,47 @@ ready to accept.  The kernel spreads connections over the sockets that
 listen: had they all listened at once, a connection that came while the
 workers started could wait in the queue of a worker still starting
 (some 1-2 ms at start-up, bench/startup) while another one was idle; a
-socket whose worker cannot start takes no connections."
+socket whose worker cannot start takes no connections.  Raise an
+`address-error?' exception if another socket listens there already
+(SO_REUSEPORT would have let these join it)."
   (if (or (<= count 1) (unix-path host))
       (list (open-listener host port #:backlog backlog))
-      (let* ((first (open-listener host port #:backlog backlog #:reuse-port? #t))
-             (port (listener-port first)))
-        (cons first
-              (map (lambda (i)
-                     (open-listener host port #:backlog backlog #:reuse-port? #t
-                                    #:listen? #f))
-                   (iota (- count 1)))))))
+      (let ((sockets '()))                ; those bound so far, the first last
+        (with-exception-handler
+            (lambda (exception)
+              (for-each close-port sockets)
+              (raise-exception exception))
+          (lambda ()
+            (let* ((first (open-listener host port #:backlog backlog #:reuse-port? #t
+                                         #:listen? #f))
+                   (port (listener-port first)))
+              (set! sockets (list first))
+              (for-each (lambda (i)
+                          (set! sockets (cons (open-listener host port #:backlog backlog
+                                                             #:reuse-port? #t #:listen? #f)
+                                              sockets)))
+                        (iota (- count 1)))
+              (refuse-if-served host port)
+              (catch 'system-error
+                (lambda () (start-listening! first #:backlog backlog))
+                (lambda args
+                  (address-error (host+port host port) (system-error-message args))))
+              (reverse sockets)))
+          #:unwind? #t))))
+
+(define (refuse-if-served host port)
+  ;; Raise an address error if a socket listens on HOST and PORT, or on
+  ;; a wildcard address covering them, other than this process's own
+  ;; (bound, not listening yet).  A probe without SO_REUSEPORT binds and
+  ;; listens there only if no other socket listens: the kernel decides,
+  ;; atomically, by the rules that route the connections.  It runs
+  ;; after this process's sockets are bound and before the first
+  ;; listens; while it listens, another plucky starting at the same
+  ;; moment can neither bind its sockets nor listen with its probe, and
+  ;; once the first socket listens, that plucky's probe fails.  The one
+  ;; interleaving left: another plucky's whole probe between this
+  ;; probe's close and the first socket's listen, two system calls.
+  (close-port (bind-tcp host port #:listen? #t)))
 
 (define* (start-listening! sock #:key (backlog default-backlog))
   "Make SOCK, a socket from `open-listeners', listen: connections start

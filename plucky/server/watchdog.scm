@@ -9,8 +9,9 @@
 ;;; handler loops forever, the worker accepts nothing and its share of
 ;;; new connections waits unanswered.  The watchdog bounds that:
 ;;;
-;;;   - the loop notes each handler call it starts (`watchdog-enter!')
-;;;     and ends (`watchdog-leave!'): two stores in a vector, no clock,
+;;;   - the loop notes each handler call it starts and ends in
+;;;     `handler-call': a store in a vector each, which the loop's
+;;;     (plucky server respond) inlines (bench/instructions), no clock,
 ;;;     no syscall on the request path;
 ;;;   - a thread of the worker (`start-watchdog!') looks at that vector a
 ;;;     few times each 100 ms and times each call from when it first saw
@@ -39,8 +40,7 @@
   #:use-module ((web request) #:select (request-method request-uri))
   #:use-module ((web uri) #:select (uri->string))
   #:use-module (ice-9 atomic)
-  #:export (watchdog-enter!
-            watchdog-leave!
+  #:export (handler-call
             watchdog-log!
             start-watchdog!
             handler-timeout?
@@ -51,19 +51,10 @@
   handler-timeout?
   (seconds handler-timeout-seconds))
 
-;; The loop thread's handler call: slot 0 counts the calls started, slot
-;; 1 holds the request of the call running, or #f between calls.
-(define current-call (vector 0 #f))
-
-(define (watchdog-enter! request)
-  "Note that the loop thread starts calling the handler on REQUEST;
-return unspecified."
-  (vector-set! current-call 0 (+ 1 (vector-ref current-call 0)))
-  (vector-set! current-call 1 request))
-
-(define (watchdog-leave!)
-  "Note that the loop thread's handler call is over; return unspecified."
-  (vector-set! current-call 1 #f))
+;; The loop thread's handler call: slot 0 holds the request whose
+;; handler runs, or #f between calls.  A request is parsed afresh each
+;; time, so the request in the slot tells one call from the next.
+(define handler-call (vector #f))
 
 ;; Log thunks the loop thread handed over (`watchdog-log!'), newest first.
 (define pending-logs (make-atomic-box '()))
@@ -88,10 +79,10 @@ reads the debugging information of each frame: tens of milliseconds the
 (define (now-seconds)
   (/ (get-internal-real-time) internal-time-units-per-second 1.))
 
-(define (interrupt! calls timeout)
+(define (interrupt! request timeout)
   ;; Runs on the loop thread (an async): raise inside the handler call
   ;; the watchdog timed, if it is still running.
-  (when (and (= calls (vector-ref current-call 0)) (vector-ref current-call 1))
+  (when (eq? request (vector-ref handler-call 0))
     (raise-exception
      (make-exception (make-handler-timeout timeout)
                      (make-exception-with-message
@@ -114,24 +105,23 @@ process exits with status 70 so that its master replaces it."
         (port (current-error-port)))
     (call-with-new-thread
      (lambda ()
-       (let watch ((calls -1) (since 0.) (interrupted? #f) (logged? #f))
+       (let watch ((timed #f) (since 0.) (interrupted? #f) (logged? #f))
          (usleep tick-us)
          (run-pending-logs!)
          (let ((now (now-seconds))
-               (seen (vector-ref current-call 0))
-               (request (vector-ref current-call 1)))
+               (request (vector-ref handler-call 0)))
            (cond
-            ((or (not request) (not (= seen calls)))
-             (watch seen now #f #f))
+            ((or (not request) (not (eq? request timed)))
+             (watch request now #f #f))
             ((< (- now since) timeout)
-             (watch calls since interrupted? logged?))
+             (watch timed since interrupted? logged?))
             ((not interrupted?)
-             (system-async-mark (lambda () (interrupt! calls timeout)) loop-thread)
-             (watch calls since #t logged?))
+             (system-async-mark (lambda () (interrupt! timed timeout)) loop-thread)
+             (watch timed since #t logged?))
             ((< (- now since) (+ timeout grace))
-             (watch calls since #t logged?))
+             (watch timed since #t logged?))
             (logged?
-             (watch calls since #t #t))
+             (watch timed since #t #t))
             (else
              (false-if-exception
               (begin
@@ -141,6 +131,6 @@ process exits with status 70 so that its master replaces it."
                 (force-output port)))
              (when exit?
                (primitive-_exit 70))
-             (watch calls since #t #t)))))))))
+             (watch timed since #t #t)))))))))
 
 ;;; (plucky server watchdog) ends here

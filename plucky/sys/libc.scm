@@ -34,6 +34,7 @@
             fd-read
             fd-write
             fd-writev
+            fd-sendfile
             fd-close
             fd-shutdown-write
             fd-shutdown
@@ -86,6 +87,7 @@ must keep BV reachable while it uses the address."
 (define %read (libc-procedure ssize_t "read" (list int uintptr_t size_t)))
 (define %write (libc-procedure ssize_t "write" (list int uintptr_t size_t)))
 (define %writev (libc-procedure ssize_t "writev" (list int uintptr_t int)))
+(define %sendfile (libc-procedure ssize_t "sendfile" (list int int uintptr_t size_t)))
 (define %close (libc-procedure int "close" (list int)))
 (define %shutdown (libc-procedure int "shutdown" (list int int)))
 (define %accept4 (libc-procedure int "accept4" (list int uintptr_t uintptr_t int)))
@@ -123,6 +125,23 @@ number written or a negated errno."
   "Write the COUNT iovec entries at IOVECS-ADDRESS to FD with one
 writev(2).  Return the number of bytes written or a negated errno."
   (retrying-eintr (%writev fd iovecs-address count)))
+
+;; sendfile(2) reads the file offset from, and writes it back to, an
+;; off_t in memory: one per thread, as threads may send at once.
+(define sendfile-offset (make-thread-local-fluid #f))
+
+(define (fd-sendfile out-fd in-fd offset count)
+  "Copy at most COUNT bytes of the file IN-FD, from byte OFFSET on, to
+OUT-FD with one sendfile(2), without reading them into the process.
+Return the number of bytes sent (0 at the end of the file) or a negated
+errno, -EAGAIN when OUT-FD, non-blocking, takes nothing now.  The file's
+own offset is left alone."
+  (let ((cell (or (fluid-ref sendfile-offset)
+                  (let ((bv (make-bytevector 8 0)))
+                    (fluid-set! sendfile-offset bv)
+                    bv))))
+    (bytevector-s64-native-set! cell 0 offset)
+    (retrying-eintr (%sendfile out-fd in-fd (bytevector-address cell) count))))
 
 (define (fd-close fd)
   "Close FD.  Return 0 or a negated errno.  EINTR is not retried: on

@@ -25,6 +25,7 @@
 (use-modules (srfi srfi-64)
              (system base compile)
              (tests lib harness)
+             ((tests lib command) #:select (fresh-guile-value))
              (plucky http parse)
              (plucky http error)
              (rnrs bytevectors)
@@ -1070,6 +1071,29 @@ With EXACT?, each prefix is copied to a bytevector of just its length
       (<= 12 (allocated-per-call (compile '(lambda (bv start end) (cons start end)))
                                  bv 0 end)
           20))))
+
+(test-group "records of a reloaded (web uri) and (web request)"
+  ;; reload-module makes the record types anew: the requests and URIs
+  ;; parsed after are of the new types, as Guile's read-request's are.
+  ;; In a fresh Guile: this one keeps its modules.
+  (test-equal "a request and its URIs, before and after the reload"
+    '((#t #t #t) (#t #t #t))
+    (fresh-guile-value
+     "(use-modules (plucky http parse) (web request) (web uri) (rnrs bytevectors))"
+     "(define (parsed target)"
+     "  (call-with-values"
+     "      (lambda ()"
+     "        (let ((bv (string->utf8 (string-append \"POST \" target \" HTTP/1.1\\r\\nHost: a\\r\\nContent-Length: 0\\r\\n\\r\\n\")))) "
+     "          (parse-request-head bv 0 (bytevector-length bv))))"
+     "    (lambda (request index) request)))"
+     "(define (check)"
+     "  (list (request? (parsed \"/\"))"
+     "        (uri-reference? (request-uri (parsed \"/\")))"
+     "        (uri-reference? (request-uri (parsed \"/x?y\")))))"
+     "(define before (check))"
+     "(reload-module (resolve-module '(web uri)))"
+     "(reload-module (resolve-module '(web request)))"
+     "(list before (check))")))
 
 (test-end "http/parse")
 

@@ -151,6 +151,13 @@
     (test-equal "body" "custom" (utf8->string (body-of bytes))))
   (test-equal "standard reason for a known code" "HTTP/1.1 404 Not Found\r\n"
     (status-line-of (render-bytes (build-response #:code 404) "no")))
+  (test-equal "no reason named: plucky's standard one, not Guile's"
+    "HTTP/1.1 413 Content Too Large\r\n"
+    (status-line-of (render-bytes (build-response #:code 413) "no")))
+  (test-equal "a reason named for a code with a standard one"
+    "HTTP/1.1 404 Gone Fishing\r\n"
+    (status-line-of (render-bytes (build-response #:code 404 #:reason-phrase "Gone Fishing")
+                                  "no")))
   (test-equal "the request's version, not the record's" "HTTP/1.0 201 Created\r\n"
     (status-line-of (render-bytes (build-response #:code 201) #f
                                   #:req (request #:version '(1 . 0))))))
@@ -283,9 +290,8 @@
   (test-error "a number" #t (render '() 42)))
 
 (test-group "Content-Type written as Guile's writer writes it"
-  ;; plucky writes the usual shapes itself, so that a simple answer does
-  ;; not load (web http) (see (plucky http guile-web)); anything else is
-  ;; left to Guile's writer.
+  ;; plucky writes the usual shapes itself, without a string port;
+  ;; anything else is left to Guile's writer.
   (let ((plucky (@@ (plucky http response) media-type-text))
         (guile (lambda (value)
                  (call-with-output-string

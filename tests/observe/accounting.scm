@@ -5,8 +5,8 @@
 
 ;;; Commentary:
 ;;;
-;;; The observer is a procedure the loop calls; these tests call it as the
-;;; loop does, with figures chosen so that every sum and every route can
+;;; The observer hands the loop a record of hooks (plucky server hooks);
+;;; these tests call them as the loop does, with figures chosen so that every sum and every route can
 ;;; be checked exactly.  tests/observe/status.scm runs it under a real
 ;;; loop.
 ;;;
@@ -18,6 +18,7 @@
              (tests lib harness)
              (web request)
              (web uri)
+             (plucky server hooks)
              (plucky observe histogram)
              (plucky observe accounting)
              (plucky observe inbox))
@@ -27,6 +28,20 @@
 (define (request path)
   (build-request (string->uri (string-append "http://localhost" path))
                  #:headers '((host . ("localhost" . #f)))))
+
+;; The hooks of `observer->hooks', called by the name of the event:
+;; (observe 'request …), (observe 'failure …), (observe 'write …),
+;; (observe 'accept ns), (observe 'close ns).
+(define (observer-procedure obs)
+  (let ((hooks (observer->hooks obs)))
+    (lambda (event . arguments)
+      (apply (case event
+               ((request) (observer-hooks-on-request hooks))
+               ((failure) (observer-hooks-on-failure hooks))
+               ((write) (observer-hooks-on-write hooks))
+               ((accept) (observer-hooks-on-accept hooks))
+               ((close) (observer-hooks-on-close hooks)))
+             arguments))))
 
 (define (route-count obs name)
   (let ((route (observer-route obs name)))

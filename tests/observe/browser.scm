@@ -9,7 +9,7 @@
 ;;; `make check' counts it as skipped: Debian's Chromium is large and slow
 ;;; to install, so it is not a dependency of the other tests).
 ;;;
-;;; A child serves an app with the accounting on (plucky observe serve);
+;;; A child serves an app with the accounting on (plucky dev serve);
 ;;; wrk loads it for a bounded time while headless Chromium loads
 ;;; /_plucky/status.  The DOM Chromium built (--dump-dom) must hold every
 ;;; chart as SVG, each with data: a path of the series with points in it,
@@ -33,7 +33,7 @@
              (web response)
              (web uri)
              (plucky observe accounting)
-             (plucky observe serve))
+             (plucky dev serve))
 
 (test-begin "observe/browser")
 

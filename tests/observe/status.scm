@@ -5,7 +5,7 @@
 
 ;;; Commentary:
 ;;;
-;;; A child process serves a small app through (plucky observe serve)
+;;; A child process serves a small app through (plucky dev serve)
 ;;; with the accounting and the wrapper on, on a free port of 127.0.0.1;
 ;;; the tests send it requests, then read /_plucky/status, /metrics and
 ;;; /status.json and check them against what they sent: the Prometheus
@@ -34,7 +34,7 @@
              (plucky observe accounting)
              (plucky observe inbox)
              (plucky observe status)
-             (plucky observe serve))
+             (plucky dev serve))
 
 (test-begin "observe/status")
 
@@ -388,7 +388,7 @@
   ;; connections between them).
   (start-child
    (lambda (report)
-     (let ((handler observe ((@ (plucky observe cli) status-wrap) app #:workers 2)))
+     (let ((handler observe ((@ (plucky dev cli) status-wrap) app #:workers 2)))
        ((@ (plucky server) run-server)
         handler #:host "127.0.0.1" #:port 0 #:workers 2 #:observer observe
         #:on-listen (lambda (sockets)

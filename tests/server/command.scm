@@ -191,6 +191,42 @@
   (refused '("--user" "no-such-user-here") "no such user: no-such-user-here")
   (refused '("--fd" "x") "--fd"))
 
+(test-group "a numeric option out of its range exits 2, naming it and the value"
+  ;; Each bound of each numeric option, one past it: never wrapped (a
+  ;; port of 99999 served 34463) nor raised to the least (--workers 0
+  ;; ran one).  "--port 0" first, so that a value let through would not
+  ;; take a real port: the last of an option given twice counts.
+  (define (refused name value)
+    (let ((status out err (run plucky (append (list "serve" (app "hello.scm") "--port" "0")
+                                              allow-root (list name value))
+                               #:timeout 10)))
+      (test-equal (string-append name " " value ": exit 2") 2 status)
+      (test-assert (string-append name " " value ": one line naming both")
+        (and (string-contains err name)
+             (string-contains err (string-append "\"" value "\""))
+             (not (string-index (string-trim-right err) #\newline))))))
+  (for-each (lambda (option)
+              (let ((name (car option)) (least (cadr option)) (most (caddr option)))
+                (refused name (number->string (- least 1)))
+                (refused name (number->string (+ most 1)))))
+            (@@ (plucky command) numeric-options))
+  (refused "--port" "99999")
+  (refused "--workers" "0")
+  (refused "--max-threads" "0")
+  (refused "--grace" "1.5"))
+
+(test-group "an address that cannot be served exits 2, naming it"
+  (define (refused host says)
+    (let ((status out err (run plucky (append (list "serve" (app "hello.scm") "--port" "0"
+                                                    "--host" host)
+                                              allow-root)
+                               #:timeout 10)))
+      (test-equal (string-append host ": exit 2") 2 status)
+      (test-assert (string-append host ": says " says) (string-contains err says))))
+  (refused "no-such-host.invalid" "no-such-host.invalid:0: unknown host")
+  ;; an address of no interface of this machine (TEST-NET-1, RFC 5737)
+  (refused "192.0.2.1" "192.0.2.1:0: "))
+
 (test-group "serve of a file that is not a handler"
   (let ((file (let* ((port (mkstemp! (string-copy "/tmp/plucky-test-app-XXXXXX")))
                      (name (port-filename port)))
@@ -269,5 +305,40 @@
       ;; curl sends Host, User-Agent and Accept
       (let ((status out (curl "-H" "X-A: 1" "-H" "X-B: 2" "-H" "X-C: 3" (url port "/"))))
         (string-prefix? "HTTP/1.1 431" out)))))
+
+(test-group "static DIR"
+  (let ((status out err (run plucky '("static" "/nonexistent-plucky-dir"))))
+    (test-equal "no such directory: exit 2" 2 status)
+    (test-assert "names it" (string-contains err "/nonexistent-plucky-dir")))
+  (let ((status out err (run plucky (list "serve" (app "hello.scm") "--listing"))))
+    (test-equal "a static option given to serve: exit 2" 2 status))
+  (let ((dir (mkdtemp (string-copy "/tmp/plucky-static-command-XXXXXX"))))
+    (call-with-output-file (string-append dir "/hello.txt")
+      (lambda (port) (display "static hello\n" port)))
+    (mkdir (string-append dir "/sub"))
+    (let* ((process (spawn plucky (append (list "static" dir "--port" "0" "--workers" "1"
+                                                "--listing" "--access-log" "-")
+                                          allow-root)))
+           (deadline (+ (now-seconds) 30))
+           (port (let lp ()
+                   (let ((line (read-line-before (process-stderr process) deadline)))
+                     (cond
+                      ((not (string? line)) #f)
+                      ((regexp-exec listening-rx line)
+                       => (lambda (m) (string->number (match:substring m 1))))
+                      (else (lp)))))))
+      (test-assert "listening" port)
+      (when port
+        (test-equal "serves a file" "static hello"
+          (let ((status out (curl (url port "/hello.txt")))) (curl-body out)))
+        (test-assert "--listing: lists a directory"
+          (let ((status out (curl (url port "/sub/")))) (string-prefix? "HTTP/1.1 200" out)))
+        (test-assert "a missing file: 404"
+          (let ((status out (curl (url port "/nope")))) (string-prefix? "HTTP/1.1 404" out)))
+        (test-assert "--access-log: a line per request"
+          (let ((line (read-line-before (process-stdout process) (+ (now-seconds) 10))))
+            (and (string? line) (string-contains line "GET /hello.txt")))))
+      (process-stop process))
+    (system* "rm" "-rf" dir)))
 
 (test-end "server/command")

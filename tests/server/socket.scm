@@ -154,7 +154,7 @@
                                    #:fds (list (cons 4 (port->fdes (car channel))))
                                    #:wait? #f)))
          (let ((status (wait-until (lambda () (plucky-exit-status plucky)))))
-           (test-equal "a pipe: exit 1" 1 (and status (status:exit-val status)))
+           (test-equal "a pipe: exit 2" 2 (and status (status:exit-val status)))
            ;; A failure shows the whole log.
            (test-equal "says why" "descriptor 4 is not a listening stream socket"
              (log-saying (plucky-log plucky) "descriptor 4 is not a listening stream socket")))
@@ -165,7 +165,7 @@
    (lambda ()
      (let ((plucky (start-plucky app (append '("--fd" "9") allow-root) #:wait? #f)))
        (let ((status (wait-until (lambda () (plucky-exit-status plucky)))))
-         (test-equal "a closed descriptor: exit 1" 1 (and status (status:exit-val status)))
+         (test-equal "a closed descriptor: exit 2" 2 (and status (status:exit-val status)))
          (test-equal "says why" "descriptor 9 is not open"
            (log-saying (plucky-log plucky) "descriptor 9 is not open")))
        (delete-file (plucky-log-file plucky))))))
@@ -285,9 +285,11 @@
          (test-equal "again" "served" (curl-unix path))
          (let ((second (start-unix-plucky path "--workers" "1")))
            (let ((status (wait-until (lambda () (plucky-exit-status second)))))
-             (test-equal "a second server on the live socket exits 1" 1
+             (test-equal "a second server on the live socket exits 2" 2
                (and status (status:exit-val status)))
-             (test-assert "saying it is in use" (string-contains (plucky-log second) "is in use")))
+             (test-assert "saying it is in use, naming it"
+               (string-contains (plucky-log second)
+                                (string-append "plucky: unix:" path ": address in use"))))
            (delete-file (plucky-log-file second)))
          (test-equal "the first still serves" "served" (curl-unix path))
          (stopped-cleanly plucky)
@@ -296,7 +298,7 @@
        (write-file path "not a socket\n")
        (let ((plucky (start-unix-plucky path)))
          (let ((status (wait-until (lambda () (plucky-exit-status plucky)))))
-           (test-equal "a regular file in the way: exit 1" 1 (and status (status:exit-val status)))
+           (test-equal "a regular file in the way: exit 2" 2 (and status (status:exit-val status)))
            (test-assert "left alone" (equal? "not a socket\n" (read-file path))))
          (delete-file (plucky-log-file plucky)))))))
 

@@ -15,6 +15,7 @@
 (use-modules (srfi srfi-64)
              (tests lib harness)
              (rnrs bytevectors)
+             ((rnrs io ports) #:select (put-bytevector))
              (plucky sys libc)
              (plucky sys epoll))
 
@@ -124,6 +125,48 @@
     (test-equal "fd-read on -1" (- EBADF) (read-some -1 4))
     (test-equal "fd-set-nonblocking!" (- EBADF) (fd-set-nonblocking! fd))
     (test-equal "errno->string" (strerror EBADF) (errno->string (- EBADF)))))
+
+;;;
+;;; fd-sendfile
+;;;
+
+(test-group "fd-sendfile"
+  (let* ((file (string-copy "/tmp/plucky-sendfile-XXXXXX"))
+         (out (mkstemp! file))
+         (data (let ((bv (make-bytevector 300000)))
+                 (let lp ((i 0))
+                   (when (< i 300000)
+                     (bytevector-u8-set! bv i (modulo i 251))
+                     (lp (+ i 1))))
+                 bv)))
+    (put-bytevector out data)
+    (close-port out)
+    (let ((in (open-input-file file #:binary #t)))
+      (delete-file file)
+      (call-with-values make-pipe
+        (lambda (rfd wfd rport wport)
+          (fd-set-nonblocking! wfd)
+          (fd-set-nonblocking! rfd)
+          (test-equal "from OFFSET, COUNT bytes" 10 (fd-sendfile wfd (port->fdes in) 1000 10))
+          (test-equal "those bytes"
+            (let ((bv (make-bytevector 10)))
+              (bytevector-copy! data 1000 bv 0 10)
+              bv)
+            (read-some rfd 100))
+          (test-equal "the file's own offset is left alone" 0 (seek in 0 SEEK_CUR))
+          (test-equal "at the end of the file: 0" 0 (fd-sendfile wfd (port->fdes in) 300000 10))
+          ;; A pipe holds 64 KiB: sending the whole file fills it.
+          (let lp ((offset 0))
+            (let ((n (fd-sendfile wfd (port->fdes in) offset (- 300000 offset))))
+              (if (and (> n 0) (< offset 300000))
+                  (lp (+ offset n))
+                  (begin
+                    (test-equal "a full pipe -> (- EAGAIN)" (- EAGAIN) n)
+                    (test-assert "after some bytes" (> offset 0))))))
+          (close-pipe-ports rport wport)
+          (test-equal "a bad descriptor -> (- EBADF)" (- EBADF)
+            (fd-sendfile (closed-fd) (port->fdes in) 0 10))))
+      (close-port in))))
 
 ;;;
 ;;; fd-writev

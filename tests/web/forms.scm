@@ -8,6 +8,8 @@
              (ice-9 iconv)
              (ice-9 rdelim)
              (tests lib harness)
+             (web request)
+             (web uri)
              (plucky http error)
              (plucky web forms))
 
@@ -384,5 +386,157 @@
                   (again (status-of (lambda () (feed form-body))))
                   (end (status-of finish)))
              (list first again end (spooled-files dir)))))))))
+
+;;;
+;;; Validation
+;;;
+
+(define signup
+  (declare-form
+   (list (form-field "user" #:label "Username" #:required? #t #:min-length 2 #:max-length 15
+                     #:pattern "[A-Za-z0-9_-]+" #:pattern-message "may hold only letters, digits, - and _.")
+         (form-field "password" #:label "Password" #:type 'password #:required? #t #:min-length 8
+                     #:max-length 128)
+         (form-field "about" #:label "About" #:type 'textarea #:max-length 100)
+         (form-field "age" #:label "Age" #:type 'integer #:min 13 #:max 150)
+         (form-field "email" #:label "Email" #:type 'email)
+         (form-field "site" #:label "Site" #:type 'url)
+         (form-field "terms" #:label "Terms" #:type 'checkbox
+                     #:check (lambda (accepted) (and (not accepted) "Please accept the terms."))))
+   #:max-fields 10))
+
+(define good '(("user" . " ada ") ("password" . "  correct horse  ") ("about" . "line 1\r\nline 2")
+               ("age" . "36") ("email" . "ada@example.org") ("site" . "https://example.org/a?b")
+               ("terms" . "on") ("csrf" . "token")))
+
+(define (with-field name value)
+  (map (lambda (entry) (if (equal? (car entry) name) (cons name value) entry)) good))
+
+;; -> the message for NAME when the form is GOOD with NAME's value VALUE
+(define (message-for name value)
+  (form-error (validate-form signup (with-field name value)) name))
+
+(define-syntax-rule (test-message name value expected)
+  (test-equal (object->string (list name value)) expected (message-for name value)))
+
+(test-group "validate-form: a good form"
+  (let ((result (validate-form signup good)))
+    (test-assert (form-valid? result))
+    (test-equal "trimmed" "ada" (form-value result "user"))
+    (test-equal "a password is not trimmed" "  correct horse  " (form-value result "password"))
+    (test-equal "a textarea keeps its lines" "line 1\r\nline 2" (form-value result "about"))
+    (test-equal "an integer" 36 (form-value result "age"))
+    (test-equal "a checkbox" #t (form-value result "terms"))
+    (test-equal '() (form-errors result))))
+
+(test-group "validate-form: empty optional fields"
+  (let ((result (validate-form signup '(("user" . "ada") ("password" . "12345678") ("terms" . "on")))))
+    (test-assert (form-valid? result))
+    (test-equal #f (form-value result "age"))
+    (test-equal #f (form-value result "about"))))
+
+(test-group "validate-form: a message per field"
+  (test-message "user" "" "Username is required.")
+  (test-message "user" "   " "Username is required.")
+  (test-message "user" "a" "Username must be at least 2 characters.")
+  (test-message "user" (make-string 16 #\a) "Username must be at most 15 characters.")
+  (test-message "user" "<script>alert(1)</script>" "Username must be at most 15 characters.")
+  (test-message "user" "a\"b" "Username may hold only letters, digits, - and _.")
+  (test-message "user" "x' OR '1'='1" "Username may hold only letters, digits, - and _.")
+  (test-message "user" "ada\x00" "Username must not contain a NUL character.")
+  (test-message "user" "ada\nbob" "Username must be on one line.")
+  (test-message "user" "ada\x1b[2J" "Username must not contain control characters.")
+  (test-message "user" #vu8(97 100 255) "Username is not valid UTF-8 text.")
+  (test-message "password" "short" "Password must be at least 8 characters.")
+  (test-message "about" (make-string 101 #\x) "About must be at most 100 characters.")
+  (test-message "about" "tab\tand\nlines are fine" #f)
+  (test-message "about" "but not \x07" "About must not contain control characters.")
+  (test-message "age" "12" "Age must be at least 13.")
+  (test-message "age" "151" "Age must be at most 150.")
+  (test-message "age" "3.5" "Age must be a whole number.")
+  (test-message "age" "1e3" "Age must be a whole number.")
+  (test-message "age" "#x10" "Age must be a whole number.")
+  (test-message "age" (make-string 30 #\9) "Age must be a whole number.")
+  (test-message "email" "ada" "Email must be an email address.")
+  (test-message "email" "ada@localhost" "Email must be an email address.")
+  (test-message "email" "a b@example.org" "Email must be an email address.")
+  (test-message "site" "javascript:alert(1)" "Site must be a web address starting with http:// or https://.")
+  (test-message "site" "example.org" "Site must be a web address starting with http:// or https://.")
+  (test-message "site" "http://" "Site must be a web address starting with http:// or https://.")
+  (test-message "terms" #f "Please accept the terms."))
+
+(test-group "validate-form: hostile submissions"
+  (test-equal "a field sent twice" "Username was sent more than once."
+    (form-error (validate-form signup (cons '("user" . "eve") good)) "user"))
+  (test-equal "a file for a text field" "Username must be text, not a file."
+    (form-error (validate-form signup (with-field "user" ((@@ (plucky web forms) make-form-file) "user" "x" #f "/nonexistent" 0)))
+                "user"))
+  (let ((result (validate-form signup (append good (map (lambda (i) (cons (number->string i) "x")) (iota 3))))))
+    (test-assert "too many fields" (not (form-valid? result)))
+    (test-equal '((#f . "The form has too many fields (11; at most 10).")) (form-errors result)))
+  (test-equal "a megabyte is not kept to show again" #f
+    (form-input (validate-form signup (with-field "user" (make-string 1000000 #\a))) "user")))
+
+(test-group "form-input"
+  (let ((result (validate-form signup (with-field "user" " <b>ada</b> "))))
+    (test-equal "as typed, for the writer to escape" " <b>ada</b> " (form-input result "user"))))
+
+(test-group "render-field"
+  (let ((result (validate-form signup (with-field "user" "a\"b"))))
+    (test-equal "with the value and the message"
+      '(p (@ (class "field error"))
+          (label (@ (for "field-user")) "Username")
+          " "
+          (input (@ (type "text") (name "user") (id "field-user") (required "required")
+                    (aria-invalid "true") (aria-describedby "field-user-error")
+                    (maxlength "15") (value "a\"b")))
+          " "
+          (span (@ (class "error") (id "field-user-error")) "Username may hold only letters, digits, - and _."))
+      (render-field signup "user" result))
+    (test-equal "a password is never shown again"
+      '(p (@ (class "field")) (label (@ (for "field-password")) "Password") " "
+          (input (@ (type "password") (name "password") (id "field-password") (required "required")
+                    (maxlength "128"))))
+      (render-field signup "password" result))
+    (test-equal "a textarea"
+      '(p (@ (class "field")) (label (@ (for "field-about")) "About") " "
+          (textarea (@ (name "about") (id "field-about") (maxlength "100")) "line 1\r\nline 2"))
+      (render-field signup "about" result))
+    (test-equal "a checkbox, checked"
+      '(input (@ (type "checkbox") (name "terms") (id "field-terms") (checked "checked")))
+      (caddr (cddr (render-field signup "terms" result)))))
+  (test-equal "an empty form"
+    '(p (@ (class "field")) (label (@ (for "field-age")) "Age") " "
+        (input (@ (type "number") (name "age") (id "field-age") (min "13"))))
+    (render-field signup "age" #f #:attributes '((min "13")))))
+
+(test-group "urlencoded->alist #:invalid-utf8"
+  (test-equal '(("a" . "\ufffd")) (urlencoded->alist "a=%FF"))
+  (test-equal '(("a" . #vu8(255)) ("b" . "é")) (urlencoded->alist "a=%FF&b=%C3%A9" #:invalid-utf8 'keep)))
+
+(test-group "read-form"
+  (define (request method uri . headers)
+    (build-request (string->uri uri) #:method method #:headers headers #:port (%make-void-port "r")))
+  (test-equal "a query" '(("q" . "a b"))
+    (read-form (request 'GET "http://x/?q=a+b") #f))
+  (test-equal "a urlencoded body" '(("a" . "1") ("b" . #vu8(192)))
+    (read-form (request 'POST "http://x/" '(content-type application/x-www-form-urlencoded))
+               (string->utf8 "a=1&b=%C0")))
+  (test-equal "a multipart body" '(("a" . "1"))
+    (read-form (request 'POST "http://x/" '(content-type multipart/form-data (boundary . "b")))
+               (string->utf8 "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--b--\r\n")))
+  (test-equal "a multipart field that is not UTF-8, kept as its bytes" '(("a" . #vu8(97 255)))
+    (read-form (request 'POST "http://x/" '(content-type multipart/form-data (boundary . "b")))
+               (latin-1->bytes "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\na\xff\r\n--b--\r\n")))
+  (test-equal "no body" '() (read-form (request 'POST "http://x/") #f))
+  (test-equal "JSON: 415" 415
+    (status-of (lambda () (read-form (request 'POST "http://x/" '(content-type application/json))
+                                     (string->utf8 "{}")))))
+  (test-equal "too large: 413" 413
+    (status-of (lambda () (read-form (request 'POST "http://x/" '(content-type application/x-www-form-urlencoded))
+                                     (make-bytevector 2000 97) #:max-bytes 1000))))
+  (test-equal "too many fields: 413" 413
+    (status-of (lambda () (read-form (request 'POST "http://x/" '(content-type application/x-www-form-urlencoded))
+                                     (string->utf8 "a&b&c") #:max-fields 2)))))
 
 (test-end "web/forms")

@@ -1,4 +1,4 @@
-;;; (plucky observe cli) --- the `bench' and `profile' commands, --status
+;;; (plucky dev cli) --- the `bench' and `profile' commands, --status
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -13,7 +13,7 @@
 ;;;   plucky serve … --status [--status-token T]
 ;;;                             -> (status-wrap handler #:workers n #:token t)
 ;;;                                gives the handler and the #:observer
-;;;                                procedure to pass on to run-loop
+;;;                                hooks to pass on to run-loop
 ;;;
 ;;; Options are parsed by hand, as (plucky command) does; each command
 ;;; prints its usage with --help and exits with status 2 on a bad
@@ -21,13 +21,13 @@
 ;;;
 ;;; Code:
 
-(define-module (plucky observe cli)
+(define-module (plucky dev cli)
   #:use-module (srfi srfi-1)
   #:use-module (ice-9 format)
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe status)
-  #:use-module (plucky observe bench)
-  #:use-module (plucky observe profile)
+  #:use-module (plucky dev bench)
+  #:use-module (plucky dev profile)
   #:export (bench-command
             profile-command
             status-wrap
@@ -204,15 +204,15 @@ Options:
 
 (define* (status-wrap handler #:key (workers 1) (token #f) (catch-errors? #f))
   "Return two values: HANDLER wrapped to serve /_plucky/… (see
-(plucky observe status)) and the procedure to pass as run-loop's
+(plucky observe status)) and the hooks to pass as run-loop's
 #:observer, both sharing one new observer.  WORKERS is the number of
 worker processes, for the page to say; TOKEN, if a string, is the
 --status-token.  CATCH-ERRORS? makes the wrapper catch the handler's
 exceptions for the inbox's backtraces, for a loop that does not send
-the observer 'failure events (plucky's does)."
+the observer of failures (plucky's does: #:on-failure)."
   (let ((observer (make-observer #:workers workers)))
     (values (observed-handler handler observer #:token token
                               #:catch-errors? catch-errors?)
-            (observer-procedure observer))))
+            (observer->hooks observer))))
 
-;;; (plucky observe cli) ends here
+;;; (plucky dev cli) ends here

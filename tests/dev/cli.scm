@@ -1,11 +1,11 @@
-;;; tests/observe/cli.scm --- `plucky bench' and `plucky profile', run for real
+;;; tests/dev/cli.scm --- `plucky bench' and `plucky profile', run for real
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
 
 ;;; Commentary:
 ;;;
-;;; (plucky observe cli)'s commands run in a Guile of their own, as bin/plucky
+;;; (plucky dev cli)'s commands run in a Guile of their own, as bin/plucky
 ;;; will run them, against apps/hello.scm: `bench' on a URL served by a test
 ;;; server and on an app file it serves itself, `profile' in-process.  Short
 ;;; loads (a second or two, a few thousand requests), each process waited for
@@ -22,18 +22,18 @@
              (tests lib server)
              (ice-9 regex)
              (ice-9 rdelim)
-             (plucky observe serve))
+             (plucky dev serve))
 
-(test-begin "observe/cli")
+(test-begin "dev/cli")
 
 (define root
   (dirname (dirname (dirname (search-path %load-path "tests/lib/harness.scm")))))
 
 (define (run-command command args timeout)
-  ;; Run (plucky observe cli)'s COMMAND with ARGS in a new Guile.
+  ;; Run (plucky dev cli)'s COMMAND with ARGS in a new Guile.
   ;; -> (values status stdout stderr)
   (let* ((process (spawn "guile" (append (list "-L" root "-C" (string-append root "/build")
-                                               "-c" (format #f "((@ (plucky observe cli) ~a) (cdr (command-line)))"
+                                               "-c" (format #f "((@ (plucky dev cli) ~a) (cdr (command-line)))"
                                                             command))
                                          args)))
          (deadline (+ (now-seconds) timeout))
@@ -161,6 +161,6 @@
        (test-assert "the flat profile" (string-contains out "Sample count:"))
        (test-assert "the loop in the profile" (string-contains out "serve-rounds"))))))
 
-(test-end "observe/cli")
+(test-end "dev/cli")
 
-;;; tests/observe/cli.scm ends here
+;;; tests/dev/cli.scm ends here

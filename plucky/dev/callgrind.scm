@@ -1,4 +1,4 @@
-;;; (plucky observe callgrind) --- instructions per request from callgrind files
+;;; (plucky dev callgrind) --- instructions per request from callgrind files
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -24,7 +24,7 @@
 ;;;
 ;;; Code:
 
-(define-module (plucky observe callgrind)
+(define-module (plucky dev callgrind)
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 format)
@@ -182,4 +182,4 @@ Groups under THRESHOLD of the total are summed on one line."
     (format port "~12@a  ~10,1f  ~48a ~a~%" (k rest) (* 100 (/ rest total))
             (format #f "other functions, < ~a% each" (* 100 threshold)) "-")))
 
-;;; (plucky observe callgrind) ends here
+;;; (plucky dev callgrind) ends here

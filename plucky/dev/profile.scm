@@ -1,4 +1,4 @@
-;;; (plucky observe profile) --- `plucky profile': where a request's time goes
+;;; (plucky dev profile) --- `plucky profile': where a request's time goes
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -9,7 +9,7 @@
 ;;; app, in one command: microseconds per phase of a request, bytes
 ;;; allocated per request, collections per 1,000 requests, and which
 ;;; procedures the time goes to.  The app runs in this process, in the
-;;; event loop (plucky observe serve), while wrk, in a process of its
+;;; event loop (plucky dev serve), while wrk, in a process of its
 ;;; own, loads it over keep-alive connections.  Two passes, each of N
 ;;; requests, after which the loop stops by itself:
 ;;;
@@ -30,7 +30,7 @@
 ;;;
 ;;; Code:
 
-(define-module (plucky observe profile)
+(define-module (plucky dev profile)
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-11)
   #:use-module (ice-9 format)
@@ -41,8 +41,8 @@
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe metrics)
-  #:use-module (plucky observe serve)
-  #:use-module (plucky observe bench)
+  #:use-module (plucky dev serve)
+  #:use-module (plucky dev bench)
   #:export (profile-app
             print-phase-table))
 
@@ -231,4 +231,4 @@ procedure's name and \"(C, via the FFI)\"."
              (match:substring m 0))))
      'post)))
 
-;;; (plucky observe profile) ends here
+;;; (plucky dev profile) ends here

@@ -1,4 +1,4 @@
-;;; (plucky observe serve) --- run an app in this process, accounted or not
+;;; (plucky dev serve) --- run an app in this process, accounted or not
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -25,16 +25,16 @@
 ;;; it listens on to a file once it listens, so that a script waits for
 ;;; that file rather than sleeping.
 ;;;
-;;;   guile -L . -C build -e '(plucky observe serve)' -- \
+;;;   guile -L . -C build -e '(plucky dev serve)' -- \
 ;;;         APP.scm [--port P] [--mode full] [--requests N] [--port-file F]
 ;;;         [--samples-per-second N] [--sample-every N]
 ;;;
 ;;; Code:
 
-(define-module (plucky observe serve)
+(define-module (plucky dev serve)
   #:use-module (plucky server)
   #:use-module (plucky server loop)
-  #:use-module ((plucky server tally) #:select (make-tally))
+  #:use-module ((plucky server hooks) #:select (make-observer-hooks))
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe status)
   ;; `load' of an app file needs a module that is not declarative.
@@ -93,9 +93,8 @@ Return the observer, or #f in modes off and loop."
                       ((loop)
                       ;; times every request (a countdown nobody resets
                       ;; stays below 1), tells nothing to anyone
-                      (let ((tally (make-tally)))
-                        (case-lambda ((a) tally) ((a b c d e f g h) #f) ((a b c) #f) ((a b) #f))))
-                      ((full nocatch account) (observer-procedure observer))
+                      (make-observer-hooks))
+                      ((full nocatch account) (observer->hooks observer))
                       (else (error "unknown mode" mode))))
          (listener (or socket (open-listener host port))))
     (when on-listen (on-listen (listener-port listener)))
@@ -142,7 +141,7 @@ Return the observer, or #f in modes off and loop."
                          (rename-file (string-append file ".tmp") file)))))))
      (else
       (format (current-error-port)
-              "usage: guile -e '(plucky observe serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|account|nocatch|full] [--requests N] [--port-file FILE] [--samples-per-second N] [--sample-every N]~%")
+              "usage: guile -e '(plucky dev serve)' -- APP.scm [--host H] [--port P] [--mode off|loop|account|nocatch|full] [--requests N] [--port-file FILE] [--samples-per-second N] [--sample-every N]~%")
       (exit 2)))))
 
-;;; (plucky observe serve) ends here
+;;; (plucky dev serve) ends here

@@ -1,4 +1,4 @@
-;;; (plucky observe bench) --- `plucky bench': load with wrk, an ab-style report
+;;; (plucky dev bench) --- `plucky bench': load with wrk, an ab-style report
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -32,7 +32,7 @@
 ;;;
 ;;; Code:
 
-(define-module (plucky observe bench)
+(define-module (plucky dev bench)
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
   #:use-module (srfi srfi-11)
@@ -67,7 +67,7 @@
 (define (source-root)
   "Return the directory of the plucky source tree this module was loaded
 from (where bin/plucky is)."
-  (dirname (dirname (dirname (search-path %load-path "plucky/observe/bench.scm")))))
+  (dirname (dirname (dirname (search-path %load-path "plucky/dev/bench.scm")))))
 
 (define* (spawn-process program args #:key (output #f))
   "Start PROGRAM (found in PATH) with ARGS, standard input from
@@ -207,7 +207,7 @@ goes to the file LOG."
 ;;;
 
 (define lua-report "\
--- Written by (plucky observe bench): print a slice's figures and its
+-- Written by (plucky dev bench): print a slice's figures and its
 -- whole latency distribution (value in us, count) when wrk is done.
 done = function(summary, latency, requests)
   local e = summary.errors
@@ -555,4 +555,4 @@ per second of each slice over time."
            (g ,percentiles)
            (g (@ (transform "translate(0,305)")) ,throughput)))))
 
-;;; (plucky observe bench) ends here
+;;; (plucky dev bench) ends here

@@ -1,0 +1,825 @@
+;;; (plucky server connection) --- a connection, the loop that holds it, and its output
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; What the event loop's modules share.  A request flows through them
+;;; in this order:
+;;;
+;;;   (plucky server loop)     epoll_wait, accept, timers; dispatches a
+;;;                            ready descriptor to its connection
+;;;   (plucky server request)  reads into a buffer and parses every
+;;;                            complete request (plucky http parse)
+;;;   (plucky server respond)  calls the handler; (plucky http response)
+;;;                            appends the answer to the output buffer
+;;;   this module              sends the output (`finish!'), keeps what
+;;;                            the socket would not take, closes
+;;;
+;;; Here are the records: the loop's settings, the loop's own state (one
+;;; per worker: the shared buffers, the connection table, the hooks of an
+;;; observer), a connection (its state and buffers), and the two bodies a
+;;; handler may answer with besides bytes: a file, sent with sendfile(2),
+;;; and a takeover, which gets the connection once the head is sent.
+;;;
+;;; Memory: a connection owns no buffer while it is idle or its last read
+;;; ended on a request boundary, which is the usual case for keep-alive
+;;; clients.  Reads go into the loop's shared input buffer and answers
+;;; into its shared output buffer; only the bytes of an incomplete
+;;; request, a body that has not fully arrived, or an answer the socket
+;;; would not take are copied into storage of the connection's own.  A
+;;; slow or stalled client therefore costs its own few bytes and never
+;;; holds up the loop: nothing here blocks.
+;;;
+;;; Descriptors are closed by `close-connection!' and nowhere else; the
+;;; connection table (a vector indexed by descriptor) is the only owner,
+;;; and a connection's bytes go through its transport (plucky server
+;;; transport), never straight to libc.
+;;;
+;;; Deadlines are in milliseconds of a monotonic clock, read once per
+;;; round of the loop.  `set-deadline!' also brings the loop's next sweep
+;;; forward when the new deadline is earlier, so that a timeout fires
+;;; within a few milliseconds of its setting without a timer per request.
+;;;
+;;; Code:
+
+(define-module (plucky server connection)
+  #:use-module (rnrs bytevectors)
+  #:use-module (srfi srfi-9)
+  #:use-module ((srfi srfi-9 gnu) #:select (set-record-type-printer!))
+  #:use-module (ice-9 match)
+  #:use-module ((plucky sys foreign) #:select (pointer->procedure size_t symbol-address))
+  #:use-module (plucky sys libc)
+  #:use-module (plucky sys epoll)
+  #:use-module ((plucky http parse) #:select (%default-parse-limits))
+  #:use-module ((plucky http response)
+                #:select (output-bytes output-address output-fill output-reset!))
+  #:use-module (plucky server hooks)
+  #:use-module (plucky server tally)
+  #:use-module (plucky server transport)
+  #:export (make-loop-settings loop-settings? %default-loop-settings
+            settings-parse-limits settings-max-body settings-max-connections
+            settings-keep-alive-ms settings-header-ms
+            settings-body-ms settings-write-ms settings-max-threads
+
+            make-loop loop?
+            loop-epfd loop-connections set-loop-connections! loop-count
+            set-loop-count! loop-input loop-input-address loop-output
+            loop-iovecs loop-iovecs-address loop-handler loop-state
+            set-loop-state! loop-settings loop-now set-loop-now!
+            loop-next-sweep set-loop-next-sweep! loop-guarded
+            set-loop-guarded! loop-on-response loop-wake-ports
+            loop-drain-deadline set-loop-drain-deadline! loop-observer
+            loop-tally loop-read-ns set-loop-read-ns! loop-parse-ns
+            set-loop-parse-ns! loop-batch set-loop-batch! loop-sampled
+            set-loop-sampled! loop-serving set-loop-serving! loop-body-port?
+            loop-pool set-loop-pool!
+
+            make-connection connection?
+            connection-fd connection-out-fd connection-peer connection-transport
+            connection-state set-connection-state!
+            connection-input set-connection-input!
+            connection-input-address connection-start set-connection-start!
+            connection-end set-connection-end!
+            connection-request set-connection-request!
+            connection-body set-connection-body!
+            connection-body-fill set-connection-body-fill!
+            connection-body-length set-connection-body-length!
+            connection-pending set-connection-pending!
+            connection-close-after? set-connection-close-after!
+            connection-deadline set-connection-deadline!
+            connection-watched? set-connection-watched?!
+            connection-takeover set-connection-takeover!
+
+            make-file-body (%file-body? . file-body?) file-body-length
+            close-file-body!
+            make-takeover (%takeover? . takeover?)
+
+            clock clock-ms timed take-sample! sampling? tally-add! gc-total-bytes
+            input-size never set-deadline! wake!
+            connection-ref register-connection! close-connection! forget-connection!
+            watch! linger!
+            keep-input! grow-input! bytevector-copy-range queue-output!
+            finish! flush-with-body! flush-with-file! write-ready!))
+
+;;;
+;;; Settings
+;;;
+
+(define-record-type <loop-settings>
+  (%make-loop-settings parse-limits max-body max-connections
+                       keep-alive-timeout header-timeout body-timeout
+                       write-timeout max-threads)
+  loop-settings?
+  (parse-limits settings-parse-limits)            ; <parse-limits>
+  (max-body settings-max-body)                    ; bytes; larger -> 413
+  (max-connections settings-max-connections)      ; per worker
+  ;; The timeouts, in ms: the loop's clock, and no multiplication per
+  ;; request (a call into libguile, scm_product: bench/instructions).
+  (keep-alive-timeout settings-keep-alive-ms)     ; idle between requests
+  (header-timeout settings-header-ms)             ; for a whole head
+  (body-timeout settings-body-ms)                 ; without body progress
+  (write-timeout settings-write-ms)               ; without write progress
+  (max-threads settings-max-threads))             ; threads for handed-off connections
+
+(define* (make-loop-settings #:key
+                             (parse-limits %default-parse-limits)
+                             (max-body (* 64 1024 1024))
+                             (max-connections 10000)
+                             (keep-alive-timeout 60)
+                             (header-timeout 10)
+                             (body-timeout 30)
+                             (write-timeout 30)
+                             (max-threads 32))
+  "Return the settings of a worker loop.  Sizes are in bytes, timeouts in
+seconds.  MAX-THREADS bounds the threads that serve connections handed
+off by the loop (request bodies read as ports, streamed answers); past
+it, such connections wait for a thread."
+  (define (ms seconds) (inexact->exact (round (* 1000 seconds))))
+  (%make-loop-settings parse-limits max-body max-connections
+                       (ms keep-alive-timeout) (ms header-timeout) (ms body-timeout)
+                       (ms write-timeout) max-threads))
+
+(define %default-loop-settings (make-loop-settings))
+
+;;;
+;;; The loop's state
+;;;
+
+(define-record-type <loop>
+  (%make-loop epfd connections count input input-address output iovecs
+              iovecs-address handler state settings now next-sweep guarded
+              on-response wake-ports drain-deadline observer tally read-ns
+              parse-ns batch sampled serving body-port? pool)
+  loop?
+  (epfd loop-epfd)
+  (connections loop-connections set-loop-connections!) ; vector: fd -> <connection> | #f
+  (count loop-count set-loop-count!)         ; open connections
+  (input loop-input)                         ; shared read buffer
+  (input-address loop-input-address)
+  (output loop-output)                       ; shared <output>
+  (iovecs loop-iovecs)                       ; two struct iovec, for head + large body
+  (iovecs-address loop-iovecs-address)
+  (handler loop-handler)
+  (state loop-state set-loop-state!)         ; the handler's threaded state, a list
+  (settings loop-settings)
+  (now loop-now set-loop-now!)               ; ms, monotonic, read once per round
+  ;; ms: no deadline is earlier, nor the next tick (see `sweep!')
+  (next-sweep loop-next-sweep set-loop-next-sweep!)
+  ;; the request whose handler is running, while one is: see call-handler
+  (guarded loop-guarded set-loop-guarded!)
+  (on-response loop-on-response)       ; #f or (peer request code bytes) -> _
+  ;; a pipe whose read end is in the epoll set, so that a signal handler
+  ;; or a thread can wake epoll_wait at once: (read . write)
+  (wake-ports loop-wake-ports)
+  ;; #f, or the loop clock's ms at which draining gives up waiting
+  (drain-deadline loop-drain-deadline set-loop-drain-deadline!)
+  ;; #f, or the <observer-hooks> told where the time goes
+  (observer loop-observer)
+  (tally loop-tally)                           ; the observer's (plucky server tally)
+  (read-ns loop-read-ns set-loop-read-ns!)     ; read(2) time not yet reported
+  ;; parse time of the current request if it is timed, else #f
+  (parse-ns loop-parse-ns set-loop-parse-ns!)
+  (batch loop-batch set-loop-batch!)           ; timed answers waiting for the next write
+  (sampled loop-sampled set-loop-sampled!)     ; timed requests until the next allocation sample
+  (serving loop-serving set-loop-serving!)     ; the connection whose request is handled
+  ;; Does the handler take request bodies as ports (`with-body-port')?
+  (body-port? loop-body-port?)
+  ;; #f, or the <pool> of threads serving handed-off connections
+  (pool loop-pool set-loop-pool!))
+
+(define* (make-loop #:key epfd connections input output iovecs handler state
+                    settings now on-response wake-ports observer body-port?)
+  "Return the state a worker's loop serves its connections with: its
+epoll descriptor EPFD, the CONNECTIONS table (a vector), the shared INPUT
+bytevector, OUTPUT buffer and IOVECS, the HANDLER and its STATE, its
+SETTINGS, the clock NOW (ms), the WAKE-PORTS pipe, and the options
+`run-loop' takes.  The counters start at zero."
+  (%make-loop epfd connections 0 input (bytevector-address input) output
+              iovecs (bytevector-address iovecs) handler state settings now now
+              #f on-response wake-ports #f observer
+              (and observer (observer-hooks-tally observer))
+              0 #f 0 0 #f body-port? #f))
+
+;;;
+;;; Connections
+;;;
+
+(define-record-type <connection>
+  (%make-connection fd out-fd peer transport state input input-address start end
+                    request body body-fill body-length pending close-after?
+                    deadline watched? takeover)
+  connection?
+  (fd connection-fd)                    ; read from it; a socket, or stdin
+  (out-fd connection-out-fd)            ; write to it; the socket, or stdout
+  (peer connection-peer)                ; "address" of the client, or #f
+  (transport connection-transport)      ; <transport>: how bytes move
+  ;; idle | head | body | chunked | writing | lingering | handed-off
+  (state connection-state set-connection-state!)
+  ;; #f, or a bytevector of the connection's own holding bytes not yet
+  ;; served, in [start, end)
+  (input connection-input set-connection-input!)
+  (input-address connection-input-address set-connection-input-address!)
+  (start connection-start set-connection-start!)
+  (end connection-end set-connection-end!)
+  ;; in state body: the request whose body is arriving, the bytevector
+  ;; of its Content-Length being filled, and how much is filled; in state
+  ;; chunked, BODY is (decoder . output collecting the data)
+  (request connection-request set-connection-request!)
+  (body connection-body set-connection-body!)
+  (body-fill connection-body-fill set-connection-body-fill!)
+  (body-length connection-body-length set-connection-body-length!) ; declared
+  ;; in state writing: list, in order, of (bytevector start . end) and
+  ;; <file-body> still to send
+  (pending connection-pending set-connection-pending!)
+  ;; close once the pending output is sent
+  (close-after? connection-close-after? set-connection-close-after!)
+  ;; ms (loop clock) after which the sweep closes the connection
+  (deadline connection-deadline set-connection-deadline!)
+  ;; in the epoll set yet?  See `watch!'.
+  (watched? connection-watched? set-connection-watched?!)
+  ;; #f, or the <takeover> to hand the connection to once the output is out
+  (takeover connection-takeover set-connection-takeover!))
+
+(define-syntax make-connection
+  (lambda (form)
+    "Return a new idle connection: (make-connection #:fd FD [#:out-fd
+OUT-FD] [#:peer PEER] #:deadline DEADLINE [#:transport TRANSPORT])
+reads FD and writes OUT-FD (by default FD) through TRANSPORT (by default
+`plain-transport'), from the client at PEER (or #f), to be closed at
+DEADLINE (ms, loop clock) unless it makes progress."
+    ;; A macro: the keywords are sorted out when the caller is compiled.
+    ;; A procedure with keyword arguments parses them at every call, in
+    ;; libguile: once per connection accepted (bench/instructions, close).
+    (define (option name options default)
+      (let ((found (memq name (syntax->datum (map car options)))))
+        (if found
+            (cdr (list-ref options (- (length options) (length found))))
+            default)))
+    (syntax-case form ()
+      ((_ key+value ...)
+       (let* ((flat #'(key+value ...))
+              (options (let pairs ((flat flat))
+                         (syntax-case flat ()
+                           (() '())
+                           ((key value . rest)
+                            (keyword? (syntax->datum #'key))
+                            (cons (cons #'key #'value) (pairs #'rest)))))))
+         (for-each (lambda (option)
+                     (unless (memq (syntax->datum (car option))
+                                   '(#:fd #:out-fd #:peer #:deadline #:transport))
+                       (syntax-violation 'make-connection "unknown keyword" form
+                                         (car option))))
+                   options)
+         (with-syntax ((fd (option #:fd options #f))
+                       (out-fd (option #:out-fd options #f))
+                       (peer (option #:peer options #'#f))
+                       (deadline (option #:deadline options #f))
+                       (transport (option #:transport options #'plain-transport)))
+           (unless (and (syntax->datum #'fd) (syntax->datum #'deadline))
+             (syntax-violation 'make-connection "#:fd and #:deadline are required"
+                               form))
+           #`(let ((in fd))
+               (%make-connection in #,(if (syntax->datum #'out-fd) #'out-fd #'in)
+                                 peer transport 'idle #f 0 0 0 #f #f 0 0 '() #f
+                                 deadline #f #f))))))))
+
+;;;
+;;; Bodies besides bytes
+;;;
+
+;; These two are private records (plucky sys record), read through the
+;; procedures below: a field of an exported record costs the compiled
+;; file some kilobytes, which the collector scans at each collection
+;; (bench/instructions), and these are not read on every request.
+(eval-when (expand)
+  (use-modules (plucky sys record)))
+
+(define-record-type/lean <file-body>
+  (%make-file-body fd port offset end release)
+  file-body?
+  (fd file-body-fd)                     ; the file's descriptor
+  (port file-body-port)                 ; the port it came from, or #f
+  (offset file-body-offset set-file-body-offset!) ; next byte to send
+  (end file-body-end)                   ; one past the last byte to send
+  (release file-body-release))          ; #f, or a thunk called instead of closing
+
+(define* (make-file-body file #:key (offset 0) (length #f) (release #f))
+  "Return a response body that is LENGTH bytes (by default, to its end)
+of FILE, a file port or descriptor, from byte OFFSET on: the loop sends
+it after the head with sendfile(2), in steps the socket takes, and
+closes FILE once it is sent or the connection closes.  Given RELEASE, a
+thunk, the loop calls it then instead and leaves FILE open: an
+open-file cache shares one descriptor among responses, and closes it
+once none holds it."
+  (let* ((fd (if (port? file) (port->fdes file) file))
+         (length (or length (- (stat:size (stat fd)) offset))))
+    (%make-file-body fd (and (port? file) file) offset (+ offset length) release)))
+
+(define (%file-body? object)
+  "Return true when OBJECT is a file body (`make-file-body')."
+  (file-body? object))
+
+(define (file-body-length body)
+  "Return the bytes of BODY, a file body, still to send."
+  (- (file-body-end body) (file-body-offset body)))
+
+(define (close-file-body! body)
+  "Close the file of BODY, a <file-body>, or call its release thunk;
+return nothing."
+  (cond
+   ((file-body-release body) ((file-body-release body)))
+   ((file-body-port body) (close-port (file-body-port body)))
+   (else (fd-close (file-body-fd body)))))
+
+(define-record-type/lean <takeover>
+  (%make-takeover procedure)
+  takeover?
+  (procedure takeover-procedure))       ; (fd transport leftover) -> _
+
+;; After the record: with SRFI-9's records, `takeover?' is a macro that
+;; must be defined before a procedure that uses it is compiled.
+(define (%takeover? object)
+  "Return true when OBJECT is a takeover (`make-takeover')."
+  (takeover? object))
+
+(define (make-takeover procedure)
+  "Return a response body that takes the connection over once the head
+is sent (a 101 Switching Protocols): PROCEDURE is called on the loop's
+thread as (PROCEDURE fd transport leftover), FD being the socket, to be
+read and written through TRANSPORT (plucky server transport), and
+LEFTOVER a bytevector of what the client sent after the request, which
+the loop had read already.  From then on the loop forgets the
+connection: the descriptor is PROCEDURE's to close, with
+(transport-close TRANSPORT) on FD.  PROCEDURE must not block: it hands
+the socket to a thread, or to a loop of its own."
+  (%make-takeover procedure))
+
+;;;
+;;; Printing
+;;;
+
+;; A backtrace prints every frame's arguments, and the default record
+;; printer would print the loop's event buffer and its table of a
+;; thousand connections in each frame: 150 ms a backtrace, time taken
+;; from every other client (found by tests/server/loop.scm's handler
+;; failures).  These records print as one short line instead.
+(set-record-type-printer! <loop>
+  (lambda (loop port)
+    (format port "#<loop ~a connections>" (loop-count loop))))
+(set-record-type-printer! <connection>
+  (lambda (conn port)
+    (format port "#<connection fd ~a ~a>" (connection-fd conn) (connection-state conn))))
+(set-record-type-printer! <loop-settings>
+  (lambda (settings port) (display "#<loop-settings>" port)))
+
+;;;
+;;; Clocks and accounting
+;;;
+
+(define-syntax-rule (clock)
+  ;; Nanoseconds on a monotonic clock: Guile counts internal time in ns.
+  ;; 29 ns a call, and GC_get_total_bytes 26 ns (measured with a loop of
+  ;; a million calls), so leaving the accounting on costs about 0.2 us a
+  ;; request; bench/hello's keep-alive figure shows the difference.
+  (get-internal-real-time))
+
+(define (clock-ms)
+  "Return the monotonic clock in milliseconds, the loop's clock."
+  (quotient (get-internal-real-time) 1000000))
+
+(define gc-total-bytes
+  ;; In the program's namespace, not opened as "libgc": libguile's libgc
+  ;; is already in the process, and looking up libgc.so searched the
+  ;; library path at every start (bench/startup) and needed libgc-dev's
+  ;; unversioned libgc.so.
+  (pointer->procedure size_t (symbol-address "GC_get_total_bytes")
+                      '()))
+
+(define-syntax-rule (timed when? expression record!)
+  ;; Evaluate EXPRESSION; when WHEN?, call (RECORD! ns) with its duration
+  ;; first.  -> the (single) value of EXPRESSION
+  (if when?
+      (let* ((start (clock))
+             (value expression))
+        (record! (- (clock) start))
+        value)
+      expression))
+
+;; The observer times one request in N, N of its choosing (see (plucky
+;; server tally)); the others cost a count.  bench/instructions counted
+;; 1,600 instructions a request for timing every one (six clock reads and
+;; three calls of the observer), 4% of a hello world's.
+
+(define-syntax-rule (take-sample! loop)
+  ;; Count a request down.  -> #t when it is to be timed
+  (let* ((tally (loop-tally loop))
+         (countdown (- (vector-ref tally tally-countdown) 1)))
+    (vector-set! tally tally-countdown countdown)
+    (<= countdown 0)))
+
+(define-syntax-rule (sampling? loop)
+  ;; Is the next request, or the one being served, to be timed?  For the
+  ;; read that brings it, its accept and its body.
+  (and (loop-observer loop)
+       (<= (vector-ref (loop-tally loop) tally-countdown) 1)))
+
+(define-syntax-rule (tally-add! loop slot n)
+  (let ((tally (loop-tally loop)))
+    (vector-set! tally slot (+ n (vector-ref tally slot)))))
+
+;;;
+;;; Deadlines
+;;;
+
+(define input-size 65536)
+
+(define never (ash 1 60))
+
+(define-inlinable (set-deadline! loop conn ms)
+  "Make CONN's deadline MS milliseconds from the loop's now, and the
+loop's next sweep no later than that."
+  (let ((deadline (+ (loop-now loop) ms)))
+    (set-connection-deadline! conn deadline)
+    (when (< deadline (loop-next-sweep loop))
+      (set-loop-next-sweep! loop deadline))))
+
+(define wake-byte (make-bytevector 1 0))
+(define wake-byte-address (bytevector-address wake-byte))
+
+(define (wake! loop)
+  "Make LOOP's epoll_wait return now; return nothing.  Safe from a signal
+handler, which Guile may run on another thread, and from a pool thread."
+  (let ((port (cdr (loop-wake-ports loop))))
+    (fd-write (port->fdes port) wake-byte-address 0 1)))
+
+;;;
+;;; Opening and closing connections
+;;;
+
+(define (connection-ref loop fd)
+  "Return the connection of LOOP on descriptor FD, or #f."
+  (let ((table (loop-connections loop)))
+    (and (< fd (vector-length table)) (vector-ref table fd))))
+
+(define (register-connection! loop conn)
+  "Enter CONN in LOOP's table of connections; return nothing."
+  (let* ((fd (connection-fd conn))
+         (table (loop-connections loop)))
+    (when (>= fd (vector-length table))
+      (let ((bigger (make-vector (max (+ fd 1) (* 2 (vector-length table))) #f)))
+        (vector-move-left! table 0 (vector-length table) bigger 0)
+        (set-loop-connections! loop bigger)))
+    (vector-set! (loop-connections loop) fd conn)
+    (set-loop-count! loop (+ 1 (loop-count loop)))))
+
+(define (forget-connection! loop conn)
+  ;; -> #t when CONN was LOOP's and is not any more
+  (let ((fd (connection-fd conn)))
+    (and (eq? (connection-ref loop fd) conn)
+         (begin
+           (vector-set! (loop-connections loop) fd #f)
+           (set-loop-count! loop (- (loop-count loop) 1))
+           (let lp ((pending (connection-pending conn)))
+             (when (pair? pending)
+               (when (file-body? (car pending))
+                 (close-file-body! (car pending)))
+               (lp (cdr pending))))
+           #t))))
+
+(define (close-connection! loop conn)
+  "Close CONN's descriptors and drop it from LOOP; return nothing.  The
+one place a connection's descriptor is closed.  close(2) also removes it
+from the epoll set."
+  (when (forget-connection! loop conn)
+    (let ((fd (connection-fd conn))
+          (close (transport-close (connection-transport conn))))
+      (when (loop-observer loop)
+        (tally-add! loop tally-closed 1))
+      (timed (sampling? loop) (close fd)
+             (lambda (ns) ((observer-hooks-on-close (loop-observer loop)) ns)))
+      (unless (= fd (connection-out-fd conn))
+        (close (connection-out-fd conn))))))
+
+(define (take-over! loop conn takeover)
+  ;; The head is out: give the connection to TAKEOVER and forget it.
+  (let ((leftover (let ((own (connection-input conn)))
+                    (if own
+                        (bytevector-copy-range own (connection-start conn)
+                                               (connection-end conn))
+                        #vu8()))))
+    (set-connection-pending! conn '())
+    (forget-connection! loop conn)
+    (when (connection-watched? conn)
+      (epoll-remove! (loop-epfd loop) (connection-fd conn)))
+    ((takeover-procedure takeover) (connection-fd conn) (connection-transport conn)
+     leftover)))
+
+(define (linger! loop conn)
+  "Shut down CONN's sending side and read and drop what still comes for a
+short while, then close; return nothing."
+  ;; After an error answer the client may still be sending; closing at
+  ;; once would make the kernel answer its bytes with a reset, which can
+  ;; destroy our answer before the client reads it (as nginx's
+  ;; lingering_close).
+  (if (< ((transport-shutdown (connection-transport conn)) (connection-out-fd conn)) 0)
+      ;; Not a socket (inetd on a pipe): nothing to linger for.
+      (close-connection! loop conn)
+      (begin
+        (set-connection-state! conn 'lingering)
+        (set-connection-input! conn #f)
+        (set-deadline! loop conn 2000)
+        (watch! loop conn EPOLLIN))))
+
+(define (watch! loop conn events)
+  "Watch CONN for EVENTS, adding it to LOOP's epoll set the first time;
+return nothing."
+  ;; A socket is also given TCP_NODELAY then: it will carry more than one
+  ;; answer, and Nagle's algorithm would hold the tail of a large one
+  ;; until the client's delayed ACK.
+  (if (connection-watched? conn)
+      (epoll-modify! (loop-epfd loop) (connection-fd conn) events)
+      (begin
+        (set-connection-watched?! conn #t)
+        (fd-set-tcp-nodelay! (connection-out-fd conn))
+        (epoll-add! (loop-epfd loop) (connection-fd conn) events))))
+
+;;;
+;;; Input kept between reads
+;;;
+
+(define (grow-input! conn)
+  "Move CONN's unserved bytes to the front of its buffer, or into one twice
+as big; return the buffer."
+  ;; The parser's limits bound how big a head can make it grow.
+  (let* ((own (connection-input conn))
+         (start (connection-start conn))
+         (end (connection-end conn))
+         (used (- end start))
+         (new (if (< used (quotient (bytevector-length own) 2))
+                  own
+                  (make-bytevector (* 2 (bytevector-length own))))))
+    (bytevector-copy! own start new 0 used)
+    (set-connection-input! conn new)
+    (set-connection-input-address! conn (bytevector-address new))
+    (set-connection-start! conn 0)
+    (set-connection-end! conn used)
+    new))
+
+(define (keep-input! conn bv start end)
+  "Make sure [START, END) of BV survives until CONN's next read: copy it
+into storage of the connection's own unless it is already there."
+  (cond
+   ((= start end)
+    (set-connection-input! conn #f))
+   ((eq? bv (connection-input conn))
+    (set-connection-start! conn start)
+    (set-connection-end! conn end))
+   (else
+    (let ((own (make-bytevector (max 4096 (* 2 (- end start))))))
+      (bytevector-copy! bv start own 0 (- end start))
+      (set-connection-input! conn own)
+      (set-connection-input-address! conn (bytevector-address own))
+      (set-connection-start! conn 0)
+      (set-connection-end! conn (- end start))))))
+
+(define (bytevector-copy-range bv start end)
+  "Return a new bytevector of the bytes of BV in [START, END)."
+  (let ((copy (make-bytevector (- end start))))
+    (bytevector-copy! bv start copy 0 (- end start))
+    copy))
+
+;;;
+;;; Writing
+;;;
+
+(define (queue-output! loop conn bv start end)
+  "Keep BV [START, END) to send on CONN after what is queued already.
+The loop's shared output buffer is copied: the next response will
+overwrite it."
+  (let ((entry (if (eq? bv (output-bytes (loop-output loop)))
+                   (cons* (bytevector-copy-range bv start end) 0 (- end start))
+                   (cons* bv start end))))
+    (set-connection-pending!
+     conn (append (connection-pending conn) (list entry)))))
+
+(define (queue-file! conn body)
+  (set-connection-pending! conn (append (connection-pending conn) (list body))))
+
+(define-syntax-rule (report-write! loop)
+  ;; The `record!' of a timed write: the timed answers it carried.
+  (lambda (ns)
+    ((observer-hooks-on-write (loop-observer loop)) (loop-batch loop) ns)
+    (set-loop-batch! loop 0)))
+
+(define (write-output! loop conn)
+  ;; Send the shared output buffer, unless output is queued already (then
+  ;; queue it behind).  -> #f when the client is gone, else #t; what the
+  ;; socket did not take is queued.
+  (let* ((out (loop-output loop))
+         (fill (output-fill out)))
+    (cond
+     ((zero? fill) #t)
+     ((pair? (connection-pending conn))
+      (queue-output! loop conn (output-bytes out) 0 fill)
+      (output-reset! out)
+      #t)
+     (else
+      (let ((n (timed (> (loop-batch loop) 0)
+                      ((transport-write (connection-transport conn))
+                       (connection-out-fd conn) (output-address out) 0 fill)
+                      (report-write! loop))))
+        (cond
+         ((= n fill) (output-reset! out) #t)
+         ((or (>= n 0) (= n (- errno-EAGAIN)))
+          (queue-output! loop conn (output-bytes out) (max n 0) fill)
+          (output-reset! out)
+          #t)
+         (else
+          ;; The client is gone (EPIPE, ECONNRESET): nothing to send to.
+          (output-reset! out)
+          (set-connection-pending! conn '())
+          #f)))))))
+
+(define (finish! loop conn close? linger?)
+  "Send what the requests served on CONN produced; then close (CLOSE?),
+linger (LINGER? too), wait for the socket to drain, hand the connection
+over (a takeover), or wait for the next request.  Return nothing."
+  (unless (write-output! loop conn)
+    (set! close? #t)
+    (set! linger? #f))
+  (cond
+   ((pair? (connection-pending conn))
+    ;; Wait until the socket takes the rest.
+    (set-connection-close-after! conn (or close? (connection-close-after? conn)))
+    (set-connection-state! conn 'writing)
+    (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
+    (watch! loop conn EPOLLOUT))
+   ((or close? (connection-close-after? conn))
+    (if linger?
+        (linger! loop conn)
+        (close-connection! loop conn)))
+   ((connection-takeover conn)
+    (take-over! loop conn (connection-takeover conn)))))
+
+(define (flush-with-body! loop conn body)
+  "Send the output buffer and BODY, a bytevector, on CONN with one
+writev(2); queue whatever the socket does not take.  Return nothing."
+  (let* ((out (loop-output loop))
+         (fill (output-fill out))
+         (iovecs (loop-iovecs loop)))
+    (if (pair? (connection-pending conn))
+        (begin
+          (queue-output! loop conn (output-bytes out) 0 fill)
+          (queue-output! loop conn body 0 (bytevector-length body))
+          (output-reset! out))
+        (begin
+          (iovec-set! iovecs 0 (output-address out) fill)
+          (iovec-set! iovecs 1 (bytevector-address body) (bytevector-length body))
+          (let* ((n (timed (> (loop-batch loop) 0)
+                           ((transport-writev (connection-transport conn))
+                            (connection-out-fd conn) (loop-iovecs-address loop) 2)
+                           (report-write! loop)))
+                 (n (if (< n 0) (if (= n (- errno-EAGAIN)) 0 #f) n)))
+            (cond
+             ((not n)
+              (output-reset! out)
+              (set-connection-close-after! conn #t)
+              (set-connection-pending! conn '()))
+             (else
+              (when (< n fill)
+                (queue-output! loop conn (output-bytes out) n fill))
+              (let ((sent (max 0 (- n fill))))
+                (when (< sent (bytevector-length body))
+                  (queue-output! loop conn body sent (bytevector-length body))))
+              (output-reset! out))))))))
+
+(define (flush-with-file! loop conn body)
+  "Send the output buffer on CONN, then as much of BODY, a <file-body>,
+as the socket takes now; queue the rest.  Return nothing."
+  (cond
+   ((not (write-output! loop conn))
+    (close-file-body! body)
+    (set-connection-close-after! conn #t))
+   ((pair? (connection-pending conn))
+    (queue-file! conn body))
+   (else
+    (case (send-file! conn body)
+      ((done) (close-file-body! body))
+      ((again) (queue-file! conn body))
+      (else
+       (close-file-body! body)
+       (set-connection-close-after! conn #t))))))
+
+(define file-step
+  ;; Bytes per sendfile(2): a socket takes less than this at a time, and
+  ;; a larger count only makes the kernel look further into the file.
+  (* 1024 1024))
+
+(define copy-buffer
+  ;; For a transport without sendfile: the file's bytes pass through here
+  ;; on their way to the transport's write.  Only the loop's thread sends
+  ;; files.
+  (make-bytevector 65536))
+(define copy-buffer-address (bytevector-address copy-buffer))
+
+(define (copy-file! conn body)
+  ;; `send-file!' for a transport that cannot sendfile(2) (TLS): read
+  ;; from the file at the body's offset and write what was read; a short
+  ;; write re-reads the rest next time.  -> done | again | error
+  (let ((write (transport-write (connection-transport conn)))
+        (out-fd (connection-out-fd conn))
+        (fd (file-body-fd body)))
+    (let lp ()
+      (let* ((offset (file-body-offset body))
+             (left (- (file-body-end body) offset)))
+        (if (<= left 0)
+            'done
+            (let ((got (begin
+                         ;; The descriptor may be shared (an open-file
+                         ;; cache): position it each time.
+                         (seek fd offset SEEK_SET)
+                         (fd-read fd copy-buffer-address 0
+                                  (min left (bytevector-length copy-buffer))))))
+              (if (<= got 0)
+                  'error                ; the file is shorter than it was said to be
+                  (let ((n (write out-fd copy-buffer-address 0 got)))
+                    (cond
+                     ((> n 0)
+                      (set-file-body-offset! body (+ offset n))
+                      (lp))
+                     ((= n (- errno-EAGAIN)) 'again)
+                     (else 'error))))))))))
+
+(define (send-file! conn body)
+  ;; Send BODY with sendfile(2) until it is out or the socket is full.
+  ;; -> done | again | error
+  (let ((sendfile (transport-sendfile (connection-transport conn)))
+        (out-fd (connection-out-fd conn)))
+    (if (not sendfile)
+        (copy-file! conn body)
+        (let lp ()
+          (let* ((offset (file-body-offset body))
+                 (left (- (file-body-end body) offset)))
+            (if (<= left 0)
+                'done
+                (let ((n (sendfile out-fd (file-body-fd body) offset
+                                   (min left file-step))))
+                  (cond
+                   ((> n 0)
+                    (set-file-body-offset! body (+ offset n))
+                    (lp))
+                   ((= n (- errno-EAGAIN)) 'again)
+                   ;; 0: the file is shorter than it was said to be
+                   (else 'error)))))))))
+
+(define (write-ready! loop conn)
+  "Send CONN's queued output in order, now that the socket takes more.
+Return #t when the connection is idle again with requests of its own
+waiting (the caller serves them), else #f."
+  (let lp ((pending (connection-pending conn)))
+    (match pending
+      (()
+       (set-connection-pending! conn '())
+       (cond
+        ((connection-close-after? conn)
+         (close-connection! loop conn)
+         #f)
+        ((connection-takeover conn)
+         (take-over! loop conn (connection-takeover conn))
+         #f)
+        (else
+         (set-connection-state! conn 'idle)
+         (set-deadline! loop conn (settings-keep-alive-ms (loop-settings loop)))
+         (watch! loop conn EPOLLIN)
+         ;; Requests that arrived while we were writing.
+         (and (connection-input conn) #t))))
+      (((bv start . end) . rest)
+       (let ((n ((transport-write (connection-transport conn))
+                 (connection-out-fd conn) (bytevector-address bv) start
+                 (- end start))))
+         (cond
+          ((= n (- end start)) (lp rest))
+          ((or (>= n 0) (= n (- errno-EAGAIN)))
+           (set-connection-pending! conn (cons (cons* bv (+ start (max n 0)) end) rest))
+           (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
+           #f)
+          (else (close-connection! loop conn) #f))))
+      ((body . rest)
+       (let ((before (file-body-offset body)))
+         (case (send-file! conn body)
+           ((done)
+            (close-file-body! body)
+            ;; Out of the pending list at once: if a later entry fails,
+            ;; `close-connection!' must not close this body again.
+            (set-connection-pending! conn rest)
+            (lp rest))
+           ((again)
+            (set-connection-pending! conn pending)
+            (when (> (file-body-offset body) before)
+              (set-deadline! loop conn (settings-write-ms (loop-settings loop))))
+            #f)
+           (else (close-connection! loop conn) #f)))))))
+
+;;; (plucky server connection) ends here

@@ -1,0 +1,139 @@
+;;; (plucky server hooks) --- what the event loop tells an observer
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; The event loop (plucky server loop) can tell someone where the time
+;;; goes: an observer, such as (plucky observe accounting), which builds
+;;; a record of these hooks and hands it to `run-loop' as #:observer.
+;;; The server never imports the observer's modules: this record is the
+;;; whole seam between them.  Every hook is called on the loop's thread
+;;; and must not block.
+;;;
+;;; The loop counts every answer, accept and close in the TALLY, a vector
+;;; of (plucky server tally), and times only the requests the tally's
+;;; countdown picks; the hooks hear about those, and about failures.
+;;; Each hook's default below documents when it is called and with what.
+;;;
+;;; Code:
+
+(define-module (plucky server hooks)
+  #:use-module ((plucky server tally) #:select (make-tally))
+  #:export (make-observer-hooks
+            ;; Procedures, not the record's macros: see <observer-hooks>.
+            (%observer-hooks? . observer-hooks?)
+            (%observer-hooks-tally . observer-hooks-tally)
+            (%observer-hooks-on-request . observer-hooks-on-request)
+            (%observer-hooks-on-failure . observer-hooks-on-failure)
+            (%observer-hooks-on-write . observer-hooks-on-write)
+            (%observer-hooks-on-accept . observer-hooks-on-accept)
+            (%observer-hooks-on-close . observer-hooks-on-close)
+            (%observer-hooks-on-tick . observer-hooks-on-tick)
+            ignore-request
+            ignore-failure
+            ignore-write
+            ignore-accept
+            ignore-close
+            ignore-tick))
+
+;; A record private to this module (plucky sys record), read through the
+;; procedures below: the loop reads it when it times a request, not on
+;; every request, and a field of an exported record costs the compiled
+;; file some kilobytes, which the collector scans at each collection
+;; (bench/instructions).
+(eval-when (expand)
+  (use-modules (plucky sys record)))
+
+(define-record-type/lean <observer-hooks>
+  (%make-observer-hooks tally on-request on-failure on-write on-accept on-close
+                        on-tick)
+  observer-hooks?
+  (tally observer-hooks-tally)              ; vector of (plucky server tally)
+  (on-request observer-hooks-on-request)
+  (on-failure observer-hooks-on-failure)
+  (on-write observer-hooks-on-write)
+  (on-accept observer-hooks-on-accept)
+  (on-close observer-hooks-on-close)
+  (on-tick observer-hooks-on-tick))
+
+(eval-when (expand)
+  (define-syntax-rule (define-readers (name accessor documentation) ...)
+    (begin (define (name object) documentation (accessor object)) ...)))
+
+(define-readers
+  (%observer-hooks? observer-hooks?
+                    "Return true when OBJECT is a record of observer hooks.")
+  (%observer-hooks-tally observer-hooks-tally "Return the tally of the hooks OBJECT.")
+  (%observer-hooks-on-request observer-hooks-on-request
+                              "Return the #:on-request hook of OBJECT (see `ignore-request').")
+  (%observer-hooks-on-failure observer-hooks-on-failure
+                              "Return the #:on-failure hook of OBJECT (see `ignore-failure').")
+  (%observer-hooks-on-write observer-hooks-on-write
+                            "Return the #:on-write hook of OBJECT (see `ignore-write').")
+  (%observer-hooks-on-accept observer-hooks-on-accept
+                             "Return the #:on-accept hook of OBJECT (see `ignore-accept').")
+  (%observer-hooks-on-close observer-hooks-on-close
+                            "Return the #:on-close hook of OBJECT (see `ignore-close').")
+  (%observer-hooks-on-tick observer-hooks-on-tick
+                           "Return the #:on-tick hook of OBJECT (see `ignore-tick')."))
+
+(define (ignore-request request code read parse handler serialise allocated)
+  "Return nothing; the default #:on-request hook.  Called after each
+timed answer: REQUEST as the handler saw it (#f if refused before a
+handler saw it), the status CODE, the nanoseconds in read(2) that brought
+its head (0 for a request that came pipelined behind another), in
+parsing, in the handler and in serialising; ALLOCATED is the bytes the
+handler and serialising allocated, measured on one timed request in 16
+and #f on the others.  The hook resets the tally's countdown.  An answer
+of 5xx that was not timed is told too, its times #f."
+  #f)
+
+(define (ignore-failure request exception stack)
+  "Return nothing; the default #:on-failure hook.  Called when the
+handler of REQUEST raised EXCEPTION, STACK being where it was raised (or
+#f); the 500 is reported to #:on-request after."
+  #f)
+
+(define (ignore-write answers ns)
+  "Return nothing; the default #:on-write hook.  Called after a write(2)
+that carried ANSWERS timed answers, with the nanoseconds it took."
+  #f)
+
+(define (ignore-accept ns)
+  "Return nothing; the default #:on-accept hook.  Called with the
+nanoseconds an accept took, for the accepts that are timed (when the
+tally's countdown is at 1 or below)."
+  #f)
+
+(define (ignore-close ns)
+  "Return nothing; the default #:on-close hook.  Called with the
+nanoseconds a close(2) took, for the closes that are timed (when the
+tally's countdown is at 1 or below)."
+  #f)
+
+(define (ignore-tick)
+  "Return nothing; the default #:on-tick hook.  Called about once a
+second, from the loop's sweep of its timeouts."
+  #f)
+
+(define* (make-observer-hooks #:key (tally (make-tally))
+                              (on-request ignore-request)
+                              (on-failure ignore-failure)
+                              (on-write ignore-write)
+                              (on-accept ignore-accept)
+                              (on-close ignore-close)
+                              (on-tick ignore-tick))
+  "Return the hooks an observer hands to `run-loop' as #:observer.
+TALLY is the vector of (plucky server tally) the loop counts in and
+reads its countdown from (by default a new one, whose countdown nobody
+resets: every request is timed).  Each ON-… procedure is called as the
+`ignore-…' procedure of the same name documents: ON-REQUEST after a
+timed answer or a 5xx, ON-FAILURE when a handler raised, ON-WRITE after a
+write(2) of timed answers, ON-ACCEPT and ON-CLOSE after a timed accept
+or close, ON-TICK about once a second."
+  (%make-observer-hooks tally on-request on-failure on-write on-accept on-close
+                        on-tick))
+
+;;; (plucky server hooks) ends here

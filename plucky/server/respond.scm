@@ -1,0 +1,324 @@
+;;; (plucky server respond) --- calling the handler and making its answer bytes
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; (plucky server request) has parsed a request and has its body; here
+;;; `respond!' calls the handler (`call-handler') and appends its answer
+;;; to the loop's output buffer with (plucky http response), which
+;;; `finish!' (plucky server connection) then sends.  Bodies the buffer
+;;; does not hold: a large bytevector leaves with the head in one
+;;; writev(2); a file body with sendfile(2) after the head; a takeover
+;;; gets the connection once the head is out; a streamed answer goes to a
+;;; thread of the pool (`hand-off!', plucky server pool).
+;;;
+;;; A handler's exception is a 500 and a logged backtrace, never a dead
+;;; worker; `refuse!' answers the requests that never reach a handler
+;;; (400s, 408, 413, 417, 503).  Both tell the access log (ON-RESPONSE)
+;;; and the observer's hooks (plucky server hooks).
+;;;
+;;; Code:
+
+(define-module (plucky server respond)
+  #:use-module (rnrs bytevectors)
+  #:use-module (web request)
+  #:use-module (plucky sys epoll)
+  #:use-module (plucky sys libc)
+  #:use-module ((plucky http parse) #:select (request-keep-alive?))
+  #:use-module (plucky http response)
+  #:use-module (plucky server tally)
+  #:use-module (plucky server hooks)
+  #:use-module (plucky server connection)
+  #:use-module (plucky server pool)
+  #:use-module ((plucky server watchdog) #:select (handler-call handler-timeout?
+                                                   watchdog-log!))
+  #:export (with-handler-errors-caught
+            call-handler
+            respond!
+            refuse!
+            report-response!
+            observe-answer!
+            hand-off!))
+
+;; Procedures called once per request, inlined where they are called
+;; (plucky sys inline): a call each is measurable in bench/instructions.
+(eval-when (expand)
+  (use-modules (plucky sys inline)))
+
+;;;
+;;; Calling the handler
+;;;
+
+(define handler-failed (make-prompt-tag "handler-failed"))
+
+;; What the watchdog reads (plucky server watchdog): the request whose
+;; handler call runs on this thread, or #f.  A store each, inlined: a
+;; procedure call into the watchdog's module each would show in
+;; bench/instructions.
+(define-inline (watchdog-enter! request)
+  (vector-set! handler-call 0 request))
+
+(define-inline (watchdog-leave!)
+  (vector-set! handler-call 0 #f))
+
+;; Exceptions are caught by one handler installed around the whole loop
+;; (`with-handler-errors-caught') rather than one per request: installing
+;; a handler per request cost 0.7 us and 400 bytes (measured with a
+;; micro-benchmark of call-handler).  The loop's `guarded' field says
+;; which request, if any, is in the hands of application code; the
+;; handler logs a backtrace taken where the exception was raised and
+;; escapes to the per-request prompt, which Guile compiles inline.
+(define (with-handler-errors-caught loop thunk)
+  "Return what THUNK returns, calling it so that an exception raised by
+a handler LOOP calls escapes to that call's prompt (see `call-handler')."
+  (with-exception-handler
+      (lambda (exception)
+        (let ((request (loop-guarded loop)))
+          (if request
+              (begin
+                (set-loop-guarded! loop #f)
+                ;; Take the stack here, where the exception was raised;
+                ;; print it after the escape, outside any handler.
+                (abort-to-prompt handler-failed request exception
+                                 (make-stack #t 3)))
+              ;; Not the application's: a bug of the loop itself.
+              (raise-exception exception))))
+    thunk))
+
+(define (call-handler loop request body)
+  "Return (values response body) from LOOP's handler called with REQUEST
+and BODY, with the loop's state updated; on an exception, (values #f #f)
+after the backtrace is logged, or (values #f 503) when the watchdog ended
+the call (it logs the backtrace after the 503 is sent)."
+  (call-with-prompt handler-failed
+    (lambda ()
+      (set-loop-guarded! loop request)
+      (watchdog-enter! request)
+      (let ((state (loop-state loop)))
+        (call-with-values
+            (lambda ()
+              (if (null? state)
+                  ((loop-handler loop) request body)
+                  (apply (loop-handler loop) request body state)))
+          (lambda (response body . state)
+            (watchdog-leave!)           ; before unguarding
+            (set-loop-guarded! loop #f)
+            (unless (null? state)
+              (set-loop-state! loop state))
+            (values response body)))))
+    (lambda (k request exception stack)
+      (watchdog-leave!)
+      (if (handler-timeout? exception)
+          (watchdog-log! (lambda () (report-handler-error request exception stack)))
+          (report-handler-error request exception stack))
+      (let ((observer (loop-observer loop)))
+        (when observer
+          ((observer-hooks-on-failure observer) request exception stack)))
+      (values #f (if (handler-timeout? exception) 503 #f)))))
+
+(define-syntax-rule (count-answer! loop code bytes)
+  ;; -> the status class of CODE, counted in the tally with BYTES
+  (let ((tally (loop-tally loop))
+        (class (status-class code)))
+    (vector-set! tally class (+ 1 (vector-ref tally class)))
+    (vector-set! tally tally-bytes (+ bytes (vector-ref tally tally-bytes)))
+    class))
+
+(define-inline (serialise! out request response body close?)
+  ;; -> (values close? rest): append the answer to OUT; REST is #f, or
+  ;; what leaves after OUT's bytes: a bytevector too large to copy, a
+  ;; <file-body> or a <takeover>.
+  (cond
+   ((not (struct? body))
+    (write-response! out request response body close?))
+   ((file-body? body)
+    (values (write-response-head! out request response
+                                  (file-body-length body)
+                                  close?)
+            body))
+   ((takeover? body)
+    (values (write-response-head! out request response 0 close?) body))
+   (else
+    (write-response! out request response body close?))))
+
+(define-inline (rest-size rest)
+  (cond ((not rest) 0)
+        ((bytevector? rest) (bytevector-length rest))
+        ((file-body? rest) (file-body-length rest))
+        (else 0)))
+
+(define-inline (send-rest! loop conn request rest close?)
+  ;; -> close?, or 'takeover
+  (cond
+   ((not rest) close?)
+   ((bytevector? rest) (flush-with-body! loop conn rest) close?)
+   ((file-body? rest)
+    (if (eq? (request-method request) 'HEAD)
+        (close-file-body! rest)
+        (flush-with-file! loop conn rest))
+    close?)
+   (close? close?)
+   (else
+    (set-connection-takeover! conn rest)
+    'takeover)))
+
+(define (respond! loop conn request body)
+  "Call LOOP's handler for REQUEST and BODY on CONN and append its answer
+to the output buffer.  Return #t when the connection must close after
+the answer, 'handed-off when a thread has it, 'takeover when it is to be
+handed over once the head is sent, else #f."
+  (let* ((out (loop-output loop))
+         (mark (output-fill out))
+         (observer (loop-observer loop))
+         ;; timed: the observer asked for this one (see take-sample!)
+         (timed? (and observer (loop-parse-ns loop) #t))
+         ;; Allocation is sampled, one timed request in 16: reading the
+         ;; collector's counter twice per request would double the cost
+         ;; of accounting.
+         (allocated (and timed?
+                         (let ((countdown (- (loop-sampled loop) 1)))
+                           (if (> countdown 0)
+                               (begin (set-loop-sampled! loop countdown) #f)
+                               (begin (set-loop-sampled! loop 16) (gc-total-bytes))))))
+         (start (and timed? (clock)))
+         (close? (or (not (request-keep-alive? request))
+                     (and (loop-drain-deadline loop) #t))))
+    (define (observe! code bytes handled)
+      ;; HANDLED: the clock when the handler returned, if timed.
+      (when observer
+        (observe-answer! loop request code bytes
+                         (and handled (- handled start))
+                         (and handled (- (clock) handled))
+                         (and allocated (- (gc-total-bytes) allocated)))))
+    (set-loop-serving! loop conn)
+    (call-with-values (lambda () (call-handler loop request body))
+      (lambda (response response-body)
+        (set-loop-serving! loop #f)
+        (let ((handled (and timed? (clock))))
+          (define (fail code)
+            ;; CODE: 500, or 503 from the watchdog; HEAD's has no body
+            (when (file-body? response-body)
+              (close-file-body! response-body))
+            (set-output-fill! out mark)
+            (write-error-response! out (request-version request) code #f
+                                   (request-method request))
+            (report-response! loop conn request code (- (output-fill out) mark))
+            (observe! code (- (output-fill out) mark) handled)
+            #t)
+          (cond
+           ((not response)
+            (fail (or response-body 500)))
+           ((streamed-response? response response-body)
+            ;; Sent as it is written, by a thread: see `hand-off!'.
+            (hand-off! loop conn (make-job #:conn conn #:kind 'stream
+                                           #:request request #:response response
+                                           #:body response-body #:close? close?))
+            'handed-off)
+           (else
+              ;; Serialising can fail too (a bad header value, a
+              ;; Content-Length that does not match): that is the
+              ;; application's error as well, and becomes a 500.
+              (call-with-prompt handler-failed
+                (lambda ()
+                  (set-loop-guarded! loop request)
+                  (call-with-values
+                      (lambda ()
+                        (serialise! out request response response-body close?))
+                    (lambda (close? rest)
+                      (set-loop-guarded! loop #f)
+                      (let ((code (answer-code response)))
+                        (when (or observer (loop-on-response loop))
+                          (let ((bytes (+ (- (output-fill out) mark) (rest-size rest))))
+                            (when (loop-on-response loop)
+                              (report-response! loop conn request code bytes))
+                            (if (or timed? (>= code 500))
+                                (observe! code bytes handled)
+                                (when observer
+                                  ;; the usual case on a busy server: a count
+                                  (count-answer! loop code bytes))))))
+                      (send-rest! loop conn request rest close?))))
+                (lambda (k request exception stack)
+                  (report-handler-error request exception #f)
+                  (fail 500))))))))))
+
+;;;
+;;; Handing a connection to a thread
+;;;
+
+(define (hand-off! loop conn job)
+  "Give CONN to a thread of LOOP's pool for JOB, with the answers to
+requests that came before (pipelined) and are not sent yet, to be sent
+first.  Return nothing."
+  (let ((out (loop-output loop)))
+    (when (> (output-fill out) 0)
+      (queue-output! loop conn (output-bytes out) 0 (output-fill out))
+      (output-reset! out))
+    (set-job-pending! job (connection-pending conn))
+    (set-connection-pending! conn '())
+    (set-connection-state! conn 'handed-off)
+    (set-connection-deadline! conn never)
+    (when (connection-watched? conn)
+      (epoll-remove! (loop-epfd loop) (connection-fd conn))
+      (set-connection-watched?! conn #f))
+    ;; Streamed writes are small (an event at a time): Nagle's algorithm
+    ;; would hold each one until the client's delayed ACK.
+    (fd-set-tcp-nodelay! (connection-out-fd conn))
+    (pool-submit! (or (loop-pool loop)
+                      (let* ((settings (loop-settings loop))
+                             (pool (make-pool
+                                    #:handler (loop-handler loop)
+                                    #:write-timeout (/ (settings-write-ms settings) 1000)
+                                    #:max-threads (settings-max-threads settings)
+                                    #:wake (lambda () (wake! loop)))))
+                        (set-loop-pool! loop pool)
+                        pool))
+                  job (loop-now loop))))
+
+;;;
+;;; Telling whoever listens (the access log, the observer)
+;;;
+
+(define (report-response! loop conn request code bytes)
+  "Tell LOOP's ON-RESPONSE, if any, of an answer of CODE and BYTES to
+REQUEST (#f for one that never reached a handler) on CONN; return
+nothing."
+  (let ((on-response (loop-on-response loop)))
+    (when on-response
+      (on-response (connection-peer conn) request code bytes))))
+
+(define (refuse! loop conn request code reason)
+  "Answer CODE (with REASON, or the usual phrase if #f) to a request that
+never reached a handler (REQUEST, or #f when its head could not be
+read), then linger-close CONN.  Return nothing."
+  (let* ((out (loop-output loop))
+         (mark (output-fill out)))
+    (set-connection-input! conn #f)
+    (set-connection-request! conn #f)
+    (set-connection-body! conn #f)
+    (write-error-response! out (if request (request-version request) '(1 . 1))
+                           code reason (if request (request-method request) 'GET))
+    (report-response! loop conn #f code (- (output-fill out) mark))
+    (when (loop-observer loop)
+      (observe-answer! loop #f code (- (output-fill out) mark)
+                       (and (loop-parse-ns loop) 0) (and (loop-parse-ns loop) 0) #f))
+    (finish! loop conn #t #t)))
+
+(define (observe-answer! loop request code bytes handler serialise allocated)
+  "Count an answer in LOOP's tally; tell the observer of it if it was
+timed (HANDLER and SERIALISE are numbers, not #f), or if it is a 5xx,
+which the observer always wants (for its error inbox).  Return nothing."
+  (let ((class (count-answer! loop code bytes))
+        (on-request (observer-hooks-on-request (loop-observer loop))))
+    (cond
+     (handler
+      (on-request request code (loop-read-ns loop) (loop-parse-ns loop)
+                  handler serialise allocated)
+      (set-loop-read-ns! loop 0)
+      (set-loop-parse-ns! loop #f)         ; reported: not another's
+      (set-loop-batch! loop (+ 1 (loop-batch loop))))
+     ((eqv? class 5)
+      (on-request request code #f #f #f #f #f)))))
+
+;;; (plucky server respond) ends here

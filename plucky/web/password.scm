@@ -1,0 +1,157 @@
+;;; (plucky web password) --- Argon2id password hashes through libargon2
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;;   (hash-password "correct horse")        -> "$argon2id$v=19$m=19456,t=2,p=1$SALT$HASH"
+;;;   (verify-password stored "correct horse") -> #t
+;;;   (password-needs-rehash? stored)         -> #f, until the parameters are raised
+;;;
+;;; A password is stored only as Argon2id (RFC 9106), the memory-hard
+;;; hash OWASP's Password Storage Cheat Sheet puts first, with its
+;;; minimum parameters by default: 19 MiB of memory, 2 passes, 1 lane.
+;;; Memory-hard means a guesser's GPU or ASIC pays for 19 MiB per guess
+;;; in flight, not just for arithmetic.  Never a plain or fast hash.
+;;;
+;;; The work is libargon2's (Debian's libargon2-1, the reference
+;;; implementation), called through Guile's FFI:
+;;; `argon2id_hash_encoded' with a 16-byte salt from a CSPRNG, and
+;;; `argon2id_verify', which compares in constant time.  The encoded
+;;; string keeps the algorithm, version, parameters and salt beside the
+;;; hash, so a stored hash verifies whatever the defaults are today, and
+;;; `password-needs-rehash?' tells when to hash again with stronger ones
+;;; (at login, the one moment the password is known).
+;;;
+;;; A hash takes tens of milliseconds of one CPU and blocks the worker
+;;; that runs it, as any work of the handler does: rate-limit logins.
+;;; Passwords longer than `max-password-bytes' are refused, so a
+;;; megabyte "password" is turned away before any work.
+;;;
+;;; Code:
+
+(define-module (plucky web password)
+  #:use-module (rnrs bytevectors)
+  #:use-module (system foreign)
+  #:use-module (system foreign-library)
+  #:use-module (plucky web crypto)
+  #:export (hash-password
+            verify-password
+            password-needs-rehash?
+            max-password-bytes
+            default-memory
+            default-iterations
+            default-parallelism))
+
+(define default-memory 19456)           ; KiB: 19 MiB, OWASP's minimum for Argon2id
+(define default-iterations 2)
+(define default-parallelism 1)
+(define salt-bytes 16)                  ; RFC 9106's recommendation
+(define hash-bytes 32)
+
+;; More than anyone types or a password manager makes; enough to turn
+;; a body full of "password" away before hashing it.
+(define max-password-bytes 1024)
+
+(define libargon2
+  (catch #t
+    (lambda () (load-foreign-library "libargon2.so.1"))
+    (lambda _
+      (error "(plucky web password) needs libargon2 (Debian: apt-get install libargon2-1); not found:"
+             "libargon2.so.1"))))
+
+(define argon2id-type 2)                ; Argon2_id in argon2.h
+(define argon2-ok 0)
+(define argon2-verify-mismatch -35)
+
+(define %hash-encoded
+  (foreign-library-function libargon2 "argon2id_hash_encoded" #:return-type int
+                            #:arg-types (list uint32 uint32 uint32 '* size_t '* size_t size_t
+                                              '* size_t)))
+(define %verify
+  (foreign-library-function libargon2 "argon2id_verify" #:return-type int
+                            #:arg-types (list '* '* size_t)))
+(define %encoded-length
+  (foreign-library-function libargon2 "argon2_encodedlen" #:return-type size_t
+                            #:arg-types (list uint32 uint32 uint32 uint32 uint32 int)))
+(define %error-message
+  (foreign-library-function libargon2 "argon2_error_message" #:return-type '*
+                            #:arg-types (list int)))
+
+(define (password-bytes who password)
+  (let ((bytes (->bytevector password)))
+    (when (> (bytevector-length bytes) max-password-bytes)
+      ;; The password itself is never put in a message.
+      (error (string-append (symbol->string who) ": password longer than "
+                            (number->string max-password-bytes) " bytes; its length:")
+             (bytevector-length bytes)))
+    bytes))
+
+(define (pointer-or-null bv)
+  ;; libargon2 refuses a null pointer with a non-zero length only, but an
+  ;; empty bytevector's pointer is not to be trusted either way.
+  (if (zero? (bytevector-length bv)) %null-pointer (bytevector->pointer bv)))
+
+(define* (hash-password password #:key (memory default-memory) (iterations default-iterations)
+                        (parallelism default-parallelism))
+  "Return the Argon2id hash of PASSWORD (a string, taken as UTF-8, or a
+bytevector) in the PHC string format libargon2 writes,
+\"$argon2id$v=19$m=MEMORY,t=ITERATIONS,p=PARALLELISM$SALT$HASH\", with
+a fresh random salt.  MEMORY is in KiB (default 19456, 19 MiB).  Raise an
+error if PASSWORD is longer than `max-password-bytes'."
+  (let* ((bytes (password-bytes 'hash-password password))
+         (salt (random-bytes salt-bytes))
+         (length (%encoded-length iterations memory parallelism salt-bytes hash-bytes argon2id-type))
+         (encoded (make-bytevector length 0))
+         (status (%hash-encoded iterations memory parallelism
+                                (pointer-or-null bytes) (bytevector-length bytes)
+                                (bytevector->pointer salt) salt-bytes hash-bytes
+                                (bytevector->pointer encoded) length)))
+    (unless (= status argon2-ok)
+      (error "hash-password: libargon2 failed:" (pointer->string (%error-message status))))
+    ;; libargon2 writes a C string: ASCII up to a NUL
+    (pointer->string (bytevector->pointer encoded))))
+
+(define (verify-password encoded password)
+  "Return #t if PASSWORD (a string or a bytevector) is the one ENCODED, a
+string `hash-password' returned, was made from; else #f, also when
+ENCODED is not an Argon2id hash or PASSWORD is longer than
+`max-password-bytes'.  The comparison is libargon2's, in constant time."
+  (let ((bytes (->bytevector password)))
+    (and (string? encoded)
+         (string-prefix? "$argon2id$" encoded)
+         (not (string-index encoded #\nul))
+         (<= (bytevector-length bytes) max-password-bytes)
+         (let ((status (%verify (string->pointer encoded "UTF-8")
+                                (pointer-or-null bytes) (bytevector-length bytes))))
+           (= status argon2-ok)))))
+
+(define (encoded-parameters encoded)
+  ;; -> (memory iterations parallelism) of a "$argon2id$v=19$m=..,t=..,p=..$.." string, or #f
+  (let ((fields (string-split encoded #\$)))
+    (and (= 6 (length fields))
+         (string=? "argon2id" (list-ref fields 1))
+         (string=? "v=19" (list-ref fields 2))
+         (let ((numbers (map (lambda (item)
+                               (let ((equals (string-index item #\=)))
+                                 (and equals (cons (substring item 0 equals)
+                                                   (string->number (substring item (+ equals 1)) 10)))))
+                             (string-split (list-ref fields 3) #\,))))
+           (and (equal? '("m" "t" "p") (map (lambda (n) (and n (car n))) numbers))
+                (map cdr numbers))))))
+
+(define* (password-needs-rehash? encoded #:key (memory default-memory) (iterations default-iterations)
+                                 (parallelism default-parallelism))
+  "Return #t if ENCODED, a stored hash, was made with weaker parameters
+than MEMORY, ITERATIONS and PARALLELISM (the defaults of
+`hash-password'), or is not an Argon2id hash of version 19 at all: hash
+the password again with `hash-password' once it has verified."
+  (let ((parameters (and (string? encoded) (encoded-parameters encoded))))
+    (or (not parameters)
+        (not (and-map integer? parameters))
+        (< (car parameters) memory)
+        (< (cadr parameters) iterations)
+        (< (caddr parameters) parallelism))))
+
+;;; (plucky web password) ends here

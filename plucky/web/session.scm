@@ -1,0 +1,389 @@
+;;; (plucky web session) --- server-side sessions in the app's SQLite database
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; A session is a small alist of the app's data ("user" -> 42, the CSRF
+;;; token, a flash message) kept on the server, in a table of the app's
+;;; SQLite database, and found again through a cookie that holds nothing
+;;; but a random id.  The database is the one place every worker process
+;;; reads and writes, so a visitor's next request may land on any worker.
+;;;
+;;;   (define db (sqlite-open "var/app.db"))   ; at load: once per worker
+;;;   (define app (with-sessions handler #:db db))
+;;;
+;;;   ;; inside HANDLER, for the request being handled:
+;;;   (session-ref "user")            -> the value, or #f
+;;;   (session-set! "user" 42)        creates the session if need be
+;;;   (session-regenerate!)           a new id for the same data: on login
+;;;   (session-destroy!)              on logout
+;;;
+;;; The current session is a parameter, `current-session', that
+;;; `with-sessions' binds around the handler: the procedures above need
+;;; no argument, so helpers deep in the page code (the CSRF field of a
+;;; form) reach it without every handler passing it down.  Outside
+;;; `with-sessions' they raise an error that says so.
+;;;
+;;; A request flows like this.  `with-sessions' reads the cookie
+;;; (default name "session"), decodes the 128-bit id, and looks up the
+;;; row whose key is SHA-256 of the id.  A row past its absolute expiry
+;;; (created + MAX-AGE) or idle for IDLE-TIMEOUT seconds is deleted and
+;;; the request has no session, like one with an unknown id or a
+;;; malformed cookie; the response then tells the browser to drop the
+;;; cookie.  The handler runs.  Then, in this order: the old row is
+;;; deleted if the handler destroyed the session or gave it a new id; a
+;;; new row is inserted for a new id, and a Set-Cookie sent; otherwise
+;;; changed data is written back, or, if the row was last marked as seen
+;;; more than TOUCH-INTERVAL seconds ago, its time is.  A session is made
+;;; only when the handler stores something, so a visitor who only reads
+;;; pages costs one indexed read and no write.  A handler that raises
+;;; saves nothing.
+;;;
+;;; Why the id is stored hashed: the table then holds nothing that opens
+;;; a session.  A copy of the database (a backup, a file left readable,
+;;; an SQL injection that can only read) does not let its reader log in
+;;; as anyone; the cost is one SHA-256 of 16 bytes a request.  No salt or
+;;; slow hash is needed: the id is 128 random bits, not a password.  The
+;;; lookup by hash is an ordinary index search, not a constant-time
+;;; comparison, and need not be: what its timing could leak is a prefix
+;;; of a SHA-256, which brings no id closer.
+;;;
+;;; Why 128 bits from libgcrypt's CSPRNG: OWASP's floor for session ids
+;;; is 64 bits of entropy; 128 put guessing out of reach even for an
+;;; attacker who can try a billion ids a second for years.
+;;;
+;;; Concurrency.  `prepare-session-database!' (which `with-sessions'
+;;; calls) puts the database in WAL mode, so readers never wait for a
+;;; writer, and sets a busy timeout on the connection, so a writer waits
+;;; for another process's write instead of failing.  Two requests of one
+;;; visitor handled at once by two workers each write the data they
+;;; changed: the last write wins.  Data is kept as the text `write'
+;;; makes; only strings, numbers, symbols, booleans, characters, lists
+;;; and vectors of them can be stored.  Each worker needs its own
+;;; connection, as an SQLite connection must not cross a fork: an app
+;;; that `plucky serve' runs loads in each worker after the fork, so a
+;;; `sqlite-open' at its top level is right; a handler made before
+;;; calling `run-server' with several workers gives #:db a procedure
+;;; that opens the database, called once in each process.
+;;;
+;;; Code:
+
+(define-module (plucky web session)
+  #:use-module (rnrs bytevectors)
+  #:use-module (srfi srfi-9)
+  #:use-module (sqlite3)
+  #:use-module (plucky web crypto)
+  #:use-module (plucky web cookies)
+  #:export (with-sessions
+            current-session
+            session-ref
+            session-set!
+            session-remove!
+            session-regenerate!
+            session-destroy!
+            session-active?
+            prepare-session-database!
+            purge-expired-sessions!))
+
+
+;;;
+;;; The table
+;;;
+
+(define (run db sql . args)
+  ;; -> the first row of SQL with ARGS bound, a vector, or #f.  The
+  ;; statement is reset at once: one left stepped would hold its read
+  ;; transaction open, and this connection would go on seeing the
+  ;; database as it was then.
+  (let ((statement (sqlite-prepare db sql #:cache? #t)))
+    (dynamic-wind
+      (lambda () #t)
+      (lambda ()
+        (apply sqlite-bind-arguments statement args)
+        (sqlite-step statement))
+      (lambda () (sqlite-reset statement)))))
+
+(define (call-with-write-transaction db thunk)
+  ;; BEGIN IMMEDIATE takes the write lock first, waiting under the busy
+  ;; timeout; a deferred transaction that reads then writes could fail
+  ;; at once with SQLITE_BUSY instead.
+  (sqlite-exec db "BEGIN IMMEDIATE")
+  (with-exception-handler
+      (lambda (e)
+        (false-if-exception (sqlite-exec db "ROLLBACK"))
+        (raise-exception e))
+    (lambda ()
+      (thunk)
+      (sqlite-exec db "COMMIT"))))
+
+(define* (prepare-session-database! db #:key (busy-timeout 5000))
+  "Return DB, an open (sqlite3) database, after putting it in WAL mode,
+setting its busy timeout to BUSY-TIMEOUT milliseconds and creating the
+table plucky_sessions if it is not there.  `with-sessions' calls it."
+  (sqlite-busy-timeout db busy-timeout)
+  (sqlite-exec db "PRAGMA journal_mode=WAL")
+  (sqlite-exec db "CREATE TABLE IF NOT EXISTS plucky_sessions (
+                     id_hash BLOB PRIMARY KEY,  -- SHA-256 of the id
+                     data TEXT NOT NULL,        -- the alist, as written
+                     created INTEGER NOT NULL,  -- seconds since the epoch
+                     seen INTEGER NOT NULL,     -- last marked as seen
+                     expires INTEGER NOT NULL   -- created + max-age
+                   ) WITHOUT ROWID")
+  db)
+
+(define* (purge-expired-sessions! db #:key (idle-timeout #f) (now (current-time)))
+  "Return the number of sessions deleted from DB: those past their
+expiry at NOW, and, if IDLE-TIMEOUT (seconds) is given, those not seen
+for that long.  `with-sessions' refuses them anyway; this reclaims their
+rows, from time to time."
+  (run db "DELETE FROM plucky_sessions WHERE expires <= ? OR seen <= ?"
+       now (if idle-timeout (- now idle-timeout) -1))
+  (vector-ref (run db "SELECT changes()") 0))
+
+
+;;;
+;;; The session of a request
+;;;
+
+(define-record-type <store>
+  (make-store connect cookie-name max-age idle-timeout touch-interval cookie-options)
+  store?
+  (connect store-connect)                ; -> this process's database
+  (cookie-name store-cookie-name)
+  (max-age store-max-age)                ; seconds from creation
+  (idle-timeout store-idle-timeout)      ; seconds since last seen
+  (touch-interval store-touch-interval)  ; seconds between writes of `seen'
+  (cookie-options store-cookie-options)) ; keywords for set-cookie
+
+(define-record-type <session>
+  (make-session store row-hash data created seen refused?)
+  session?
+  (store session-store)
+  (row-hash session-row-hash)            ; key of the row loaded, or #f
+  (new-id session-new-id set-session-new-id!) ; a fresh id to store, or #f
+  (data session-data set-session-data!)  ; ((key . value) ...)
+  (created session-created)
+  (seen session-seen)
+  (dirty? session-dirty? set-session-dirty!)
+  (destroyed? session-destroyed? set-session-destroyed!)
+  (refused? session-refused?))           ; a cookie came that opened nothing
+
+(define current-session
+  ;; The <session> of the request being handled, inside `with-sessions'.
+  (make-parameter #f))
+
+(define (the-session who)
+  (or (current-session)
+      (error (string-append (symbol->string who) ": no session here (the handler is not inside with-sessions)"))))
+
+(define id-bytes 16)                    ; 128 bits
+
+(define (fresh-id)
+  (bytes->base64url (random-bytes id-bytes)))
+
+(define (id-hash id)
+  ;; -> the row key of ID, a cookie's text, or #f if it is not an id
+  (let ((bytes (base64url->bytes id)))
+    (and bytes (= id-bytes (bytevector-length bytes)) (sha256 bytes))))
+
+(define (load-session store request now)
+  (let* ((cookie (request-cookie request (store-cookie-name store)))
+         (hash (and cookie (id-hash cookie)))
+         (row (and hash (run ((store-connect store))
+                             "SELECT data, created, seen, expires FROM plucky_sessions WHERE id_hash = ?"
+                             hash))))
+    (cond
+     ((not row) (make-session store #f '() now now (and cookie #t)))
+     ((or (>= now (vector-ref row 3))
+          (>= (- now (vector-ref row 2)) (store-idle-timeout store)))
+      (run ((store-connect store)) "DELETE FROM plucky_sessions WHERE id_hash = ?" hash)
+      (make-session store #f '() now now #t))
+     (else
+      (make-session store hash (string->data (vector-ref row 0)) (vector-ref row 1)
+                    (vector-ref row 2) #f)))))
+
+(define (live? session)
+  (or (session-new-id session)
+      (and (session-row-hash session) (not (session-destroyed? session)))))
+
+(define (save-session! session now)
+  ;; -> the headers to add to the response
+  (let* ((store (session-store session))
+         (db ((store-connect store)))
+         (hash (session-row-hash session))
+         (id (session-new-id session))
+         (options (store-cookie-options store)))
+    (define (write!)
+      (when (and hash (or id (session-destroyed? session)))
+        (run db "DELETE FROM plucky_sessions WHERE id_hash = ?" hash))
+      (cond
+       (id
+        (run db "INSERT INTO plucky_sessions (id_hash, data, created, seen, expires) VALUES (?, ?, ?, ?, ?)"
+             (id-hash id) (data->string (session-data session)) now now
+             (+ now (store-max-age store))))
+       ((not hash))
+       ((session-destroyed? session))
+       ((session-dirty? session)
+        (run db "UPDATE plucky_sessions SET data = ?, seen = ? WHERE id_hash = ?"
+             (data->string (session-data session)) now hash))
+       ((>= (- now (session-seen session)) (store-touch-interval store))
+        (run db "UPDATE plucky_sessions SET seen = ? WHERE id_hash = ?" now hash))))
+    (if (and hash id)
+        (call-with-write-transaction db write!)
+        (write!))
+    (cond
+     (id (list (apply set-cookie (store-cookie-name store) id #:max-age (store-max-age store)
+                      options)))
+     ((or (session-destroyed? session) (session-refused? session))
+      (list (delete-cookie (store-cookie-name store) #:path (option options #:path)
+                           #:secure? (option options #:secure?))))
+     (else '()))))
+
+(define (option options keyword)
+  ;; -> the value of KEYWORD in OPTIONS, a keyword list
+  (cadr (memq keyword options)))
+
+
+;;;
+;;; Data
+;;;
+
+(define (storable? value)
+  (or (string? value) (symbol? value) (boolean? value) (char? value) (null? value)
+      (and (number? value) (real? value))
+      (and (pair? value) (storable? (car value)) (storable? (cdr value)))
+      (and (vector? value) (vector-every storable? value))))
+
+(define (vector-every pred v)
+  (let loop ((i 0))
+    (or (= i (vector-length v))
+        (and (pred (vector-ref v i)) (loop (+ i 1))))))
+
+(define (data->string data)
+  (object->string data write))
+
+(define (string->data text)
+  ;; The text was written by `data->string'; anything else (a row edited
+  ;; by hand) reads as no data rather than an error on every request.
+  (let ((data (false-if-exception (call-with-input-string text read))))
+    (if (and (list? data) (storable? data)) data '())))
+
+
+;;;
+;;; What a handler calls
+;;;
+
+(define* (session-ref key #:optional (default #f))
+  "Return the value stored under KEY (compared with `equal?') in the
+current request's session, or DEFAULT (#f) if there is none."
+  (let ((entry (assoc key (session-data (the-session 'session-ref)))))
+    (if entry (cdr entry) default)))
+
+(define (session-set! key value)
+  "Store VALUE under KEY in the current request's session, creating the
+session (and its cookie) if the request has none.  VALUE must be made of
+strings, numbers, symbols, booleans, characters, lists and vectors; the
+change is saved when the handler returns."
+  (let ((session (the-session 'session-set!)))
+    (unless (storable? value)
+      (error "session-set!: a session cannot store this value (only strings, numbers, symbols, booleans, characters, lists, vectors):"
+             value))
+    (unless (live? session)
+      (set-session-new-id! session (fresh-id)))
+    (set-session-data! session (cons (cons key value)
+                                     (filter-out key (session-data session))))
+    (set-session-dirty! session #t)))
+
+(define (filter-out key data)
+  (let loop ((data data))
+    (cond ((null? data) '())
+          ((equal? (caar data) key) (loop (cdr data)))
+          (else (cons (car data) (loop (cdr data)))))))
+
+(define (session-remove! key)
+  "Remove KEY and its value from the current request's session."
+  (let ((session (the-session 'session-remove!)))
+    (when (assoc key (session-data session))
+      (set-session-data! session (filter-out key (session-data session)))
+      (set-session-dirty! session #t))))
+
+(define (session-regenerate!)
+  "Give the current request's session a new id, keeping its data, and
+forget the old id: call it when the visitor logs in (or gains any
+privilege), so that an id an attacker planted beforehand (session
+fixation) opens nothing afterwards.  Creates the session if there is
+none."
+  (set-session-new-id! (the-session 'session-regenerate!) (fresh-id)))
+
+(define (session-destroy!)
+  "End the current request's session: its row is deleted, its data
+dropped, and the browser told to forget the cookie.  The old cookie,
+replayed, opens nothing.  A later `session-set!' in the same request
+starts a new session."
+  (let ((session (the-session 'session-destroy!)))
+    (set-session-destroyed! session #t)
+    (set-session-new-id! session #f)
+    (set-session-data! session '())))
+
+(define (session-active?)
+  "Return #t if the current request has a session, found or made."
+  (and (live? (the-session 'session-active?)) #t))
+
+
+;;;
+;;; The middleware
+;;;
+
+(define (per-process-connection open)
+  ;; -> a procedure that returns the database (OPEN) opened, and
+  ;; prepared, in the calling process: once per process, so that a
+  ;; handler made before `run-server' forks its workers gives each worker
+  ;; a connection of its own.
+  (let ((pid #f) (db #f))
+    (lambda ()
+      (unless (eqv? pid (getpid))
+        (set! db (prepare-session-database! (open)))
+        (set! pid (getpid)))
+      db)))
+
+(define* (with-sessions handler #:key db (cookie-name "session")
+                        (max-age (* 14 24 3600)) (idle-timeout (* 2 24 3600))
+                        (touch-interval 60) (path "/") (secure? (secure-cookies?))
+                        (same-site 'lax) (clock current-time))
+  "Return a handler that calls HANDLER with `current-session' bound to
+the session of the request (see the commentary) and saves the session
+after it, in DB, adding the Set-Cookie the response needs.  DB is an
+open (sqlite3) database, or a procedure of no argument that opens one,
+which is then called once in each process, at its first request: the
+form for a handler made before `run-server' forks its workers, since an
+SQLite connection must not cross a fork.  The cookie is COOKIE-NAME, for PATH, HttpOnly,
+SameSite SAME-SITE, Secure if SECURE? (default: `secure-cookies?' now).
+A session lasts at most MAX-AGE seconds from its creation (default 14
+days) and IDLE-TIMEOUT seconds from the last request that used it
+(default 2 days; the time it was last seen is written at most once every
+TOUCH-INTERVAL seconds).  CLOCK returns the time in seconds."
+  (unless (or (sqlite-db? db) (procedure? db))
+    (error "with-sessions: #:db is neither an open sqlite3 database nor a procedure that opens one:"
+           db))
+  (unless (cookie-name? cookie-name)
+    (error "with-sessions: the cookie name is not a token:" cookie-name))
+  (when (sqlite-db? db)
+    (prepare-session-database! db))
+  (let ((store (make-store (if (procedure? db) (per-process-connection db) (lambda () db))
+                           cookie-name max-age idle-timeout touch-interval
+                           (list #:path path #:secure? secure? #:same-site same-site))))
+    (lambda (request body . state)
+      (let* ((now (clock))
+             (session (load-session store request now)))
+        (call-with-values
+            (lambda ()
+              (parameterize ((current-session session))
+                (apply handler request body state)))
+          (lambda (response body . state)
+            (apply values
+                   (response-with-headers response (save-session! session now))
+                   body state)))))))
+
+;;; (plucky web session) ends here

@@ -1,0 +1,148 @@
+;;; (plucky web timing) --- a handler's own phases, and Server-Timing
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; The server times its own phases of a request (read, parse, handler,
+;;; serialise: plucky observe); inside the handler, only the app knows
+;;; what the time went to.  It says so:
+;;;
+;;;   (define (item-page request body params)
+;;;     (let ((item (with-phase 'db (lambda () (load-item (assq-ref params 'id))))))
+;;;       (with-phase 'render (lambda () (html-response (item->sxml item))))))
+;;;
+;;; or, in straight-line code, `(mark-phase! 'db)' at the end of each
+;;; phase: the time since the previous mark (or the start) is the
+;;; phase's.  A phase named twice adds up.
+;;;
+;;; The phases are kept in a <timing> record for the request being
+;;; handled, which the middleware `with-server-timing' starts; with no
+;;; timing started, with-phase calls its thunk and mark-phase! does
+;;; nothing, at the cost of a fluid-ref.  `with-server-timing' adds a
+;;; Server-Timing header that browsers' developer tools show
+;;; (db;dur=0.12, render;dur=0.30, total;dur=0.45: milliseconds), unless
+;;; #:header? #f; #:on-timing, a procedure, is given the request and the
+;;; timing record after each request (to log it, or to feed figures per
+;;; route).  A fluid, not a global: the server may run handlers on
+;;; threads (with-body-port, streamed answers).
+;;;
+;;; Code:
+
+(define-module (plucky web timing)
+  #:use-module (srfi srfi-9)
+  #:use-module ((plucky web middleware) #:select (with-response-headers))
+  #:export (make-timing
+            timing?
+            timing-phases
+            timing-total
+            current-timing
+            with-phase
+            mark-phase!
+            timing->header
+            with-server-timing))
+
+(define-record-type <timing>
+  (%make-timing start last phases total)
+  timing?
+  (start timing-start)                    ; get-internal-real-time at the start
+  (last timing-last set-timing-last!)     ; the time of the last mark
+  (phases timing-phases* set-timing-phases!) ; ((name . seconds) …), newest first
+  (total timing-total* set-timing-total!))   ; seconds, once finished, else #f
+
+(define (now) (get-internal-real-time))
+
+(define (ticks->seconds ticks)
+  (exact->inexact (/ ticks internal-time-units-per-second)))
+
+(define (make-timing)
+  "Return a new timing record, started now, with no phases."
+  (let ((start (now)))
+    (%make-timing start start '() #f)))
+
+(define (timing-phases timing)
+  "Return the phases of TIMING as an alist ((name . seconds) …) in the
+order they were first marked."
+  (reverse (timing-phases* timing)))
+
+(define (timing-total timing)
+  "Return the seconds from TIMING's start to its finish, or to now if it
+is not finished."
+  (or (timing-total* timing) (ticks->seconds (- (now) (timing-start timing)))))
+
+(define current (make-fluid #f))
+
+(define (current-timing)
+  "Return the timing record of the request being handled, or #f when no
+`with-server-timing' started one."
+  (fluid-ref current))
+
+(define (add-phase! timing name seconds)
+  (let* ((phases (timing-phases* timing))
+         (entry (assq name phases)))
+    (if entry
+        (set-cdr! entry (+ (cdr entry) seconds))
+        (set-timing-phases! timing (acons name seconds phases)))))
+
+(define (mark-phase! name)
+  "Account the time since the last mark of the current request (or its
+start) to the phase NAME, a symbol.  Return an unspecified value; do
+nothing when no timing is started."
+  (let ((timing (fluid-ref current)))
+    (when timing
+      (let ((t (now)))
+        (add-phase! timing name (ticks->seconds (- t (timing-last timing))))
+        (set-timing-last! timing t)))))
+
+(define (with-phase name thunk)
+  "Call THUNK and return its values, accounting the time it took to the
+phase NAME of the current request's timing, if any."
+  (let ((timing (fluid-ref current)))
+    (if (not timing)
+        (thunk)
+        (let ((start (now)))
+          (call-with-values thunk
+            (lambda results
+              (let ((t (now)))
+                (add-phase! timing name (ticks->seconds (- t start)))
+                (set-timing-last! timing t))
+              (apply values results)))))))
+
+(define (duration seconds)
+  ;; milliseconds, with up to three decimals
+  (let ((ms (/ (round (* seconds 1e6)) 1e3)))
+    (number->string (if (integer? ms) (inexact->exact ms) ms))))
+
+(define (timing->header timing)
+  "Return the value of a Server-Timing header for TIMING: its phases, then
+its total, in milliseconds (\"db;dur=0.12, total;dur=0.45\")."
+  (string-join
+   (map (lambda (phase)
+          (string-append (symbol->string (car phase)) ";dur=" (duration (cdr phase))))
+        (append (timing-phases timing) `((total . ,(timing-total timing)))))
+   ", "))
+
+(define* (with-server-timing #:key (header? #t) (on-timing #f))
+  "Return a middleware that starts a timing record for each request (see
+`with-phase' and `mark-phase!') and, when HEADER? is true, adds the
+Server-Timing header of its phases to the response.  ON-TIMING, if
+given, is called as (ON-TIMING request timing) once the handler has
+returned.  A streamed body's time is not counted: its head, with the
+header, is sent before the body is written."
+  (lambda (handler)
+    (lambda (request body)
+      (let ((timing (make-timing)))
+        (call-with-values (lambda () (with-fluid* current timing
+                                       (lambda () (handler request body))))
+          (lambda (response response-body)
+            (set-timing-total! timing (ticks->seconds (- (now) (timing-start timing))))
+            (when on-timing
+              (on-timing request timing))
+            (values (if header?
+                        (with-response-headers
+                         response `((server-timing . ,(timing->header timing))))
+                        response)
+                    response-body)))))))
+
+;;; (plucky web timing) ends here

@@ -1,0 +1,87 @@
+;;; tests/server/transport.scm --- the loop moves bytes through a transport
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; `run-loop' #:make-transport gives each accepted connection a
+;;; transport (plucky server transport); the loop then reads, writes and
+;;; closes through it, never on the descriptor itself.  A trivial one,
+;;; which upper-cases what it writes and logs its closes, shows it: a TLS
+;;; transport will plug in the same way.
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-64)
+             (srfi srfi-71)
+             (tests lib harness)
+             (tests lib server)
+             (rnrs bytevectors)
+             (web response)
+             (plucky sys libc)
+             (plucky server transport)
+             (plucky server loop)
+             (plucky server socket))
+
+(test-begin "server/transport")
+
+(define (hello request body)
+  (values '((content-type . (text/plain))) "Hello, World!"))
+
+(define (upper-case! address start count)
+  ;; ASCII letters of the body at ADDRESS + START, COUNT bytes (a whole
+  ;; response, head and body), made capitals, in place: the head stays
+  ;; as it was, for the client to parse.
+  (let ((bv ((@ (system foreign) pointer->bytevector)
+             ((@ (system foreign) make-pointer) (+ address start)) count)))
+    (let lp ((i (+ 4 (or (string-contains (utf8->string bv) "\r\n\r\n") (- count 4)))))
+      (when (< i count)
+        (let ((b (bytevector-u8-ref bv i)))
+          (when (<= 97 b 122)
+            (bytevector-u8-set! bv i (- b 32))))
+        (lp (+ i 1))))))
+
+(define shouting-transport
+  (make-transport
+   #:write (lambda (fd address start count)
+             (upper-case! address start count)
+             (fd-write fd address start count))
+   #:close (lambda (fd)
+             (format (current-error-port) "transport: closed a connection~%")
+             (fd-close fd))))
+
+(define (start-shouting-server)
+  (start-child
+   (lambda (report)
+     (let ((listener (open-listener "127.0.0.1" 0)))
+       (report (listener-port listener))
+       (run-loop (list (port->fdes listener)) hello
+                 #:make-transport (lambda (fd) shouting-transport))))))
+
+(test-group "run-loop #:make-transport"
+  (let ((server (start-shouting-server)))
+    (dynamic-wind
+      (lambda () #t)
+      (lambda ()
+        (with-client (server-port server)
+          (lambda (client)
+            (client-send! client (request-text "/" #:headers '("Connection: close")))
+            (let ((response body (client-read-response client)))
+              (test-equal "the answer went through the transport's write"
+                "HELLO, WORLD!" (and body (utf8->string body))))
+            (test-assert "then the close"
+              (client-eof? client))))
+        (test-assert "through the transport's close"
+          (wait-until (lambda ()
+                        (string-contains (server-log server)
+                                         "transport: closed a connection"))
+                      #:timeout 10)))
+      (lambda () (stop-server server)))))
+
+(test-group "plain-transport"
+  (test-assert "a transport" (transport? plain-transport))
+  (test-eq "reads with read(2)" fd-read (transport-read plain-transport))
+  (test-eq "sends files with sendfile(2)" fd-sendfile (transport-sendfile plain-transport)))
+
+(test-end "server/transport")

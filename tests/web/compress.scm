@@ -1,0 +1,228 @@
+;;; tests/web/compress.scm --- (plucky web compress), (plucky sys zlib), (plucky sys zstd)
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; The encoders against gzip(1) and zstd(1); the middleware on a real
+;;; server: negotiation, what is left alone, and a streamed event that
+;;; must arrive, decodable, before the handler writes the next.
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
+             (srfi srfi-71)
+             (tests lib harness)
+             (tests lib server)
+             (rnrs bytevectors)
+             ((rnrs io ports) #:select (put-bytevector get-bytevector-all))
+             (ice-9 popen)
+             ((ice-9 iconv) #:select (bytevector->string))
+             (web request)
+             (web response)
+             (web uri)
+             (plucky sys zlib)
+             (plucky sys zstd)
+             (plucky web compress))
+
+(test-begin "web/compress")
+
+(define scratch (mkdtemp (string-copy "/tmp/plucky-compress-XXXXXX")))
+
+(define (decode program bv)
+  ;; -> the bytes PROGRAM (gzip or zstd) decodes from BV, even if BV
+  ;; stops mid-stream (what a flush has made decodable)
+  (let ((file (string-append scratch "/in")))
+    (call-with-output-file file (lambda (port) (put-bytevector port bv)) #:binary #t)
+    (let* ((pipe (open-pipe* OPEN_READ "sh" "-c"
+                             (string-append program " -dc < " file " 2>/dev/null")))
+           (out (get-bytevector-all pipe)))
+      (close-pipe pipe)
+      (if (eof-object? out) #vu8() out))))
+
+(define text
+  (string-concatenate
+   (map (lambda (i) (format #f "<p>paragraph ~a of a page that repeats itself</p>\n" i))
+        (iota 400))))
+
+(define (concat bvs)
+  (let ((out (make-bytevector (apply + (map bytevector-length bvs)))))
+    (fold (lambda (bv at) (bytevector-copy! bv 0 out at (bytevector-length bv))
+                  (+ at (bytevector-length bv)))
+          0 bvs)
+    out))
+
+(test-group "deflate!"
+  (let* ((bv (string->utf8 text))
+         (d (make-deflater #:level 6))
+         (first (concat (append (deflate! d bv 0 5000 'none) (deflate! d bv 5000 6000 'flush))))
+         (rest (concat (deflate! d bv 6000 (bytevector-length bv) 'finish))))
+    (deflater-end! d)
+    (test-equal "a flush makes all input so far decodable"
+      (substring text 0 6000) (utf8->string (decode "gzip" first)))
+    (test-equal "the whole stream" text (utf8->string (decode "gzip" (concat (list first rest)))))
+    (test-assert "smaller" (< (+ (bytevector-length first) (bytevector-length rest))
+                              (quotient (bytevector-length bv) 4)))))
+
+(test-group "zstd-compress!"
+  (let* ((bv (string->utf8 text))
+         (z (make-zstd-encoder #:level 3))
+         (first (concat (append (zstd-compress! z bv 0 5000 'none)
+                                (zstd-compress! z bv 5000 6000 'flush))))
+         (rest (concat (zstd-compress! z bv 6000 (bytevector-length bv) 'finish))))
+    (zstd-encoder-end! z)
+    (test-equal "a flush makes all input so far decodable"
+      (substring text 0 6000) (utf8->string (decode "zstd" first)))
+    (test-equal "the whole frame" text (utf8->string (decode "zstd" (concat (list first rest)))))))
+
+(test-group "compress-bytevector"
+  (let ((bv (string->utf8 text)))
+    (test-equal "gzip, twice with the kept encoder" (list text text)
+      (map (lambda (i) (utf8->string (decode "gzip" (compress-bytevector bv 'gzip 6))))
+           '(1 2)))
+    (test-equal "zstd" text (utf8->string (decode "zstd" (compress-bytevector bv 'zstd 3))))))
+
+;;;
+;;; The middleware on a server
+;;;
+
+(define flag (string-append scratch "/go-on"))
+
+(define (app request body)
+  (let ((path (uri-path (request-uri request))))
+    (cond
+     ((string=? path "/page")
+      (values '((content-type . (text/html)) (etag . ("v1" . #t))) text))
+     ((string=? path "/small")
+      (values '((content-type . (text/html))) "<p>small</p>"))
+     ((string=? path "/png")
+      (values '((content-type . (image/png))) (make-bytevector 5000 0)))
+     ((string=? path "/partial")
+      (values (build-response #:code 206 #:headers
+                              '((content-type . (text/html))
+                                (content-range . (bytes (0 . 4999) 10000))))
+              (make-bytevector 5000 65)))
+     ((string=? path "/encoded")
+      (values '((content-type . (text/html)) (content-encoding . (br))) text))
+     ((string=? path "/no-transform")
+      (values '((content-type . (text/html)) (cache-control . (no-transform))) text))
+     ((string=? path "/procedure")
+      (values '((content-type . (text/plain)))
+              (lambda (port) (display text port))))
+     ((string=? path "/events")
+      (values '((content-type . (text/event-stream)))
+              (lambda (port)
+                (display "data: first\n\n" port)
+                (force-output port)
+                ;; The test creates FLAG once the first event arrived.
+                (let wait ((i 0))
+                  (unless (or (file-exists? flag) (> i 1000))
+                    (usleep 10000)
+                    (wait (+ i 1))))
+                (display "data: second\n\n" port))))
+     (else (values '((content-type . (text/plain))) "?")))))
+
+(define server (start-server ((compress-middleware) app)))
+(define port (server-port server))
+
+(define* (ask path #:key (method "GET") (headers '()))
+  (with-client port
+    (lambda (client)
+      (client-send! client (request-text path #:method method #:headers headers))
+      (client-read-response client #:head? (string=? method "HEAD")))))
+
+(define (header response name) (assq-ref (response-headers response) name))
+
+(define (coding-of path accept)
+  (let ((response body (ask path #:headers (list (string-append "Accept-Encoding: " accept)))))
+    (header response 'content-encoding)))
+
+(test-group "compress-middleware: negotiation"
+  (let ((response body (ask "/page" #:headers '("Accept-Encoding: gzip"))))
+    (test-equal "gzip" '(gzip) (header response 'content-encoding))
+    (test-equal "Vary" '(accept-encoding) (header response 'vary))
+    (test-equal "its bytes decode to the page" text (utf8->string (decode "gzip" body)))
+    (test-equal "a weak ETag" '("v1" . #f) (header response 'etag))
+    (test-equal "its Content-Length counts the compressed bytes"
+      (bytevector-length body) (response-content-length response))
+    (test-equal "the charset kept" '(text/html (charset . "utf-8"))
+      (header response 'content-type)))
+  (let ((response body (ask "/page" #:headers '("Accept-Encoding: zstd"))))
+    (test-equal "zstd decodes" text (utf8->string (decode "zstd" body))))
+  (test-equal "both: zstd" '(zstd) (coding-of "/page" "gzip, zstd"))
+  (test-equal "q-values: gzip" '(gzip) (coding-of "/page" "zstd;q=0.1, gzip"))
+  (test-equal "*: zstd" '(zstd) (coding-of "/page" "*"))
+  (test-equal "identity;q=0: a coding" '(gzip) (coding-of "/page" "identity;q=0, gzip"))
+  (test-equal "gzip;q=0: none" #f (coding-of "/page" "gzip;q=0"))
+  (test-equal "br: none" #f (coding-of "/page" "br"))
+  (let ((response body (ask "/page")))
+    (test-assert "no Accept-Encoding: the page" (equal? text (utf8->string body)))
+    (test-equal "with Vary" '(accept-encoding) (header response 'vary)))
+  (let ((response body (ask "/procedure" #:headers '("Accept-Encoding: gzip"))))
+    (test-equal "a procedure body" text (utf8->string (decode "gzip" body))))
+  (let ((response body (ask "/page" #:method "HEAD" #:headers '("Accept-Encoding: gzip"))))
+    (test-equal "HEAD: the same headers" '(gzip) (header response 'content-encoding))))
+
+(test-group "compress-middleware: left alone"
+  (test-equal "small" #f (coding-of "/small" "gzip"))
+  (test-equal "an image" #f (coding-of "/png" "gzip"))
+  (test-equal "a 206" #f (coding-of "/partial" "gzip"))
+  (test-equal "encoded already" '(br) (coding-of "/encoded" "gzip"))
+  (test-equal "no-transform" #f (coding-of "/no-transform" "gzip")))
+
+(define (chunks-data bv)
+  ;; -> the data of the complete chunks at the start of BV (chunked body)
+  (let lp ((at 0) (out '()))
+    (let* ((text (bytevector->string bv "ISO-8859-1"))
+           (line-end (string-contains text "\r\n" at)))
+      (if (not line-end)
+          (concat (reverse out))
+          (let ((size (string->number (substring text at line-end) 16)))
+            (if (or (not size) (zero? size)
+                    (> (+ line-end 2 size) (bytevector-length bv)))
+                (concat (reverse out))
+                (let ((data (make-bytevector size)))
+                  (bytevector-copy! bv (+ line-end 2) data 0 size)
+                  (lp (+ line-end 2 size 2) (cons data out)))))))))
+
+(test-group "compress-middleware: a streamed event arrives when flushed"
+  (for-each
+   (lambda (coding)
+     (when (file-exists? flag) (delete-file flag))
+     (with-client port
+       (lambda (client)
+         (client-send! client (request-text "/events" #:headers
+                                            (list (string-append "Accept-Encoding: " coding))))
+         (let* ((deadline (+ (now-seconds) 10))
+                (first (let lp ()
+                         (let* ((pending ((@@ (tests lib server) client-pending) client))
+                                (text (bytevector->string pending "ISO-8859-1"))
+                                (head-end (string-contains text "\r\n\r\n"))
+                                (body (and head-end
+                                           (let ((bv (make-bytevector (- (bytevector-length pending)
+                                                                         head-end 4))))
+                                             (bytevector-copy! pending (+ head-end 4) bv 0
+                                                               (bytevector-length bv))
+                                             bv)))
+                                (decoded (and body (utf8->string
+                                                    (decode coding (chunks-data body))))))
+                           (cond
+                            ((and decoded (string-contains decoded "data: first")) decoded)
+                            ((> (now-seconds) deadline) #f)
+                            (else
+                             ((@@ (tests lib server) receive-some!) client (+ (now-seconds) 1))
+                             (lp)))))))
+           (test-equal (string-append coding ": the first event, before the second is written")
+             "data: first\n\n" first)
+           (close-port (open-output-file flag))
+           (let ((bytes closed? (client-read-until-close client #:timeout 2)))
+             #t))))
+       (test-assert (string-append coding ": then the rest") #t))
+   '("gzip" "zstd")))
+
+(stop-server server)
+(system* "rm" "-rf" scratch)
+
+(test-end "web/compress")

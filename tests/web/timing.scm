@@ -1,0 +1,71 @@
+;;; tests/web/timing.scm --- (plucky web timing)
+
+(use-modules (srfi srfi-64)
+             (srfi srfi-11)
+             (ice-9 regex)
+             (web request)
+             (web uri)
+             (tests lib harness)
+             (plucky web timing))
+
+(define (request) (build-request (string->uri-reference "/") #:headers '((host . ("h" . #f)))))
+
+;; busy for about SECONDS, without sleeping (the clock is what is tested)
+(define (spin seconds)
+  (let ((end (+ (get-internal-real-time) (* seconds internal-time-units-per-second))))
+    (let lp () (when (< (get-internal-real-time) end) (lp)))))
+
+(define (phased request body)
+  (with-phase 'db (lambda () (spin 0.002)))
+  (spin 0.001)
+  (mark-phase! 'render)
+  (with-phase 'db (lambda () (spin 0.002)))
+  (values '((content-type . (text/plain))) (with-phase 'value (lambda () "ok"))))
+
+(define header-rx
+  (make-regexp "^db;dur=([0-9.]+), render;dur=([0-9.]+), value;dur=[0-9.]+, total;dur=([0-9.]+)$"))
+
+(test-begin "web/timing")
+
+(test-group "with-server-timing"
+  (call-guarded
+   (lambda ()
+     (let*-values (((seen) #f)
+                   ((response body)
+                    (((with-server-timing #:on-timing (lambda (r t) (set! seen t))) phased)
+                     (request) #f)))
+       (let* ((header (assq-ref response 'server-timing))
+              (m (and header (regexp-exec header-rx header))))
+         (test-equal "the body" "ok" body)
+         (test-assert (string-append "the header: " (or header "none")) m)
+         (when m
+           (let ((db (string->number (match:substring m 1)))
+                 (render (string->number (match:substring m 2)))
+                 (total (string->number (match:substring m 3))))
+             (test-assert "db adds its two phases" (>= db 4.0))
+             (test-assert "render: since the last mark" (>= render 1.0))
+             (test-assert "the total holds them" (>= total (+ db render))))))
+       (test-assert "on-timing is given the record" (timing? seen))
+       (test-equal "phases in order" '(db render value) (map car (timing-phases seen))))
+     (let-values (((response body) (((with-server-timing #:header? #f) phased) (request) #f)))
+       (test-equal "no header when asked" #f (assq 'server-timing response))))))
+
+(test-group "with-phase"
+  (call-guarded
+   (lambda ()
+     (test-equal "without a timing: the thunk's values" '(1 2)
+       (call-with-values (lambda () (with-phase 'x (lambda () (values 1 2)))) list))
+     (test-equal "no current timing outside" #f (current-timing)))))
+
+(test-group "mark-phase!"
+  (call-guarded
+   (lambda ()
+     (test-assert "without a timing: nothing" (begin (mark-phase! 'x) #t)))))
+
+(test-group "timing->header"
+  (call-guarded
+   (lambda ()
+     (let ((timing (make-timing)))
+       (test-assert "just a total" (string-prefix? "total;dur=" (timing->header timing)))))))
+
+(test-end "web/timing")
