@@ -48,9 +48,13 @@ check: all
 check-fresh:
 	scripts/check-fresh
 
+# The demo site: the landing page, the news site and the blog, their data
+# under $(DATA) (made and seeded on the first run), the status page on for
+# loopback clients.
+DATA ?= var
 run: all
 	scripts/install-deps run
-	bin/plucky serve apps/demo.scm --host $(HOST) --port $(PORT) $(if $(filter 0,$(shell id -u)),--allow-root)
+	PLUCKY_DATA=$(DATA) bin/plucky serve apps/demo.scm --host $(HOST) --port $(PORT) --status $(if $(filter 0,$(shell id -u)),--allow-root)
 
 bench: all
 	scripts/install-deps bench
@@ -59,11 +63,12 @@ bench: all
 clean:
 	rm -rf build
 
-# Headless Chromium loads /_plucky/status while wrk loads the server, and
-# checks that the charts render (tests/observe/browser.scm; a screenshot
-# goes to tests/out/status-page.png).  Not part of `make check': Debian's
+# The tests in headless Chromium: the status page under load
+# (tests/observe/browser.scm), the news site and the blog clicked through
+# as a newcomer would (tests/apps/news-browser.scm, blog-browser.scm).
+# Screenshots go to tests/out/.  Not part of `make check': Debian's
 # chromium is large and slow to install.
 .PHONY: check-browser
 check-browser: all
-	@command -v chromium >/dev/null || { echo "make check-browser needs Chromium: apt-get install chromium"; exit 1; }
-	PLUCKY_BROWSER_TEST=1 tests/run tests/observe/browser.scm
+	scripts/install-deps browser
+	PLUCKY_BROWSER_TEST=1 tests/run tests/observe/browser.scm tests/apps/news-browser.scm tests/apps/blog-browser.scm

@@ -22,6 +22,15 @@
 
 (define-module (plucky command)
   #:use-module (plucky server)
+  #:use-module ((srfi srfi-1) #:select (filter-map))
+  ;; (web response) and the rest only for --hsts and --redirect-https:
+  ;; the start of an app that does not import them must not load them
+  ;; (tests/server/startup).
+  #:autoload (web request) (request-host request-uri)
+  #:autoload (web response) (build-response response? response-version
+                             response-code response-reason-phrase
+                             response-headers)
+  #:autoload (web uri) (build-uri uri-path uri-query)
   #:autoload (plucky server socket) (inherited-listeners descriptor->listener
                                      listener-host? address-error?)
   #:autoload (plucky server privileges) (resolve-identity)
@@ -52,6 +61,14 @@ Options of serve — where:
                          descriptor N instead of opening one
   --inetd                serve the one connection on standard input and
                          output, then exit (inetd, systemd Accept=yes)
+  --tls-cert FILE        speak HTTPS with the certificate (and chain) in
+  --tls-key FILE         FILE and its private key (PEM); repeat the pair
+                         for several names: the client's SNI chooses
+  --hsts S               with --tls-cert: Strict-Transport-Security,
+                         max-age S seconds, on every response
+  --redirect-https PORT  answer every request with a 301 to the same
+                         URL over https on PORT (a plain-HTTP server
+                         beside an HTTPS one)
 Sockets passed by systemd or GNU Shepherd (LISTEN_FDS, LISTEN_PID,
 LISTEN_FDNAMES) are served instead of --host and --port.  Under systemd's
 Type=notify (NOTIFY_SOCKET), plucky says READY=1 once it serves,
@@ -151,7 +168,9 @@ fresh module where `app-directory' names the directory FILE is in.
     ("--write-timeout" 1 86400)
     ("--max-request-line" 1 ,(expt 2 28))
     ("--max-header-bytes" 1 ,(expt 2 28))
-    ("--max-header-count" 1 ,(expt 2 28))))
+    ("--max-header-count" 1 ,(expt 2 28))
+    ("--hsts" 0 ,(* 2 366 86400))
+    ("--redirect-https" 1 65535)))
 
 (define static-flag-names
   ;; the options of static alone
@@ -161,7 +180,7 @@ fresh module where `app-directory' names the directory FILE is in.
   ;; every option serve accepts
   (append
    '("--host" "--user" "--group" "--access-log" "--log-format" "--error-log"
-     "--status-token")
+     "--status-token" "--tls-cert" "--tls-key")
    (map car numeric-options)
    flag-names static-flag-names))
 
@@ -308,7 +327,18 @@ fresh module where `app-directory' names the directory FILE is in.
              (grace (option "--grace" 30))
              (handler-timeout (option "--handler-timeout" 30))
              (port (option "--port" 8080))
-             (fd (option "--fd" #f)))
+             (fd (option "--fd" #f))
+             (tls (tls-pairs options))
+             (hsts (option "--hsts" #f))
+             (redirect (option "--redirect-https" #f)))
+        (when (and hsts (not tls))
+          (fail "--hsts needs --tls-cert and --tls-key"))
+        (when (and redirect tls)
+          (fail "--redirect-https is for a plain-HTTP server; not with --tls-cert"))
+        (when tls
+          ;; Read here, to refuse a bad file with exit status 2; each
+          ;; worker reads them again (a reload's workers, afresh).
+          (fail-on-error 2 (lambda () ((tls-procedure 'load-tls-credentials) tls))))
         (when (and group (not user))
           (fail "--group needs --user"))
         (when (equal? (value "--status-token") "")
@@ -356,7 +386,11 @@ USER once the sockets are bound, or --allow-root"))))
                              1 (@ (plucky server notify) open-service-notifier))))
                (status (and (or (value "--status") (value "--status-token"))
                             (status-wrapper workers (value "--status-token"))))
-               (wrap (if status (car status) (lambda (handler) handler)))
+               (wrap (let ((wrap (if status (car status) (lambda (handler) handler))))
+                       (cond
+                        (redirect (lambda (handler) (https-redirect redirect)))
+                        (hsts (lambda (handler) (with-hsts hsts (wrap handler))))
+                        (else wrap))))
                (reload (lambda ()
                          (let* ((handler (make-handler))
                                 ;; A wrapper takes bodies as the app does
@@ -389,8 +423,67 @@ USER once the sockets are bound, or --allow-root"))))
                                     #:observer (and status (cdr status))
                                     #:user user
                                     #:group group
-                                    #:notify notify)))))
+                                    #:notify notify
+                                    #:tls (and tls
+                                               (lambda ()
+                                                 ((tls-procedure 'tls-transport-maker)
+                                                  ((tls-procedure 'load-tls-credentials)
+                                                   tls)))))))))
           (exit (if (eq? ok #f) 1 0)))))))
+
+(define (tls-pairs options)
+  ;; -> ((CERT . KEY) …) in the order given, or #f; exit 2 when the
+  ;; files do not come in pairs
+  (let ((certs (reverse (filter-map (lambda (o) (and (equal? (car o) "--tls-cert") (cdr o)))
+                                    options)))
+        (keys (reverse (filter-map (lambda (o) (and (equal? (car o) "--tls-key") (cdr o)))
+                                   options))))
+    (cond
+     ((and (null? certs) (null? keys)) #f)
+     ((= (length certs) (length keys)) (map cons certs keys))
+     (else (fail "--tls-cert and --tls-key come in pairs: ~a certificates, ~a keys"
+                 (length certs) (length keys))))))
+
+(define (tls-procedure name)
+  ;; (plucky server tls) loads GnuTLS: resolved only when HTTPS is asked
+  ;; for, not at every start.
+  (module-ref (resolve-interface '(plucky server tls)) name))
+
+(define (add-header response name value)
+  ;; RESPONSE (a <response> or a header alist, as handlers return) with
+  ;; the header NAME: VALUE added
+  (if (response? response)
+      (build-response #:version (response-version response)
+                      #:code (response-code response)
+                      #:reason-phrase (response-reason-phrase response)
+                      #:headers (acons name value (response-headers response)))
+      (acons name value response)))
+
+(define (with-hsts seconds handler)
+  ;; HANDLER, with Strict-Transport-Security on each of its responses
+  (let ((value (format #f "max-age=~a" seconds)))
+    (lambda (request body . state)
+      (call-with-values (lambda () (apply handler request body state))
+        (lambda (response body . state)
+          (apply values (add-header response 'strict-transport-security value)
+                 body state))))))
+
+(define (https-redirect port)
+  ;; -> a handler that sends every request to its https URL on PORT
+  (lambda (request body . state)
+    (let ((host (request-host request))
+          (uri (request-uri request)))
+      (apply values
+             (build-response
+              #:code 301
+              #:headers `((location . ,(build-uri 'https
+                                                  #:host (if host (car host) "localhost")
+                                                  #:port (and (not (= port 443)) port)
+                                                  #:path (uri-path uri)
+                                                  #:query (uri-query uri)))
+                          (content-type . (text/plain))))
+             "Moved to HTTPS.\n"
+             state))))
 
 (define (observe name module)
   ;; (plucky observe …) and what it loads are needed only by --status;

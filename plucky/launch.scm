@@ -7,13 +7,13 @@
 ;;;
 ;;; bin/plucky, the command (see (plucky command) for what it does), is a
 ;;; Guile script that the kernel starts through env(1): no shell in
-;;; between (a shell cost about 1 ms of each start: bench/startup).  It
+;;; between (a shell would add its own start to each: bench/startup).  It
 ;;; needs `make' to have compiled plucky (build/).
 ;;;
 ;;; Guile reads a script with its reader, written in Scheme, which skips
-;;; a comment character by character: the 1.3 KB of commentary this text
-;;; was until it moved here cost 1.2M instructions of every start (bench/
-;;; startup-instructions), hence the one line left there.  Guile's
+;;; a comment character by character, so commentary in bin/plucky costs
+;;; every start (bench/startup-instructions): it lives here, in compiled
+;;; code, and one line is left there.  Guile's
 ;;; interpreter then runs the script's forms, expanding each first, so
 ;;; there are two: collections off, first and alone (reading a form makes
 ;;; weak entries, its source properties, which can be enough to set off
@@ -25,8 +25,8 @@
 ;;; a procedure to machine code once it has been called that many times,
 ;;; 1,000 by default.  Start-up calls the module system's procedures just
 ;;; over that many times, and compiling them costs more than it saves
-;;; before the first response: with 3,000, 9M fewer instructions from
-;;; exec to the first 200 (bench/startup-instructions).  Procedures on the
+;;; before the first response; 3,000 keeps start-up in the VM (bench/
+;;; startup-instructions, exec to the first 200).  Procedures on the
 ;;; request path pass 3,000 calls within the first few thousand requests.
 ;;; Processes the app starts inherit it.
 ;;;
@@ -34,8 +34,8 @@
 ;;; form of this file, with `load-compiled', and its top level runs in
 ;;; the script's module.  Guile evaluates a script's own forms with its
 ;;; interpreter, expanding each with psyntax first; the work below, done
-;;; that way, cost 2.4M instructions more than compiled (bench/startup-
-;;; instructions), so bin/plucky has two forms and the rest is here.
+;;; that way, costs more than compiled (bench/startup-instructions), so
+;;; bin/plucky has two forms and the rest is here.
 ;;;
 ;;; bin/plucky turned collections off; this file:
 ;;;   - turns auto-compilation back on (bin/plucky's --no-auto-compile is

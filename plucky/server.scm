@@ -117,7 +117,7 @@
                                 #:key (worker? #f) (grace 30) (reload #f)
                                 (access-log #f) (error-log #f) (connections '())
                                 (observer #f) (notify #f) (status "serving")
-                                (handler-timeout 30))
+                                (make-transport #f) (handler-timeout 30))
   ;; Run the loop on SOCKETS (or CONNECTIONS) until it drains or stops;
   ;; -> the handler's final state.  WORKER? says a master started this
   ;; process (it shares the sockets: EPOLLEXCLUSIVE).  With RELOAD (a
@@ -219,7 +219,8 @@ until a restart"
                                   (access-log-response! access-log peer request
                                                         code bytes)))
                            #:signal-fd signal-fd #:on-signal on-signal
-                           #:observer observer)))
+                           #:observer observer
+                           #:make-transport make-transport)))
       (when timer
         (delete-signal-timer! timer))
       (when access-log
@@ -255,6 +256,7 @@ until a restart"
                      (user #f)
                      (group #f)
                      (notify 'environment)
+                     (tls #f)
                      (handler-timeout 30))
   "Serve HTTP with HANDLER until SIGINT or SIGTERM.  HANDLER is called as
 (HANDLER request body . STATE) and returns (values response body
@@ -294,6 +296,12 @@ name, becomes standard error.  SIGUSR1 reopens both.  OBSERVER, if given,
 is told where each request's time goes (see `run-loop' and (plucky
 observe accounting)).
 
+TLS: TLS, if given, is a thunk returning the procedure of a connection's
+descriptor that gives its transport (see `tls-transport-maker' in
+(plucky server tls)): every connection is then HTTPS.  Each worker calls
+it as it starts, after dropping privileges, so that the workers of a
+reload read the certificates afresh.
+
 Privileges: with USER (and GROUP, by default USER's group), the workers
 become that user before they load the app or read a request; the log
 files are created for that user.  Refusing to serve as root is the
@@ -323,7 +331,11 @@ caller's policy (see `plucky serve')."
                 sockets))
     (unless inetd?
       (for-each (lambda (sock)
-                  (log-line "listening on ~a (~a worker~a~a)" (listener-url sock)
+                  (log-line "listening on ~a (~a worker~a~a)"
+                            (let ((url (listener-url sock)))
+                              (if (and tls (string-prefix? "http:" url))
+                                  (string-append "https:" (substring url 5))
+                                  url))
                             workers (if (= workers 1) "" "s")
                             (if per-worker? ", a socket each with SO_REUSEPORT" "")))
                 addresses))
@@ -345,6 +357,7 @@ caller's policy (see `plucky serve')."
                   (when identity (drop-privileges! identity))
                   (serve-in-this-process sockets (or handler (handler-from reload))
                                          state settings
+                                         #:make-transport (and tls (tls))
                                          #:grace grace #:reload reload #:access-log log
                                          #:error-log error-log #:observer observer
                                          #:connections connections
@@ -356,7 +369,8 @@ caller's policy (see `plucky serve')."
                    (let ((handler (if (and handler (or (zero? generation) (not reload)))
                                       handler
                                       (handler-from reload)))
-                         (sockets (if per-worker? (list (list-ref sockets slot)) sockets)))
+                         (sockets (if per-worker? (list (list-ref sockets slot)) sockets))
+                         (make-transport (and tls (tls))))
                      (when per-worker?
                        ;; ready to accept: connections may come to this socket now
                        (start-listening! (car sockets)))
@@ -365,6 +379,7 @@ caller's policy (see `plucky serve')."
                                               #:worker? #t #:grace grace
                                               #:access-log log #:error-log error-log
                                               #:observer observer
+                                              #:make-transport make-transport
                                               #:handler-timeout handler-timeout))))
                  #:prepare (and identity (lambda () (drop-privileges! identity)))
                  #:grace grace

@@ -15,9 +15,8 @@
 ;;; compiling machine's, and compiled code is built for one byte order
 ;;; anyway), so the parsers import this module while they are compiled
 ;;; only, `(eval-when (expand) (use-modules (plucky http bytes)))', and
-;;; it is not loaded when they are (its load counted 0.36M instructions
-;;; with the JIT off in bench/startup-modules; bench/startup-instructions
-;;; went from 39.72M to 39.66M).
+;;; it is not loaded when they are, which saves its load on every start
+;;; (bench/startup-modules, bench/startup-instructions).
 ;;;
 ;;; Code:
 
@@ -33,9 +32,9 @@
 
 ;; Telling the compiler that an index is below 2^32 lets it keep loop
 ;; counters as untagged integers: without it `(+ i 1)' is a call into the
-;; runtime and a byte loop runs 2-3 times slower (bench/parse.scm).  The
-;; callers check every index against the bytevector at entry, so this is
-;; a no-op on every value that reaches it.
+;; runtime and a byte loop runs several times slower (bench/parse.scm).
+;; The callers check every index against the bytevector at entry, so
+;; this is a no-op on every value that reaches it.
 (define-syntax-rule (index-hint i) (logand i #xffffffff))
 
 ;; Bit 7 of each byte lane of the result is set exactly when that byte of

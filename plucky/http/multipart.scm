@@ -186,10 +186,10 @@ BOUNDARY is not 1 to 70 of the characters RFC 2046 allows."
 ;;;
 
 ;; The hot loop of the whole parser: a part's data is scanned for the CR
-;; that starts a delimiter, a word at a time.  On 50 MB of random bytes
-;; this finds the CRs at about 1.7 GB/s against 0.4 GB/s for a byte loop;
-;; unrolling to two words a turn gained nothing measurable (an A/B of
-;; the three loops on the data of bench/multipart.scm).
+;; that starts a delimiter, a word at a time: several times faster than
+;; a byte loop on random data, and unrolling to two words a turn gains
+;; nothing measurable (an A/B of the three loops on the data of
+;; bench/multipart.scm).
 (define-inlinable (find-cr bv start stop)
   ;; -> the index of the first CR in BV [START, STOP), or STOP
   (let ((stop (index-hint stop)))
@@ -364,10 +364,9 @@ returned, or a 400 for a body that ends too soon."
   ;; the data up to the delimiter or END.  -> the index to go on from
   ;;
   ;; Every index is hinted below 2^32 and `min' is spelled out: without
-  ;; that, each CR found cost a call to `min' and boxed indices.  Data
-  ;; with a CR every 40 bytes (bench/multipart.scm's crlf) parses 1.3-1.4
-  ;; times faster so, in an interleaved A/B of the two versions; random
-  ;; data, a CR every 256 bytes, hardly changes.
+  ;; that, each CR found costs a call to `min' and boxed indices, which
+  ;; shows on data with many CRs (bench/multipart.scm's crlf, an
+  ;; interleaved A/B) and hardly on random data.
   (let* ((delimiter (parser-delimiter parser))
          (size (bytevector-length delimiter))
          (sink (if (eq? (parser-state parser) 'body) (parser-on-part-data parser) ignore))

@@ -91,6 +91,18 @@
 ;;;     shared (immutable) string, as is an empty field value; the
 ;;;     target "/" alone is one shared URI record.
 ;;;
+;;; One module, though long: the byte classes, the word-at-a-time
+;;; scanners and the other per-byte helpers are `define-inline's and
+;;; `eval-when (expand)' macros ((plucky sys inline)), private to this
+;;; file and gone once it is compiled, so the compiler inlines them into
+;;; the loops of the request line, the field lines and the known-header
+;;; match, which all use them.  Split into modules, they would have to
+;;; be exported as `define-inlinable's and macros, which every start then
+;;; loads (bench/startup-modules, row (plucky http parse)), or be called
+;;; as procedures per byte or word (bench/parse.scm, chromium).  The
+;;; cache of header values (`cached-value') is small and compares bytes
+;;; with the same helpers.
+;;;
 ;;; Code:
 
 (define-module (plucky http parse)
@@ -122,19 +134,18 @@
 ;; `plucky serve' loads this module on every start, and loading runs in
 ;; Guile's VM, before any JIT.  A toplevel macro costs there: Guile keeps
 ;; it in the module, so loading the .go builds every syntax object its
-;; transformer holds, then defines it (about 4.7K instructions a
-;; binding); `define-inlinable' makes a macro and a procedure.  None is
+;; transformer holds, then defines it; `define-inlinable' makes a macro
+;; and a procedure.  None is
 ;; needed once this file is compiled, so each macro here is defined in
 ;; (eval-when (expand) ...): it exists while the file is compiled, and
 ;; not in the .go.  A call of a `define-inline' procedure ((plucky sys
 ;; inline)) expands into the code `define-inlinable' gave, so the
 ;; request path is unchanged.
 ;; Tables are computed by the compiler, not at load: `define-literal',
-;; `define-known-header-table'.  bench/startup-modules, row (plucky http
-;; parse) (callgrind, JIT off): 3,047,248 instructions -> 1,903,923
-;; without the macros -> 995,660 with the tables too; the .go: 458 ->
-;; 191 KB.  Parsing costs the same or less (bench/parse-instructions;
-;; less to mark in each collection).
+;; `define-known-header-table'.  Both shrink the module's load and its
+;; .go (bench/startup-modules, row (plucky http parse), callgrind, JIT
+;; off); parsing costs the same or less (bench/parse-instructions: less
+;; to mark in each collection).
 
 (eval-when (expand)
   (define-syntax-rule (define-constants (name value) ...)
@@ -274,7 +285,7 @@ is a 431."
     ;; bytes are those 4 or 8 ASCII characters, to compare with
     ;; bytevector-u32/u64-native-ref of the input.  A literal, not a
     ;; variable: "HTTP/1.1" is above the fixnum range, and comparing with a
-    ;; bignum variable boxed every word read (32 bytes per parse).
+    ;; bignum variable boxes every word read.
     (lambda (x)
       (syntax-case x ()
         ((_ str)
@@ -288,9 +299,9 @@ is a 431."
 
 ;;; Character classes: one 256-entry table, one bit per class.
 ;;;
-;;; The table is a constant of the .go: built at load, it cost 211K
-;;; instructions (bench/startup-modules, (plucky http parse): 1,903,923
-;;; -> 1,692,722); parsing costs the same (bench/parse-instructions).
+;;; The table is a constant of the .go, so loading does not build it
+;;; (bench/startup-modules, (plucky http parse)); parsing costs the same
+;;; (bench/parse-instructions).
 
 (define-constants
   (CLASS-TCHAR 1)                       ; token characters (RFC 9110 §5.6.2)
@@ -332,9 +343,9 @@ is a 431."
 ;;; clear.  Lanes are masked to 7 bits before any addition so that no
 ;;; sum reaches #x100: lanes never carry into each other, the answer is
 ;;; exact per byte, and the compiler keeps everything in untagged u64
-;;; registers.  A word scan costs about 0.9 ns a byte against 3-6 for a
-;;; byte loop (a 1000-byte value; bench/parse.scm's chromium request is
-;;; mostly long values).
+;;; registers.  A word scan is several times cheaper a byte than a byte
+;;; loop on long values, and bench/parse.scm's chromium request is mostly
+;;; long values.
 
 (eval-when (expand)
   (define-syntax-rule (lanes-high x)      ; byte >= #x80
@@ -365,8 +376,8 @@ is a 431."
 
 ;; The scanners are inlined into the loops that call them: a procedure
 ;; call and the two index hints at its entry cost more than scanning a
-;; typical header name (bench/parse.scm, chromium: 4.2 -> 2.9 us for the
-;; validation alone).  Each is also a procedure, for tests/http/parse.scm
+;; typical header name (bench/parse.scm, chromium, the validation
+;; alone).  Each is also a procedure, for tests/http/parse.scm
 ;; to try at every alignment: (define (NAME ...)) binds it at run time,
 ;; and the macro defined after it takes over the name in the rest of this
 ;; file as it is compiled.
@@ -433,8 +444,8 @@ is a 431."
   "Return a fresh string of the bytes [START, END) of BV decoded as
 latin-1, as Guile decodes a request (the empty string is shared).
 HIGH? says whether any byte is #x80 or above."
-  ;; ASCII: copy the slice and let utf8->string (C) decode it, 2-10x
-  ;; cheaper than string-set! per char, which takes a lock per call.
+  ;; ASCII: copy the slice and let utf8->string (C) decode it, several
+  ;; times cheaper than string-set! per char, which takes a lock per call.
   (let ((n (- end start)))
     (cond
      ((eqv? n 0) "")
@@ -534,7 +545,7 @@ HIGH? says whether any byte is #x80 or above."
 
   (define *cached-headers*
     ;; Headers a client repeats byte for byte on every request and whose
-    ;; Guile parser is slow (Accept: 4.5 us, 896 bytes): their parsed
+    ;; Guile parser is slow (Accept; bench/parse.scm): their parsed
     ;; values are remembered, see `cached-value'.  Only values made of
     ;; pairs, strings, symbols and numbers, so a copy is cheap and
     ;; complete; never credentials.
@@ -554,11 +565,10 @@ HIGH? says whether any byte is #x80 or above."
   (*cache-ways* 4)                      ; values remembered per header
   (*longest-cached-value* 512))         ; bytes
 
-;; Built at load, from the names, the table cost 697K instructions
-;; (bench/startup-modules, (plucky http parse): 1,692,722 -> 995,660).
-;; Now the compiler works out each header's symbol, kind, pattern and
-;; fold, and loading runs straight-line code that puts them in fresh
-;; vectors with what only run time has: an empty cache (a constant
+;; Built at load, from the names, the table would cost every start
+;; (bench/startup-modules, (plucky http parse)).  So the compiler works
+;; out each header's symbol, kind, pattern and fold, and loading runs
+;; straight-line code that puts them in fresh vectors with what only run time has: an empty cache (a constant
 ;; vector would be read-only) and the slot of Guile's parser for the
 ;; header, which `known-header-parser' fills at first need.
 (eval-when (expand)
@@ -663,8 +673,8 @@ HIGH? says whether any byte is #x80 or above."
 ;;;
 ;;; A browser sends the same Accept, Accept-Encoding and Accept-Language
 ;;; with every request, and Guile's parsers for them cost more than the
-;;; rest of the head together (Accept alone: 4.5 us and 896 bytes;
-;;; bench/parse.scm, chromium: about 15 -> 8 us per parse).
+;;; rest of the head together (bench/parse.scm, chromium, shows the
+;;; parse with and without the cache).
 ;;; So each of those headers remembers its last *cache-ways* values:
 ;;; (bytes . parsed).  A hit hands out a fresh deep copy of the parsed
 ;;; value, so a request never shares mutable structure with another.
@@ -774,8 +784,8 @@ HIGH? says whether any byte is #x80 or above."
 ;; The target "/" (no query, no fragment) is one URI record, made once:
 ;; a URI has no mutator and its only field that is not #f is the shared
 ;; immutable "/", so nothing a handler does to one request's URI can show
-;; in another's.  Saves a record, 64 of some 400 bytes a hello-world
-;; request allocates (bench/instructions: bench/RESULTS.md).
+;; in another's.  Saves a record, a good part of what a hello-world
+;; request allocates (bench/instructions).
 (define root-uri (build-uri-reference #:path "/"))
 
 ;; The request every request copies: meta '(), port #f.

@@ -101,10 +101,9 @@
 
 ;; An output buffer starts small and doubles when an answer needs more
 ;; (`output-reserve!'), once per buffer.  Guile zeroes a new bytevector,
-;; so the loop's 64 KB buffer cost 16 page faults before a worker's first
-;; answer: 15 fewer with 4 KB (perf stat -e page-faults over `plucky serve
-;; apps/hello.scm --workers 1' to its first 200: 1,295-1,302 before,
-;; 1,277-1,286 after; see bench/RESULTS.md).
+;; so a 64 KB buffer would take 16 page faults before a worker's first
+;; answer where 4 KB takes one (perf stat -e page-faults over `plucky
+;; serve apps/hello.scm --workers 1' to its first 200: bench/RESULTS.md).
 (define* (make-output #:optional (size 4096))
   "Return an empty output buffer of SIZE bytes that grows as needed."
   (let ((bv (make-bytevector size)))
@@ -155,8 +154,8 @@
 ;; A handler answers with a (web response) record or, shorter, a header
 ;; alist.  (web response) is loaded only once something needs it (an
 ;; app that builds responses imports it; an error answer builds one):
-;; plucky serve's start-up saves its load, 1.25M instructions
-;; (bench/startup-modules), for apps that answer with alists.  A value
+;; plucky serve's start-up saves its load (bench/startup-modules) for
+;; apps that answer with alists.  A value
 ;; can only be a response record once the module is loaded, so until
 ;; then the test is a look at the module table, and only for structs.
 

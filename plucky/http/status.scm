@@ -9,9 +9,9 @@
 ;;; version, the code and the phrase for each response, each status line
 ;;; is made once, as bytes, the first time it is needed, and kept: the
 ;;; writer copies it from then on.  Not at load time: making all 1,000
-;;; lines (codes 100-599, two versions) cost 3.9M instructions of every
-;;; start-up (callgrind, bench/startup), where a server mostly answers
-;;; with a handful of codes.
+;;; lines (codes 100-599, two versions) would cost every start-up
+;;; (callgrind, bench/startup-instructions), where a server mostly
+;;; answers with a handful of codes.
 ;;;
 ;;; Code:
 

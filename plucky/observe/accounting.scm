@@ -159,9 +159,9 @@ sampled requests, or #f when none was sampled."
 ;;; The time series: one slot per second, in rings
 ;;;
 
-;; The series count seconds since the epoch by `current-time': 14 ns a
-;; call where get-internal-real-time takes 35 (micro-benchmarked), and it
-;; is read for every request.  Should the system's clock jump, the slots
+;; The series count seconds since the epoch by `current-time', cheaper a
+;; call than get-internal-real-time (micro-benchmarked), and it is read
+;; for every request.  Should the system's clock jump, the slots
 ;; in between are cleared or, going back, written again: no harm done.
 (define-inlinable (now-second)
   (current-time))
@@ -228,9 +228,9 @@ from /proc/self/status, or #f where there is none)."
       (rss . ,(resident-bytes)))))
 
 ;; Read once a second by the time series: /proc/self/statm is one short
-;; line where /proc/self/status is some fifty, and reading those took
-;; 500 instructions a request under callgrind (where a second holds 1,600
-;; requests).
+;; line where /proc/self/status is some fifty, a cost that shows per
+;; request under callgrind, where a second holds few requests
+;; (bench/instructions).
 (define page-size
   (false-if-exception
    ((pointer->procedure int (symbol-address "getpagesize") '()))))
@@ -530,11 +530,10 @@ sums of theirs."
    ((and (observer-route-of observer) ((observer-route-of observer) request)))
    (else (uri-path (request-uri request)))))
 
-;; Sampling.  Full accounting costs about 4,000 machine instructions a
-;; request (route lookup, five histograms, the time series: Guile's JIT
-;; makes some 15 instructions of each Scheme operation), and the loop's
-;; timing 1,600 more, together 15% of a hello world's 40,000
-;; (bench/instructions, INSTRUCTIONS_MODES).  So on a busy server the loop
+;; Sampling.  Full accounting (route lookup, five histograms, the time
+;; series: Guile's JIT makes several machine instructions of each Scheme
+;; operation) and the loop's timing are together a large share of a hello
+;; world's request (bench/instructions, INSTRUCTIONS_MODES).  So on a busy server the loop
 ;; times one request in EVERY (its tally's countdown, which this observer
 ;; resets) and only counts the others, exactly, in the tally.  A timed
 ;; request is accounted for in full with a weight: the answers since the
@@ -695,7 +694,7 @@ are shared with the other workers."
 ;; figures of the other workers are at most about a second old; those of
 ;; workers that exited (killed, or retired by a reload) stay in, the
 ;; totals being those of the server since it started.  Writing costs a
-;; few milliseconds a second of a busy worker; nothing per request.
+;; busy worker a little once a second, and nothing per request.
 
 (define share-prefix "plucky-status-")
 

@@ -48,7 +48,7 @@
 ;;;
 
 ;; The page is made of thousands of numbers: `format' would make a string
-;; port for each (a kilobyte of buffers), 10 MB a page; these build
+;; port, with its buffers, for each, megabytes a page; these build
 ;; strings directly.
 
 (define (number->fixed x digits)

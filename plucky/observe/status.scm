@@ -86,8 +86,8 @@ cost of an exception handler per request."
             ;; once; what they need for this request is in variables,
             ;; and so are the handler's values: a thunk returning two
             ;; values through with-exception-handler's extent would have
-            ;; them gathered in a fresh list (48 bytes a request, and the
-            ;; collections they cost: bench/instructions, mode full).
+            ;; them gathered in a fresh list on every request, and the
+            ;; collections it costs (bench/instructions, mode full).
             (set! current-inbox inbox)
             (set! current-handler handler)
             (set! current-state state)

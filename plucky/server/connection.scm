@@ -362,9 +362,9 @@ the socket to a thread, or to a loop of its own."
 
 ;; A backtrace prints every frame's arguments, and the default record
 ;; printer would print the loop's event buffer and its table of a
-;; thousand connections in each frame: 150 ms a backtrace, time taken
-;; from every other client (found by tests/server/loop.scm's handler
-;; failures).  These records print as one short line instead.
+;; thousand connections in each frame, and a backtrace's time is taken
+;; from every other client (tests/server/loop.scm's handler failures
+;; show it).  These records print as one short line instead.
 (set-record-type-printer! <loop>
   (lambda (loop port)
     (format port "#<loop ~a connections>" (loop-count loop))))
@@ -380,9 +380,9 @@ the socket to a thread, or to a loop of its own."
 
 (define-syntax-rule (clock)
   ;; Nanoseconds on a monotonic clock: Guile counts internal time in ns.
-  ;; 29 ns a call, and GC_get_total_bytes 26 ns (measured with a loop of
-  ;; a million calls), so leaving the accounting on costs about 0.2 us a
-  ;; request; bench/hello's keep-alive figure shows the difference.
+  ;; It and GC_get_total_bytes are cheap calls, so leaving the accounting
+  ;; on costs little a request; bench/hello's keep-alive figure shows the
+  ;; difference.
   (get-internal-real-time))
 
 (define (clock-ms)
@@ -408,9 +408,9 @@ the socket to a thread, or to a loop of its own."
       expression))
 
 ;; The observer times one request in N, N of its choosing (see (plucky
-;; server tally)); the others cost a count.  bench/instructions counted
-;; 1,600 instructions a request for timing every one (six clock reads and
-;; three calls of the observer), 4% of a hello world's.
+;; server tally)); the others cost a count.  Timing a request takes six
+;; clock reads and three calls of the observer, a share of a hello
+;; world's request that bench/instructions shows.
 
 (define-syntax-rule (take-sample! loop)
   ;; Count a request down.  -> #t when it is to be timed
@@ -753,7 +753,8 @@ as the socket takes now; queue the rest.  Return nothing."
                      (else 'error))))))))))
 
 (define (send-file! conn body)
-  ;; Send BODY with sendfile(2) until it is out or the socket is full.
+  ;; Send BODY with sendfile(2) until it is out or the socket is full;
+  ;; through `copy-file!' when the transport cannot sendfile (TLS).
   ;; -> done | again | error
   (let ((sendfile (transport-sendfile (connection-transport conn)))
         (out-fd (connection-out-fd conn)))

@@ -52,7 +52,15 @@
   #:use-module (plucky server pool)
   #:use-module (plucky server respond)
   #:use-module (plucky server request)
-  #:re-export (make-loop-settings
+  #:use-module (plucky server watch)
+  #:re-export (loop-watch!
+               loop-want-write!
+               loop-unwatch!
+               loop-watching?
+               loop-call-after!
+               loop-cancel-timer!
+               loop-now-ms
+               make-loop-settings
                loop-settings?
                %default-loop-settings
                with-body-port
@@ -180,9 +188,8 @@ current error port, as one line, and flush it."
 (define (sockaddr->peer sockaddr)
   ;; The client's address for the observer, who asks for it only on its
   ;; own pages (current-request-peer): an IPv4 address as its number,
-  ;; made a string when asked.  inet-ntop takes 1.6 us, and made
-  ;; accounting cost 13,000 instructions a connection (bench/instructions,
-  ;; load close).
+  ;; made a string when asked: inet-ntop on every connection is a large
+  ;; share of accounting's cost (bench/instructions, load close).
   (if (= (bytevector-u16-native-ref sockaddr 0) AF_INET)
       (bytevector-u32-ref sockaddr 4 (endianness big))
       (sockaddr->string sockaddr)))
@@ -233,6 +240,7 @@ current error port, as one line, and flush it."
               ;; and closed here costs accept4, read, write and close and
               ;; nothing else (bench/hello, Connection: close).
               (read-ready! loop conn)
+              (read-pending! loop conn)
               (when (and (eq? (connection-ref loop fd) conn)
                          (not (connection-watched? conn)))
                 (watch! loop conn EPOLLIN)))
@@ -279,6 +287,18 @@ current error port, as one line, and flush it."
                       (set-connection-state! conn 'idle)
                       (refuse! loop conn (job-request job) 503 "no thread free to serve this request")))
                   (take-expired-jobs! pool oldest))))))
+
+(define (read-pending! loop conn)
+  ;; Read what CONN's transport holds that epoll cannot show (a TLS
+  ;; record larger than the last read's room), while CONN reads.
+  (let ((fd (connection-fd conn))
+        (pending? (transport-pending? (connection-transport conn))))
+    (let lp ()
+      (when (and (pending? fd)
+                 (eq? (connection-ref loop fd) conn)
+                 (not (memq (connection-state conn) '(writing handed-off))))
+        (read-ready! loop conn)
+        (lp)))))
 
 (define (finish-jobs! loop)
   ;; On the loop's thread: take back the connections threads are done
@@ -449,6 +469,7 @@ and closes it through; by default, `plain-transport'."
                   (watch! loop conn EPOLLIN)))
               connections)
     (set! current-poller p)
+    (set-current-watchers! (make-watchers epfd (lambda () (loop-now loop))))
     (with-handler-errors-caught loop
       (lambda ()
         (serve-rounds p)))
@@ -515,18 +536,22 @@ and closes it through; by default, `plain-transport'."
                     (when grace (start-drain! p grace))))
                  (else
                   (let ((conn (connection-ref loop fd)))
-                    (when conn
-                      (cond
-                       ((eq? (connection-state conn) 'writing)
-                        (if (zero? (logand flags EPOLLOUT))
-                            ;; EPOLLERR or EPOLLHUP: the peer is gone.
-                            (close-connection! loop conn)
-                            (when (write-ready! loop conn)
-                              (serve-input! loop conn (connection-input conn)
-                                            (connection-start conn)
-                                            (connection-end conn)))))
-                       (else
-                        (read-ready! loop conn))))))))
+                    (if (not conn)
+                        ;; a takeover's descriptor (plucky server watch)
+                        (watchers-ready! (current-watchers) fd flags)
+                        (begin
+                          (cond
+                           ((eq? (connection-state conn) 'writing)
+                            (if (zero? (logand flags EPOLLOUT))
+                                ;; EPOLLERR or EPOLLHUP: the peer is gone.
+                                (close-connection! loop conn)
+                                (when (write-ready! loop conn)
+                                  (serve-input! loop conn (connection-input conn)
+                                                (connection-start conn)
+                                                (connection-end conn)))))
+                           (else
+                            (read-ready! loop conn)))
+                          (read-pending! loop conn)))))))
               (lp (+ i 1))))
           (cond
            ((loop-drain-deadline loop)
@@ -542,10 +567,16 @@ and closes it through; by default, `plain-transport'."
             (set-poller-paused! p #f)
             (watch-listeners! p)))
           (let* ((tick? (>= now (+ last-tick 1000)))
-                 (last-tick (if tick? now last-tick)))
+                 (last-tick (if tick? now last-tick))
+                 (watchers (current-watchers)))
             (when tick? (tick! loop))
+            (when (>= now (watchers-next-due watchers))
+              (run-due-timers! watchers now))
             (when (>= now (loop-next-sweep loop))
               (sweep! loop now (+ last-tick 1000)))
+            ;; Sleep no later than the earliest timer of a takeover.
+            (when (< (watchers-next-due watchers) (loop-next-sweep loop))
+              (set-loop-next-sweep! loop (watchers-next-due watchers)))
             (round last-tick next-date)))))))
 
 (define (stop-threads! loop pool)
@@ -573,6 +604,10 @@ and closes it through; by default, `plain-transport'."
         (let ((conn (vector-ref table fd)))
           (when conn (close-connection! loop conn)))
         (lp (+ fd 1)))))
+  (let ((watchers (current-watchers)))
+    (when watchers
+      (stop-watchers! watchers)
+      (set-current-watchers! #f)))
   (fd-close (loop-epfd loop))
   (close-port (car (loop-wake-ports loop)))
   (close-port (cdr (loop-wake-ports loop)))

@@ -385,7 +385,7 @@ for them; return nothing."
          (handler (pool-handler pool))
          (request (job-request job)))
     (define (send! bv start count)
-      (write-all! out-fd bv start count timeout)
+      (write-all! out-fd bv start count timeout (connection-transport conn))
       (set-job-bytes! job (+ (job-bytes job) count)))
     (define (send-output! out)
       (send! (output-bytes out) 0 (output-fill out)))
@@ -486,6 +486,7 @@ for them; return nothing."
     (call-with-values
         (lambda ()
           (open-stream-writer out-fd framing #:timeout timeout
+                              #:transport (connection-transport (job-conn job))
                               #:length (assq-ref headers 'content-length)
                               #:encoding (cond ((not charset) "UTF-8")
                                                ((symbol? charset) (symbol->string charset))

@@ -335,11 +335,13 @@ connection.  Return nothing."
                   (connection-fd conn) framing bv start end
                   #:timeout (/ (settings-body-ms settings) 1000)
                   #:max-body (settings-max-body settings)
+                  #:transport (connection-transport conn)
                   #:continue (and continue?
                                   (lambda ()
                                     (write-all! out-fd continue-line 0
                                                 (bytevector-length continue-line)
-                                                (/ (settings-write-ms settings) 1000)))))))
+                                                (/ (settings-write-ms settings) 1000)
+                                                (connection-transport conn)))))))
     (set-connection-input! conn #f)
     (hand-off! loop conn
                (make-job #:conn conn #:kind 'call #:request request #:reader reader

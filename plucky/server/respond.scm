@@ -65,9 +65,9 @@
 
 ;; Exceptions are caught by one handler installed around the whole loop
 ;; (`with-handler-errors-caught') rather than one per request: installing
-;; a handler per request cost 0.7 us and 400 bytes (measured with a
-;; micro-benchmark of call-handler).  The loop's `guarded' field says
-;; which request, if any, is in the hands of application code; the
+;; a handler per request costs time and allocation on every request (a
+;; micro-benchmark of call-handler shows it).  The loop's `guarded' field
+;; says which request, if any, is in the hands of application code; the
 ;; handler logs a backtrace taken where the exception was raised and
 ;; escapes to the per-request prompt, which Guile compiles inline.
 (define (with-handler-errors-caught loop thunk)

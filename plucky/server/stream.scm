@@ -39,6 +39,7 @@
   #:use-module ((ice-9 binary-ports) #:select (make-custom-binary-input-port
                                                 make-custom-binary-output-port))
   #:use-module (plucky sys libc)
+  #:use-module (plucky server transport)
   #:use-module (plucky http error)
   #:use-module (plucky http chunked)
   #:export (&body-error
@@ -83,14 +84,16 @@
 ;;; Blocking I/O on a non-blocking descriptor
 ;;;
 
-(define (write-all! fd bv start count timeout)
-  "Write BV [START, START+COUNT) to FD, waiting up to TIMEOUT seconds
-each time the socket takes nothing.  Raise &connection-lost when the
-client is gone or the time runs out."
-  (let ((address (bytevector-address bv)))
+(define* (write-all! fd bv start count timeout #:optional (transport plain-transport))
+  "Write BV [START, START+COUNT) to FD through TRANSPORT (plucky server
+transport), waiting up to TIMEOUT seconds each time the socket takes
+nothing.  Return nothing; raise &connection-lost when the client is gone
+or the time runs out."
+  (let ((address (bytevector-address bv))
+        (write (transport-write transport)))
     (let lp ((start start) (count count))
       (when (> count 0)
-        (let ((n (fd-write fd address start count)))
+        (let ((n (write fd address start count)))
           (cond
            ((>= n 0) (lp (+ start n) (- count n)))
            ((= n (- errno-EAGAIN))
@@ -99,16 +102,18 @@ client is gone or the time runs out."
                 (connection-lost "the client did not read the answer in time")))
            (else (connection-lost (errno->string n)))))))))
 
-(define (read-some! fd bv start count timeout)
-  ;; -> bytes read into BV [START, START+COUNT), at least 1; raise a
-  ;; &body-error when the body stops or ends early.
-  (let ((address (bytevector-address bv)))
+(define (read-some! fd bv start count timeout transport)
+  ;; -> bytes read into BV [START, START+COUNT) through TRANSPORT, at
+  ;; least 1; raise a &body-error when the body stops or ends early.
+  (let ((address (bytevector-address bv))
+        (read (transport-read transport)))
     (let lp ()
-      (let ((n (fd-read fd address start count)))
+      (let ((n (read fd address start count)))
         (cond
          ((> n 0) n)
          ((= n (- errno-EAGAIN))
-          (if (fd-wait fd 'read (* 1000 timeout))
+          (if (or ((transport-pending? transport) fd)
+                  (fd-wait fd 'read (* 1000 timeout)))
               (lp)
               (body-error 408 "the request body stopped arriving")))
          ((zero? n) (body-error 400 "the connection closed before the body's end"))
@@ -119,10 +124,11 @@ client is gone or the time runs out."
 ;;;
 
 (define-record-type <body-reader>
-  (%make-body-reader fd timeout port continue remaining decoder
+  (%make-body-reader fd transport timeout port continue remaining decoder
                      raw raw-start raw-end data data-start data-end finished?)
   body-reader?
   (fd reader-fd)
+  (transport reader-transport)              ; <transport> of FD
   ;; #t once the handler has returned: the socket is the loop's again
   (finished? reader-finished? set-reader-finished!)
   (timeout reader-timeout)                  ; seconds a read may wait
@@ -148,9 +154,10 @@ client is gone or the time runs out."
   65536)
 
 (define* (make-body-reader fd framing bv start end #:key (timeout 30)
-                           (max-body (* 64 1024 1024)) (continue #f))
+                           (max-body (* 64 1024 1024)) (continue #f)
+                           (transport plain-transport))
   "Return a reader of the request body that starts at BV [START, END) (the
-bytes that came after the head, copied) and goes on on the socket FD.
+bytes that came after the head, copied) and goes on on the socket FD, read through TRANSPORT.
 FRAMING is the body's length in bytes (Content-Length) or 'chunked.
 Each read waits at most TIMEOUT seconds; a chunked body longer than
 MAX-BODY bytes is an error (413).  CONTINUE, if given, is a thunk called
@@ -162,7 +169,7 @@ is the port the handler reads; errors reading it raise a &body-error."
          ;; handler's buffer: RAW holds only what came with the head.
          (raw (make-bytevector (if chunked? (max raw-size have) have)))
          (reader (%make-body-reader
-                  fd timeout #f continue (and (not chunked?) framing)
+                  fd transport timeout #f continue (and (not chunked?) framing)
                   (and chunked? (make-chunked-decoder #:max-total max-body))
                   raw 0 have
                   (and chunked? (make-bytevector (bytevector-length raw))) 0 0 #f)))
@@ -206,7 +213,7 @@ is the port the handler reads; errors reading it raise a &body-error."
                       ;; buffer, never past the body's end: what follows
                       ;; belongs to the next request.
                       (read-some! (reader-fd reader) bv start count
-                                  (reader-timeout reader)))))
+                                  (reader-timeout reader) (reader-transport reader)))))
           (set-reader-remaining! reader (- remaining n))
           n))))
 
@@ -225,7 +232,7 @@ is the port the handler reads; errors reading it raise a &body-error."
       (when (= (reader-raw-start reader) (reader-raw-end reader))
         (let ((n (read-some! (reader-fd reader) (reader-raw reader) 0
                              (bytevector-length (reader-raw reader))
-                             (reader-timeout reader))))
+                             (reader-timeout reader) (reader-transport reader))))
           (set-reader-raw-start! reader 0)
           (set-reader-raw-end! reader n)))
       (set-reader-data-start! reader 0)
@@ -274,8 +281,10 @@ pipelined request) as three values: a bytevector, start and end."
 (define last-chunk (string->utf8 "0\r\n\r\n"))
 
 (define* (open-stream-writer fd framing #:key (timeout 30) (length #f)
-                             (encoding "UTF-8") (buffer 16384))
-  "Return an output port whose bytes go to the socket FD as they are
+                             (encoding "UTF-8") (buffer 16384)
+                             (transport plain-transport))
+  "Return an output port whose bytes go to the socket FD (through
+TRANSPORT) as they are
 written, framed by FRAMING: 'chunked (each write a chunk; closing the
 port sends the last chunk and its CRLF), 'length (exactly LENGTH bytes
 as they are: fewer when the port is closed, or more, is an error), or
@@ -311,19 +320,19 @@ flushed or closed after is dropped), for an answer that failed."
                                    (lambda (piece from n)
                                      (bytevector-copy! piece from chunk fill n)
                                      (set! fill (+ fill n))))
-                    (write-all! fd chunk 0 fill timeout)))
+                    (write-all! fd chunk 0 fill timeout transport)))
                  ((length)
                   (when (> (+ sent count) length)
                     (error "streamed body longer than its Content-Length" length))
-                  (write-all! fd bv start count timeout))
-                 (else (write-all! fd bv start count timeout)))
+                  (write-all! fd bv start count timeout transport))
+                 (else (write-all! fd bv start count timeout transport)))
                (set! sent (+ sent count)))
              count)
            #f #f
            (lambda ()
              (case (and (not abandoned?) framing)
                ((chunked) (write-all! fd last-chunk 0 (bytevector-length last-chunk)
-                                      timeout))
+                                      timeout transport))
                ((length)
                 (unless (= sent length)
                   (error "streamed body shorter than its Content-Length" sent length))))))))

@@ -36,10 +36,12 @@
             transport-shutdown
             transport-close
             transport-wants-write?
+            transport-pending?
             plain-transport))
 
 (define-record-type <transport>
-  (%make-transport read write writev sendfile shutdown close wants-write?)
+  (%make-transport read write writev sendfile shutdown close wants-write?
+                   pending?)
   transport?
   ;; (fd address start count) -> bytes read, 0 at end of file, or -errno
   (read transport-read)
@@ -54,20 +56,27 @@
   ;; (fd) -> 0 or -errno: the descriptor is released
   (close transport-close)
   ;; (fd) -> true when the last read wants the socket writable first
-  (wants-write? transport-wants-write?))
+  (wants-write? transport-wants-write?)
+  ;; (fd) -> true when input the socket no longer shows waits in the
+  ;; transport (a TLS record the last read could not hold): read again
+  ;; without waiting for epoll
+  (pending? transport-pending?))
 
 (define (never-wants-write fd) #f)
+(define (never-pending fd) #f)
 
 (define* (make-transport #:key (read fd-read) (write fd-write) (writev fd-writev)
                          (sendfile fd-sendfile) (shutdown fd-shutdown-write)
-                         (close fd-close) (wants-write? never-wants-write))
+                         (close fd-close) (wants-write? never-wants-write)
+                         (pending? never-pending))
   "Return a transport: the procedures the loop reads, writes, sends
 files, shuts down and closes a connection's descriptors with.  Each
 defaults to the libc call of (plucky sys libc) that the plain transport
 uses; READ and WRITE take (fd address start count), WRITEV (fd
 iovecs-address count), SENDFILE (out-fd file-fd offset count) or #f,
-SHUTDOWN and CLOSE and WANTS-WRITE? (fd)."
-  (%make-transport read write writev sendfile shutdown close wants-write?))
+SHUTDOWN and CLOSE and WANTS-WRITE? and PENDING? (fd)."
+  (%make-transport read write writev sendfile shutdown close wants-write?
+                   pending?))
 
 (define plain-transport
   ;; Shared by every plain connection: nothing to allocate per accept.

@@ -14,11 +14,9 @@
 ;;; (system foreign-library) "scm_init_system_foreign_library" (`dlopen',
 ;;; `dlsym').  The rest of those modules, Scheme code plucky does not
 ;;; use (C structs, wrapped pointer types, the search of library paths),
-;;; cost 0.95M instructions of each start (8% of plucky's share beyond
-;;; `guile -c 1', bench/startup-instructions), 0.57 ms of the modules'
-;;; loading and a median of 0.27 ms (mean 0.48) of exec to the first
-;;; response over 600 paired starts (bench/RESULTS.md, "The FFI without
-;;; (system foreign)").
+;;; cost each start instructions and time from exec to the first
+;;; response (bench/startup-instructions, and paired starts in
+;;; bench/RESULTS.md, "The FFI without (system foreign)").
 ;;;
 ;;; This module runs the two initialisers itself, with `load-extension'
 ;;; (libguile registers them under those names, so nothing is searched

@@ -8,9 +8,9 @@
 ;;; bin/plucky starts with `(gc-disable)', loads this module and calls
 ;;; `reserve-heap!', loads (plucky command) and every module a server
 ;;; needs, then `(gc-enable)'s before the app file is loaded.  Both
-;;; steps keep libgc's full collections (8-11M instructions each over
-;;; both threads, callgrind; a sixth of plucky's start-up beyond
-;;; Guile's own, bench/startup) off the path from exec to the first
+;;; steps keep libgc's full collections (a large share of plucky's
+;;; start-up beyond Guile's own: callgrind, bench/startup-instructions)
+;;; off the path from exec to the first
 ;;; response, where there is nothing to collect yet:
 ;;;
 ;;;   - Every symbol Guile interns is an entry of a weak table, and
@@ -19,8 +19,8 @@
 ;;;     1' ends just short of that; plucky's modules add about 2,800.
 ;;;     With collections off, the table grows all the same.
 ;;;   - Guile's heap starts at 2 MB, and after Guile's own start and
-;;;     plucky's modules it was full to the last 12 KB: the app's load
-;;;     or the first request then collected.  `reserve-heap!' adds 8 MB
+;;;     plucky's modules it is all but full: the app's load or the
+;;;     first request would then collect.  `reserve-heap!' adds 8 MB
 ;;;     to it first, address space that is only backed by memory as
 ;;;     objects are put there; the first collection then comes when the
 ;;;     server has allocated that much, as any program's would.
@@ -37,10 +37,10 @@ it is full; return #t on success."
   ;; libguile is linked with libgc: its symbols are in the process.
   ;;
   ;; The result is bound before it is tested: Guile 3.0.8 inlines this
-  ;; procedure into callers in other modules, and when the body was
-  ;; `(not (zero? (call ...)))' and the caller discarded the value (as
-  ;; plucky/launch.scm does), it dropped the call along with the test.
-  ;; The heap then stayed at 2 MB and start-up collected once more
+  ;; procedure into callers in other modules, and with the body
+  ;; `(not (zero? (call ...)))' a caller that discards the value (as
+  ;; plucky/launch.scm does) drops the call along with the test: the
+  ;; heap would stay at 2 MB and start-up collect once more
   ;; (tests/server/startup.scm checks the heap the app sees).
   (let ((expanded ((pointer->procedure int (symbol-address "GC_expand_hp")
                                        (list size_t))

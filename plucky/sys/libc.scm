@@ -6,10 +6,10 @@
 ;;; Commentary:
 ;;;
 ;;; Guile's socket procedures work on ports, and a port allocates a read
-;;; and a write buffer: the seed profile's 47K instructions per request in
-;;; "port buffer allocation".  plucky keeps each connection as a bare file
-;;; descriptor and calls read(2), write(2), writev(2), accept4(2) and
-;;; friends through the FFI instead.
+;;; and a write buffer, a large cost per request in the seed profile
+;;; ("port buffer allocation", bench/instructions).  plucky keeps each
+;;; connection as a bare file descriptor and calls read(2), write(2),
+;;; writev(2), accept4(2) and friends through the FFI instead.
 ;;;
 ;;; Conventions shared by every wrapper here:
 ;;;  - EINTR is retried inside the wrapper; a caller never sees it.

@@ -234,8 +234,8 @@ for gzip, 3 for zstd)."
                               (string->utf8 body)
                               (string->bytevector body charset)))
                          (else (call-with-encoded-output-string charset body))))
-                 ;; A bytevector body: the server no longer adds the
-                 ;; charset it would have added to a text's type.
+                 ;; A bytevector body: the server does not add the
+                 ;; charset it adds to a text's type, so add it here.
                  (headers (if textual?
                               (map (lambda (h)
                                      (if (eq? (car h) 'content-type)

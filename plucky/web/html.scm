@@ -101,8 +101,8 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
   (fill sink-fill set-sink-fill!))      ; bytes used
 
 ;; One buffer is kept between pages and reused, a page's worth of
-;; garbage fewer for each (bench/html: the collector's share of a page
-;; was half its time).  A thread that finds it taken makes its own.
+;; garbage fewer for each (bench/html shows the collector's share of a
+;; page's time).  A thread that finds it taken makes its own.
 (define spare-sink (make-atomic-box #f))
 
 (define (take-sink)

@@ -201,8 +201,8 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
 ;; A small file's contents are kept in its entry and sent as a bytevector:
 ;; (plucky http response) copies it behind the head, so head and body
 ;; leave with one write(2), where a file body costs a write and a
-;; sendfile.  Only small ones: the copy grows with the file, and for a
-;; 50 KB file sendfile cost no more CPU a request (plucky profile of a
+;; sendfile.  Only small ones: the copy grows with the file, and for
+;; larger files sendfile costs no more CPU a request (plucky profile of a
 ;; static-handler).  Bounded by `memory-limit' per cache; past it,
 ;; entries send with sendfile.
 (define small-file 16384)

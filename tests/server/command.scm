@@ -277,14 +277,32 @@
       (test-assert "the request target" (string-contains body "/some/path?q=1")))))
 
 (test-group "serve apps/demo.scm"
-  (with-serve (process port (app "demo.scm"))
-    (test-equal "/ is hello" "Hello, World!"
-      (let ((status out (curl (url port "/")))) (curl-body out)))
-    (test-assert "/headers is the table"
-      (let ((status out (curl (url port "/headers")))) (string-contains out "<table")))
-    (test-assert "anything else is a 404"
-      (let ((status out (curl (url port "/nowhere"))))
-        (string-prefix? "HTTP/1.1 404" out)))))
+  ;; The demo's data (the news site's SQLite file, the blog's repository)
+  ;; goes to a directory of the test's, made and seeded at the start.
+  (let ((data (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-demo-XXXXXX"))))
+    (setenv "PLUCKY_DATA" data)
+    (with-serve (process port (app "demo.scm"))
+      (test-assert "/ is the landing page, linking to the apps"
+        (let ((status out (curl (url port "/"))))
+          (and (string-contains out "<h1>plucky")
+               (string-contains out "href=\"/news/\"")
+               (string-contains out "href=\"/blog/\""))))
+      (test-assert "/news/ is the news site's front page, seeded"
+        (let ((status out (curl (url port "/news/"))))
+          (and (string-prefix? "HTTP/1.1 200" out)
+               (= 30 (length (list-matches "class=\"athing\"" out))))))
+      (test-assert "/blog/ is the blog's index"
+        (let ((status out (curl (url port "/blog/"))))
+          (string-prefix? "HTTP/1.1 200" out)))
+      (test-equal "/hello is hello" "Hello, World!"
+        (let ((status out (curl (url port "/hello")))) (curl-body out)))
+      (test-assert "/headers is the table"
+        (let ((status out (curl (url port "/headers")))) (string-contains out "<table")))
+      (test-assert "anything else is a 404"
+        (let ((status out (curl (url port "/nowhere"))))
+          (string-prefix? "HTTP/1.1 404" out))))
+    (unsetenv "PLUCKY_DATA")
+    (system* "rm" "-rf" data)))
 
 (test-group "serve with every option"
   (with-serve (process port (app "hello.scm")

@@ -1,0 +1,667 @@
+;;; (blog app) --- the blog: requests in, pages out, the cache between
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; `make-blog-app' returns the blog's handler.  A request flows:
+;;;
+;;;  1. the ref check: `branch-commit' reads refs/heads/master (one file
+;;;     read).  If the commit moved — a comment, the admin, or a `git push'
+;;;     from outside — the worker's page cache is dropped and the index
+;;;     (every post's metadata) read again from the new commit, reusing
+;;;     the posts whose trees did not change;
+;;;  2. a GET or HEAD from a visitor who is not logged in (no session
+;;;     cookie) is answered from the cache when it can be: the page's bytes
+;;;     keyed by its URL, with the commit as ETag and the commit's time as
+;;;     Last-Modified, and a 304 when If-None-Match or If-Modified-Since
+;;;     say the client has it.  A miss renders the page and keeps it;
+;;;  3. anything else (the admin, with its session; a comment's POST) goes
+;;;     to the router below; pages for the logged-in admin, who sees
+;;;     drafts, are never cached.
+;;;
+;;; This is the seed's design (tekuti's): the cache is keyed by the
+;;; branch's commit, so nothing is ever stale, and a cached page costs a
+;;; ref read and a hash lookup (bench/blog measures both).  Each worker
+;;; keeps its own cache.
+;;;
+;;; Comments from visitors carry no session: a page in the cache is the
+;;; same bytes for everyone, so its form cannot hold a per-visitor CSRF
+;;; token.  It holds instead a token made from the post and the day with
+;;; the blog's secret (HMAC-SHA-256), good for two days: a POST without a
+;;; token, with another post's, or with an old one is refused.  What
+;;; stops spam is the honeypot field (hidden from people, filled by
+;;; bots) and a rate limit per address.  The admin's forms carry the
+;;; session's token, as the news site's do.
+;;;
+;;; All links are relative, so the blog works mounted under any prefix
+;;; (the demo serves it at /blog/).
+;;;
+;;; Code:
+
+(define-module (blog app)
+  #:use-module (srfi srfi-1)
+  #:use-module (srfi srfi-9)
+  #:use-module (srfi srfi-11)
+  #:use-module ((srfi srfi-19) #:hide (current-time))
+  #:use-module (ice-9 match)
+  #:use-module (ice-9 threads)
+  #:use-module (rnrs bytevectors)
+  #:use-module (sxml simple)
+  #:use-module (web request)
+  #:use-module (web response)
+  #:use-module (web uri)
+  #:use-module ((plucky server loop) #:select (current-request-peer))
+  #:use-module (plucky web html)
+  #:use-module (plucky web forms)
+  #:use-module (plucky web session)
+  #:use-module (plucky web password)
+  #:use-module ((plucky web crypto) #:select (random-bytes bytes->base64url
+                                              hmac-sha256 bytevector=?/constant-time
+                                              base64url->bytes))
+  #:use-module (blog git)
+  #:use-module (blog store)
+  #:use-module (blog markup)
+  #:use-module (blog views)
+  #:export (make-blog-app))
+
+;;; Limits on what visitors send.
+
+(define author-limit 100)
+(define email-limit 254)
+(define url-limit 500)
+(define comment-limit 10000)            ; characters
+(define body-limit (* 64 1024))         ; bytes of a comment's whole POST
+(define cache-limit 1000)               ; pages kept per worker
+(define day 86400)
+
+;;; The blog's state in this worker.
+
+(define-record-type <blog>
+  (make-blog store prefix secret admin-name admin-hash comment-days
+             rate-limit rate-window address lock)
+  blog?
+  (store blog-store)
+  (prefix blog-prefix)                  ; "/blog/"
+  (secret blog-secret)                  ; bytevector: the comment tokens' key
+  (admin-name blog-admin-name)
+  (admin-hash blog-admin-hash)          ; Argon2id
+  (comment-days blog-comment-days)      ; comments close this many days on; #f: never
+  (rate-limit blog-rate-limit)          ; comments per address…
+  (rate-window blog-rate-window)        ; …in this many seconds
+  (address blog-address)                ; request -> the client's address
+  (lock blog-lock))                     ; the index, cache and rate table
+
+;; What the current commit gives: its index and the cached pages.
+(define-record-type <view>
+  (make-view commit day index etag last-modified pages not-modified)
+  view?
+  (commit view-commit)
+  (day view-day)                        ; the comment tokens' day
+  (index view-index)
+  (etag view-etag)                      ; (commit . #t): strong
+  (last-modified view-last-modified)    ; a date
+  (pages view-pages)                    ; "path?query" -> (response . bytes)
+  (not-modified view-not-modified))     ; the 304 response, made once
+
+(define-record-type <page>
+  (make-page code content-type bytes)
+  page?
+  (code page-code)
+  (content-type page-content-type)
+  (bytes page-bytes))
+
+(define (current-view blog state)
+  ;; -> the view of the branch's commit, made again if it moved (or the
+  ;; day did: the post pages' comment tokens are the day's)
+  (let ((commit (branch-commit (blog-store blog)))
+        (day (today))
+        (old (car state)))
+    (define (fresh? view)
+      (and view (equal? (view-commit view) commit) (= (view-day view) day)))
+    (if (fresh? old)
+        old
+        (with-mutex (blog-lock blog)
+          (let ((old (car state)))
+            (if (fresh? old)
+                old
+                (let* ((index (if (and old (equal? (view-commit old) commit))
+                                  (view-index old)
+                                  (load-blog-index (blog-store blog) commit
+                                                   (and old (view-index old)))))
+                       (etag (cons commit #t))
+                       (last-modified (time-utc->date
+                                       (make-time time-utc 0 (blog-index-time index)) 0))
+                       (view (make-view commit day index etag last-modified
+                                        (make-hash-table)
+                                        (build-response
+                                         #:code 304
+                                         #:headers `((etag . ,etag)
+                                                     (last-modified . ,last-modified))))))
+                  (set-car! state view)
+                  view)))))))
+
+(define (cache-key request)
+  (let ((uri (request-uri request)))
+    (if (uri-query uri)
+        (string-append (uri-path uri) "?" (uri-query uri))
+        (uri-path uri))))
+
+(define (cached-response blog state request)
+  ;; -> (response . bytes) for a visitor's GET or HEAD the cache can
+  ;; answer, else #f: the fast path, before any routing
+  (and (memq (request-method request) '(GET HEAD))
+       (let* ((view (current-view blog state))
+              (hit (hash-ref (view-pages view) (cache-key request))))
+         (and hit
+              (if (not-modified? request view)
+                  (cons (view-not-modified view) #f)
+                  hit)))))
+
+;;; Requests.
+
+(define (path-segments blog request)
+  ;; the request's path after the prefix, as decoded segments
+  (let* ((path (uri-path (request-uri request)))
+         (prefix (blog-prefix blog))
+         (tail (cond ((string-prefix? prefix path) (substring path (string-length prefix)))
+                     ((string=? path (string-trim-right prefix #\/)) "")
+                     (else path))))
+    (split-and-decode-uri-path tail)))
+
+(define (base-for segments trailing-slash?)
+  ;; the relative path back to the root from a page at SEGMENTS
+  (let ((depth (if (null? segments) 0
+                   (- (length segments) (if trailing-slash? 0 1)))))
+    (string-concatenate (make-list depth "../"))))
+
+(define (query-params request)
+  (let ((query (uri-query (request-uri request))))
+    (if query (urlencoded->alist query) '())))
+
+(define (form-params body)
+  (if (bytevector? body) (urlencoded->alist body) '()))
+
+(define (session-cookie? request)
+  (let ((cookie (assq-ref (request-headers request) 'cookie)))
+    (and cookie (string-contains (if (string? cookie) cookie (format #f "~a" cookie))
+                                 "session="))))
+
+;;; Responses.
+
+(define* (bytes-response page view #:optional (extra '()))
+  (values (build-response #:code (page-code page)
+                          #:headers `((content-type . ,(page-content-type page))
+                                      (etag . ,(view-etag view))
+                                      (last-modified . ,(view-last-modified view))
+                                      (cache-control . (no-cache))
+                                      ,@extra))
+          (page-bytes page)))
+
+(define (not-modified? request view)
+  (let ((match (request-if-none-match request))
+        (since (request-if-modified-since request)))
+    (cond (match (and (list? match)
+                      (any (lambda (etag) (equal? (car etag) (view-commit view))) match)))
+          (since (>= (time-second (date->time-utc since))
+                     (time-second (date->time-utc (view-last-modified view)))))
+          (else #f))))
+
+(define (not-modified view)
+  (values (view-not-modified view) #f))
+
+(define (html-page code tree)
+  (make-page code '(text/html (charset . "utf-8")) (html->bytevector tree)))
+
+(define (page-now page)
+  ;; a page for the logged-in admin: never cached, no validators
+  (values (build-response #:code (page-code page)
+                          #:headers `((content-type . ,(page-content-type page))
+                                      (cache-control . (no-store))))
+          (page-bytes page)))
+
+(define (redirect location)
+  ;; 303: the browser follows with a GET, so a reload does not post again.
+  (values (build-response #:code 303
+                          #:headers `((location . ,(string->uri-reference location))
+                                      (content-type . (text/plain))))
+          "See other\n"))
+
+(define (plain code text)
+  (values (build-response #:code code #:headers '((content-type . (text/plain (charset . "utf-8")))))
+          (string-append text "\n")))
+
+;;; Public pages: procedures of (blog view base segments params) -> a <page>.
+
+(define (index-page blog view base)
+  (let* ((index (view-index view))
+         (posts (let ((all (blog-index-public-posts index)))
+                  (if (> (length all) 10) (take all 10) all))))
+    (html-page 200
+               (page base "wingolog"
+                     (map (lambda (post)
+                            (post-article base post (post-body-html blog post)))
+                          posts)
+                     #:index index))))
+
+(define (post-body-html blog post)
+  (post->html (post-content (blog-store blog) post) (post-format post)))
+
+(define (related-posts index post)
+  ;; the five public posts sharing most tags with POST, newest first among equals
+  (let* ((tags (post-tags post))
+         (scored (filter-map (lambda (other)
+                               (and (not (eq? other post))
+                                    (let ((n (count (lambda (t) (member t tags)) (post-tags other))))
+                                      (and (> n 0) (cons n other)))))
+                             (blog-index-public-posts index)))
+         (sorted (stable-sort scored (lambda (a b) (> (car a) (car b))))))
+    (map cdr (if (> (length sorted) 5) (take sorted 5) sorted))))
+
+(define (comments-open? blog post now)
+  (and (post-comments-open? post)
+       (post-published? post)
+       (or (not (blog-comment-days blog))
+           (< (- now (post-timestamp post)) (* day (blog-comment-days blog))))))
+
+(define (comment-token blog post day-number)
+  (bytes->base64url
+   (hmac-sha256 (blog-secret blog)
+                (string-append (post-key post) "|" (number->string day-number)))))
+
+(define (today) (quotient (current-time) day))
+
+(define (valid-token? blog post token)
+  (and (string? token)
+       (let ((given (base64url->bytes token)))
+         (and given
+              (any (lambda (d)
+                     (bytevector=?/constant-time
+                      given (base64url->bytes (comment-token blog post d))))
+                   (list (today) (- (today) 1)))))))
+
+(define* (show-post blog view base post #:key admin-form (errors '()) (values '()) (code 200))
+  (let ((index (view-index view))
+        (store (blog-store blog)))
+    (html-page code
+               (post-page base index post (post-body-html blog post)
+                          (post-comments store post)
+                          (related-posts index post)
+                          #:open? (comments-open? blog post (current-time))
+                          #:token (comment-token blog post (today))
+                          #:admin-form admin-form
+                          #:errors errors #:values values))))
+
+(define (date-prefix segments)
+  ;; ("2012" "03") -> "2012/03/" when the parts are numbers, else #f
+  (and (every (lambda (s) (and (<= 1 (string-length s) 4) (string-every char-set:digit s)))
+              segments)
+       (string-append (string-join segments "/") "/")))
+
+(define (archive-page view base segments)
+  (let* ((index (view-index view))
+         (prefix (date-prefix segments)))
+    (if (not prefix)
+        (html-page 404 (message-page base "not found" "No such archive." #:index index))
+        (let ((posts (filter (lambda (post) (string-prefix? prefix (post-path post)))
+                             (blog-index-public-posts index))))
+          (html-page (if (null? posts) 404 200)
+                     (listing-page base index
+                                   (if (null? segments) "archives"
+                                       (string-append "archives: " (string-join segments "/")))
+                                   posts))))))
+
+(define (tag-page view base tag)
+  (let* ((index (view-index view))
+         (posts (posts-tagged index tag)))
+    (html-page (if (null? posts) 404 200)
+               (listing-page base index (string-append "posts tagged \"" tag "\"") posts
+                             #:intro `((p (a (@ (href ,(string-append base "feed/atom?with="
+                                                                      (uri-encode tag))))
+                                             "Atom feed of this tag")))))))
+
+(define (search-page blog view base text)
+  (let* ((index (view-index view))
+         (needle (string-downcase text))
+         (posts (if (string-null? needle) '()
+                    (filter (lambda (post)
+                              (or (string-contains (string-downcase (post-title post)) needle)
+                                  (string-contains-ci (post-content (blog-store blog) post) needle)))
+                            (blog-index-public-posts index)))))
+    (html-page 200 (listing-page base index (string-append "search: \"" text "\"") posts))))
+
+(define (site-url request blog)
+  (let ((host (request-host request)))
+    (string-append "http://" (if host (car host) "localhost")
+                   (if (and host (cdr host)) (format #f ":~a" (cdr host)) "")
+                   (blog-prefix blog))))
+
+(define (atom-date timestamp)
+  (date->string (time-utc->date (make-time time-utc 0 timestamp) 0) "~Y-~m-~dT~H:~M:~SZ"))
+
+(define (feed-page blog view request params)
+  (let* ((index (view-index view))
+         (with (filter-map (match-lambda (("with" . tag) tag) (_ #f)) params))
+         (without (filter-map (match-lambda (("without" . tag) tag) (_ #f)) params))
+         (posts (filter (lambda (post)
+                          (and (every (lambda (t) (member t (post-tags post))) with)
+                               (not (any (lambda (t) (member t (post-tags post))) without))))
+                        (blog-index-public-posts index)))
+         (posts (if (> (length posts) 10) (take posts 10) posts))
+         (site (site-url request blog))
+         (url (lambda (post) (string-append site (substring (post-url "" post) 0)))))
+    (make-page 200 '(application/atom+xml (charset . "utf-8"))
+               (string->utf8
+                (call-with-output-string
+                  (lambda (port)
+                    (display "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n" port)
+                    (sxml->xml
+                     `(feed (@ (xmlns "http://www.w3.org/2005/Atom"))
+                            (title "wingolog")
+                            (id ,site)
+                            (link (@ (rel "alternate") (href ,site)))
+                            (link (@ (rel "self") (href ,(string-append site "feed/atom"))))
+                            (updated ,(atom-date (if (null? posts) 0 (post-timestamp (car posts)))))
+                            ,@(map (lambda (post)
+                                     `(entry (title ,(post-title post))
+                                             (id ,(url post))
+                                             (link (@ (rel "alternate") (href ,(url post))))
+                                             (author (name "the author"))
+                                             (published ,(atom-date (post-timestamp post)))
+                                             (updated ,(atom-date (post-timestamp post)))
+                                             ,@(map (lambda (t) `(category (@ (term ,t)))) (post-tags post))
+                                             (content (@ (type "html")) ,(post-body-html blog post))))
+                                   posts))
+                     port)))))))
+
+;;; The router.
+
+(define (route blog state request body)
+  (let* ((view (current-view blog state))
+         (index (view-index view))
+         (segments (path-segments blog request))
+         (trailing? (string-suffix? "/" (uri-path (request-uri request))))
+         (base (base-for segments trailing?))
+         (method (request-method request))
+         (get? (memq method '(GET HEAD)))
+         (admin? (and (session-cookie? request) (equal? (session-ref "admin") #t))))
+    (define (cached key make)
+      ;; a public page: from the cache, or made and kept
+      (if admin?
+          (page-now (make))
+          (let ((hit (hash-ref (view-pages view) key)))
+            (cond ((not-modified? request view) (not-modified view))
+                  (hit (values (car hit) (cdr hit)))
+                  (else
+                   (let-values (((response bytes) (bytes-response (make) view)))
+                     (when (< (hash-count (const #t) (view-pages view)) cache-limit)
+                       (hash-set! (view-pages view) key (cons response bytes)))
+                     (values response bytes)))))))
+    (define key (cache-key request))
+    (define (find-post segments)
+      (let ((post (index-post-by-path index (string-join (cdr segments) "/"))))
+        (and post (or (post-published? post) admin?) post)))
+    (define (not-found)
+      (bytes-response (html-page 404 (message-page base "not found" "There is no such page here."
+                                                   #:index index))
+                      view))
+    (match segments
+      ((or () ("index.html"))
+       (if get? (cached key (lambda () (index-page blog view base))) (plain 405 "Method not allowed")))
+      (("archives" _ _ _ _)
+       (let ((post (find-post segments)))
+         (cond ((not post) (not-found))
+               (get? (if admin?
+                         (page-now (show-post blog view base post
+                                              #:admin-form (admin-comment-form blog base post)))
+                         (cached key (lambda () (show-post blog view base post)))))
+               ((eq? method 'POST) (post-comment blog view request body base post))
+               (else (plain 405 "Method not allowed")))))
+      (("archives" . (? (lambda (s) (<= (length s) 3)) date))
+       (cached key (lambda () (archive-page view base date))))
+      (("tags") (cached key (lambda () (html-page 200 (tags-page base index)))))
+      (("tags" tag) (cached key (lambda () (tag-page view base tag))))
+      ((or ("feed") ("feed" "atom"))
+       (cached key (lambda () (feed-page blog view request (query-params request)))))
+      (("search")
+       (let ((text (or (assoc-ref (if get? (query-params request) (form-params body)) "string") "")))
+         (bytes-response (search-page blog view base (if (> (string-length text) 200)
+                                                          (substring text 0 200) text))
+                         view)))
+      (("admin" . rest) (admin blog view request body base rest admin?))
+      (_ (not-found)))))
+
+;;; Comments.
+
+(define (rate-ok? blog address now)
+  ;; -> #t and the post counted, or #f when ADDRESS posted too much
+  (with-mutex (blog-lock blog)
+    (let* ((table (rate-table blog))
+           (recent (filter (lambda (t) (> t (- now (blog-rate-window blog))))
+                           (hash-ref table address '()))))
+      (if (>= (length recent) (blog-rate-limit blog))
+          (begin (hash-set! table address recent) #f)
+          (begin (hash-set! table address (cons now recent)) #t)))))
+
+(define rate-tables (make-weak-key-hash-table))
+(define (rate-table blog)
+  (or (hash-ref rate-tables blog)
+      (let ((table (make-hash-table)))
+        (hash-set! rate-tables blog table)
+        table)))
+
+(define (bad-text? text)
+  ;; invalid UTF-8 (read as U+FFFD) or control characters but newlines and tabs
+  (string-any (lambda (c) (or (char=? c #\xFFFD)
+                              (and (char<? c #\space) (not (memv c '(#\newline #\return #\tab))))
+                              (char=? c #\delete)))
+              text))
+
+(define (comment-errors fields)
+  (let ((author (or (assoc-ref fields "author") ""))
+        (email (or (assoc-ref fields "email") ""))
+        (url (or (assoc-ref fields "url") ""))
+        (comment (or (assoc-ref fields "comment") "")))
+    (filter-map
+     (match-lambda ((bad? . message) (and bad? message)))
+     `((,(any bad-text? (list author email url comment))
+        . "The comment holds bytes that are not text (invalid UTF-8 or control characters).")
+       (,(string-null? (string-trim-both author)) . "Please give a name.")
+       (,(> (string-length author) author-limit) . "The name is too long (100 characters at most).")
+       (,(> (string-length email) email-limit) . "The email address is too long.")
+       (,(and (not (string-null? email)) (not (string-index email #\@)))
+        . "The email address needs an @.")
+       (,(> (string-length url) url-limit) . "The web address is too long.")
+       (,(and (not (string-null? url))
+              (not (string-prefix? "http://" url)) (not (string-prefix? "https://" url)))
+        . "The web address must start with http:// or https://.")
+       (,(string-null? (string-trim-both comment)) . "The comment is empty.")
+       (,(> (string-length comment) comment-limit)
+        . "The comment is too long (10,000 characters at most).")))))
+
+(define (post-comment blog view request body base post)
+  (let* ((fields (form-params body))
+         (now (current-time)))
+    (cond
+     ((and (bytevector? body) (> (bytevector-length body) body-limit))
+      (plain 413 "The comment is too large."))
+     ((not (comments-open? blog post now))
+      (plain 403 "Comments on this post are closed."))
+     ((not (valid-token? blog post (assoc-ref fields "token")))
+      (plain 403 "The form's token is missing or expired: reload the page and post again."))
+     ((not (string-null? (or (assoc-ref fields "website") "")))
+      (plain 400 "Refused: the field meant to stay empty was filled."))
+     ((pair? (comment-errors fields))
+      (bytes-response (show-post blog view base post #:code 400
+                                 #:errors (comment-errors fields)
+                                 #:values (if (any bad-text? (map cdr fields)) '() fields))
+                      view))
+     ((not (rate-ok? blog ((blog-address blog) request) now))
+      (plain 429 "Too many comments from your address: try again in a few minutes."))
+     (else
+      (let* ((author (string-trim-both (assoc-ref fields "author")))
+             (text (comment-blob-text now author
+                                      (or (assoc-ref fields "email") "")
+                                      (or (assoc-ref fields "url") "")
+                                      (escape-comment (assoc-ref fields "comment"))))
+             (id (add-comment! (blog-store blog) post text
+                               (format #f "comment on \"~a\" by ~a" (post-title post) author))))
+        (if id
+            ;; The fragment names the comment; Guile's Location writer
+            ;; drops it, and the browser then keeps the form's #comments.
+            (redirect (string-append (uri-encode (last (string-split (post-path post) #\/)))
+                                     "#" id))
+            (plain 404 "The post is gone.")))))))
+
+;;; The admin.
+
+(define (csrf-token)
+  (or (session-ref "csrf")
+      (let ((token (bytes->base64url (random-bytes 24))))
+        (session-set! "csrf" token)
+        token)))
+
+(define (csrf-ok? fields)
+  (let ((given (assoc-ref fields "csrf"))
+        (token (session-ref "csrf")))
+    (and (string? given) (string? token)
+         (bytevector=?/constant-time (string->utf8 given) (string->utf8 token)))))
+
+(define (admin-comment-form blog base post)
+  (lambda (comment)
+    `(form (@ (method "post")
+              (action ,(string-append base "admin/delete-comment/" (uri-encode (post-key post))
+                                      "/" (comment-id comment))))
+           (input (@ (type "hidden") (name "csrf") (value ,(csrf-token))))
+           (button (@ (type "submit")) "delete this comment"))))
+
+(define (html-now code tree)
+  (values (build-response #:code code
+                          #:headers '((content-type . (text/html (charset . "utf-8")))
+                                      (cache-control . (no-store))))
+          (html->bytevector tree)))
+
+(define (split-tag-field text)
+  (delete-duplicates
+   (remove string-null? (map string-trim-both (string-split (or text "") #\,)))))
+
+(define (admin blog view request body base rest admin?)
+  (let* ((store (blog-store blog))
+         (index (view-index view))
+         (method (request-method request))
+         (fields (form-params body)))
+    (define (admin-base) (string-append base "admin"))
+    (define (post-by-key key)
+      (find (lambda (p) (string=? (post-key p) key)) (blog-index-posts index)))
+    (define (save old-key)
+      (let ((title (string-trim-both (or (assoc-ref fields "title") "")))
+            (text (or (assoc-ref fields "body") ""))
+            (status (or (assoc-ref fields "status") "draft")))
+        (cond
+         ((or (string-null? title) (bad-text? title) (bad-text? text)
+              (> (string-length title) 200) (not (member status '("publish" "draft" "private"))))
+          (html-now 400 (edit-page base (csrf-token) #:post (and old-key (post-by-key old-key))
+                                   #:body text
+                                   #:errors '("A post needs a title (200 characters at most), text and a status."))))
+         (else
+          (let* ((old (and old-key (post-by-key old-key)))
+                 (key (save-post! store #:old-key old-key #:title title #:body text
+                                  #:tags (split-tag-field (assoc-ref fields "tags"))
+                                  #:status status
+                                  #:comments-open? (equal? (assoc-ref fields "comments") "open")
+                                  ;; tekuti's name, so that tekuti reads it too
+                                  #:format (if (equal? (assoc-ref fields "format") "markdown")
+                                               "marxdown" "html")
+                                  #:timestamp (if old (post-timestamp old) (current-time))
+                                  #:message (format #f "~a: \"~a\"" (if old "post modified" "new post")
+                                                    title))))
+            (if key
+                (redirect (string-append (admin-base) "/posts/" (uri-encode key)))
+                (plain 404 "The post is gone.")))))))
+    (cond
+     ;; logging in and out
+     ((equal? rest '("login"))
+      (if (eq? method 'POST)
+          (let ((name (or (assoc-ref fields "name") ""))
+                (password (or (assoc-ref fields "password") "")))
+            (if (and (string=? name (blog-admin-name blog))
+                     (verify-password (blog-admin-hash blog) password))
+                (begin (session-regenerate!)
+                       (session-set! "admin" #t)
+                       (redirect (admin-base)))
+                (html-now 403 (login-page base #:error "Wrong name or password."))))
+          (redirect (admin-base))))
+     ((not admin?)
+      (if (and (eq? method 'GET) (null? rest))
+          (html-now 200 (login-page base))
+          (if (eq? method 'GET) (redirect (admin-base)) (plain 403 "Log in first."))))
+     ((and (eq? method 'POST) (not (csrf-ok? fields)))
+      (plain 403 "The form's token is missing or wrong: reload the page."))
+     (else
+      (match (cons method rest)
+        (('GET) (html-now 200 (admin-page base (csrf-token) (blog-index-posts index)
+                                              (commit-log store #:limit 5))))
+        (('POST "logout") (session-destroy!) (redirect base))
+        (('GET "new") (html-now 200 (edit-page base (csrf-token))))
+        (('GET "posts" key)
+         (let ((post (post-by-key key)))
+           (if post
+               (html-now 200 (edit-page base (csrf-token) #:post post
+                                        #:body (post-content store post)))
+               (plain 404 "No such post."))))
+        (('POST "new-post") (save #f))
+        (('POST "modify-post" key) (save key))
+        (('POST "delete-post" key)
+         (delete-post! store key (format #f "post deleted: ~a" key))
+         (redirect (admin-base)))
+        (('POST "delete-comment" key id)
+         (let ((post (post-by-key key)))
+           (delete-comment! store key id
+                            (format #f "comment deleted on \"~a\"" (if post (post-title post) key)))
+           (redirect (if post (post-url base post) (admin-base)))))
+        (('GET "changes")
+         (html-now 200 (changes-page base (commit-log store #:limit 30))))
+        (('GET "changes" (? (lambda (s) (and (= (string-length s) 40)
+                                              (string-every char-set:hex-digit s)))
+                             hex))
+         (html-now 200 (change-page base (csrf-token) (commit-info store hex)
+                                    (commit-diff store hex))))
+        (('POST "revert-change" hex)
+         (revert-commit! store hex (format #f "revert ~a" hex))
+         (redirect (string-append (admin-base) "/changes")))
+        (_ (plain 404 "No such admin page.")))))))
+
+;;; The handler.
+
+(define (peer-address request)
+  (format #f "~a" (or (current-request-peer) "unknown")))
+
+(define* (make-blog-app #:key store sessions-db (prefix "/") secret
+                        (admin-name "admin") admin-hash (comment-days 365)
+                        (rate-limit 5) (rate-window 600) (address peer-address))
+  "Return the blog's handler, serving the git store STORE (checked to be
+in tekuti's layout first: a 'blog-error otherwise) under PREFIX.  Its
+admin logs in as ADMIN-NAME with the password ADMIN-HASH (Argon2id)
+verifies; sessions live in SESSIONS-DB (SQLite: an open database, or a
+procedure that opens one, called once in each worker).  SECRET (a bytevector)
+keys the comment forms' tokens.  Comments close COMMENT-DAYS after a
+post (#f: never); an address may post RATE-LIMIT comments in
+RATE-WINDOW seconds; ADDRESS maps a request to its client's address."
+  (check-blog-layout store)
+  (let* ((blog (make-blog store prefix secret admin-name admin-hash comment-days
+                          rate-limit rate-window address (make-mutex)))
+         (state (list #f))
+         (routed (lambda (request body) (route blog state request body)))
+         (with-session (with-sessions routed #:db sessions-db #:path prefix))
+         (admin-path (string-append prefix "admin")))
+    (current-view blog state)
+    (lambda (request body)
+      ;; Visitors without a session skip the session store: the common
+      ;; case costs no SQLite read.
+      (if (or (session-cookie? request)
+              (string-prefix? admin-path (uri-path (request-uri request))))
+          (with-session request body)
+          (match (cached-response blog state request)
+            ((response . bytes) (values response bytes))
+            (#f (routed request body)))))))

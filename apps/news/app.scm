@@ -1,0 +1,728 @@
+;;; (news app) --- the news site: requests in, pages out
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; `make-news-app' returns the site's handler.  A request goes through
+;;; the sessions middleware (who is logged in), then the CSRF check (a
+;;; POST must carry the session's token), then the router, to one of the
+;;; procedures below; each reads the database through (news db), decides
+;;; what the viewer may see and do, and returns a page from (news views)
+;;; or a redirect.  Every field a user sends is checked before anything
+;;; is stored, and a refusal redisplays the form with a message beside
+;;; the field: nothing typed is lost.
+;;;
+;;; Caching, what makes the front page cheap: ranking the latest 1,000
+;;; stories takes milliseconds, so the ranked list is kept and made
+;;; again when the data changes (`db-version', one indexed read a
+;;; request) or a minute has passed (ages move ranks slowly; news.arc
+;;; itself re-ranks a random story every 30 seconds).  For visitors who
+;;; are not logged in, the whole page is kept as bytes, as news.arc does
+;;; for them, under the same key and the minute (its "N minutes ago").
+;;; Each worker keeps its own copy.
+;;;
+;;; All links are relative, so the site works mounted under any prefix
+;;; (the demo serves it at /news/).
+;;;
+;;; Code:
+
+(define-module (news app)
+  #:use-module (srfi srfi-1)
+  #:use-module (srfi srfi-9)
+  #:use-module (srfi srfi-11)
+  #:use-module (ice-9 match)
+  #:use-module (ice-9 regex)
+  #:use-module (rnrs bytevectors)
+  #:use-module (web request)
+  #:use-module (web response)
+  #:use-module (web uri)
+  #:use-module ((plucky server loop) #:select (current-request-peer))
+  #:use-module (plucky web html)
+  #:use-module (plucky web forms)
+  #:use-module (plucky web session)
+  #:use-module (plucky web password)
+  #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?))
+  #:use-module (news rank)
+  #:use-module (news db)
+  #:use-module (news seed)
+  #:use-module (news views)
+  #:use-module (news feeds)
+  #:export (make-news-app
+            seed-news-db!))
+
+;;; Limits on what users send, checked before anything is stored.
+
+(define title-limit 80)               ; news.arc's title-limit*
+(define url-limit 2000)
+(define text-limit 10000)
+(define about-limit 2000)
+(define email-limit 254)
+(define password-min 8)
+(define stories-per-window 5)         ; per user or address…
+(define comments-per-window 20)
+(define rate-window (* 10 60))        ; …in ten minutes
+(define duplicate-url-window (* 7 24 3600))  ; a url again within a week: a vote
+
+;;; The database: one connection per process, opened at its first
+;;; request (an SQLite connection must not cross a fork, and `plucky
+;;; serve' loads the app in the master before forking the workers).
+
+(define* (seed-news-db! file #:key (seed? #t))
+  "Create the news database FILE if it is missing and, when SEED? and it
+has no user yet, seed it with `seed-news!'; close it again.  Two
+processes starting on a fresh file seed it once: the check and the
+seeding are one transaction."
+  (let ((db (open-news-db file)))
+    (when seed?
+      (call-with-transaction db
+        (lambda ()
+          (when (zero? (user-count db))
+            ;; The seeded users' password is random and thrown away:
+            ;; they exist to have written the site, not to log in.
+            (seed-news! db #:password-hash
+                        (hash-password (random-password)))))))
+    (close-news-db db)))
+
+(define (random-password)
+  (let ((state (random-state-from-platform)))
+    (list->string (map (lambda (_) (integer->char (+ 97 (random 26 state))))
+                       (iota 24)))))
+
+;;; Requests.
+
+(define (query-params request)
+  (let ((query (uri-query (request-uri request))))
+    (if query (urlencoded->alist query) '())))
+
+(define (form-params request body)
+  (if (and body (bytevector? body))
+      (urlencoded->alist body)
+      '()))
+
+(define (param params name)
+  (assoc-ref params name))
+
+(define (int-param params name)
+  ;; -> a positive integer, or #f for anything else ("363/blank.php").
+  (let ((text (param params name)))
+    (and text
+         (<= 1 (string-length text) 18)
+         (string-every char-set:digit text)
+         (string->number text))))
+
+(define (peer-address request)
+  ;; The client's address as the server saw it; never a header the
+  ;; client could have written.
+  (or (current-request-peer) "unknown"))
+
+(define client-address
+  ;; Set by `make-news-app' (tests give each visitor an address).
+  (make-parameter peer-address))
+
+;;; Responses.
+
+(define (html tree)
+  (html-response tree))
+
+(define* (html-status code tree)
+  (html-response tree #:code code))
+
+(define (redirect location)
+  ;; 303: the browser follows with a GET, so a reload does not post again.
+  (values (build-response #:code 303
+                          #:headers `((location . ,(string->uri-reference location))
+                                      (content-type . (text/plain))))
+          "See other\n"))
+
+(define (safe-whence text)
+  ;; Where to go back after a vote or a login: a relative path of this
+  ;; site only, never "//host" or "http://…" (an open redirect).
+  (if (and text
+           (> (string-length text) 0)
+           (< (string-length text) 200)
+           (not (string-index text #\:))
+           (not (string-prefix? "/" text))
+           (not (string-prefix? "\\" text))
+           (string-every (char-set-union char-set:letter+digit (string->char-set "?=&_-.%"))
+                         text))
+      text
+      "news"))
+
+;;; The app.
+
+(define-record-type <site>
+  (make-site file connection ranked ranked-key pages threads)
+  site?
+  (file site-file)
+  (connection site-connection set-site-connection!) ; (pid . <news-db>)
+  (ranked site-ranked set-site-ranked!)          ; list of <item>, rank order
+  (ranked-key site-ranked-key set-site-ranked-key!) ; (version . minute)
+  (pages site-pages)                             ; (target version minute) -> bytevector
+  (threads site-threads))                        ; story id -> (version . comments)
+
+(define (site-db site)
+  ;; This process's connection, opened at its first request; a process
+  ;; forked since gets its own, and the caches start empty with it.
+  (let ((connection (site-connection site)))
+    (if (and connection (eqv? (car connection) (getpid)))
+        (cdr connection)
+        (let ((db (open-news-db (site-file site))))
+          (set-site-connection! site (cons (getpid) db))
+          (set-site-ranked-key! site #f)
+          (hash-clear! (site-pages site))
+          (hash-clear! (site-threads site))
+          db))))
+
+(define (now) (current-time))
+
+(define (current-user site)
+  (let ((name (session-ref "user")))
+    (and name (user-ref (site-db site) name))))
+
+(define (csrf-or-empty site)
+  (if (current-user site) (csrf-token) ""))
+
+(define (ranked site)
+  (let* ((db (site-db site))
+         (t (now))
+         (key (cons (db-version db) (quotient t 60))))
+    (unless (equal? key (site-ranked-key site))
+      (set-site-ranked! site (ranked-stories db t))
+      (set-site-ranked-key! site key))
+    (site-ranked site)))
+
+(define (page-slice items page)
+  (let* ((start (* (- page 1) per-page))
+         (len (length items)))
+    (if (>= start len)
+        (values '() #f)
+        (let ((end (min len (+ start per-page))))
+          (values (list-head (list-tail items start) (- end start))
+                  (< end len))))))
+
+(define (voted-on db user items)
+  (if user
+      (votes-by-user-on db (user-name user) (map item-id items))
+      '()))
+
+(define (story-list site request user label title items-of-page path)
+  ;; ITEMS-OF-PAGE: page number -> (values items more?).
+  (let* ((params (query-params request))
+         (page (or (int-param params "p") 1)))
+    (let-values (((items more?) (items-of-page page)))
+      (html (story-list-page
+             #:items items #:user user
+             #:voted (voted-on (site-db site) user items)
+             #:csrf (if user (csrf-token) "")
+             #:now (now) #:title title #:label label
+             #:start (+ 1 (* (- page 1) per-page))
+             #:whence (if (= page 1) path (format #f "~a?p=~a" path page))
+             #:more (and more? (format #f "~a?p=~a" path (+ page 1))))))))
+
+(define (front-page site request body)
+  (story-list site request (current-user site) #f #f
+              (lambda (page) (page-slice (ranked site) page)) "news"))
+
+(define cacheable-pages
+  ;; What a visitor who is not logged in sees the same as any other: no
+  ;; form, no token.  login, logout and submit are not among them.
+  '("" "news" "newest" "ask" "best" "item" "user" "submitted" "threads"
+    "newcomments" "rss" "items.json"))
+
+(define (cached-page site request make)
+  ;; The page's bytes, kept per (target, version, minute) for visitors
+  ;; not logged in, as news.arc keeps its pages for them.
+  (let* ((key (list (uri->string (request-uri request))
+                    (db-version (site-db site))
+                    (quotient (now) 60)))
+         (hit (hash-ref (site-pages site) key)))
+    (if hit
+        (values (car hit) (cdr hit))
+        (call-with-values make
+          (lambda (response body)
+            (when (and (or (not (response? response)) (= 200 (response-code response)))
+                       (or (bytevector? body) (string? body)))
+              (when (> (hash-count (const #t) (site-pages site)) 1000)
+                (hash-clear! (site-pages site)))
+              (hash-set! (site-pages site) key (cons response body)))
+            (values response body))))))
+
+(define (cached-thread site story)
+  ;; STORY's comments, read again only when the data has changed.
+  (let* ((db (site-db site))
+         (version (db-version db))
+         (hit (hash-ref (site-threads site) story)))
+    (if (and hit (eqv? (car hit) version))
+        (cdr hit)
+        (let ((comments (thread-comments db story)))
+          (when (> (hash-count (const #t) (site-threads site)) 200)
+            (hash-clear! (site-threads site)))
+          (hash-set! (site-threads site) story (cons version comments))
+          comments))))
+
+(define (db-list-page site request label title path fetch)
+  (let ((user (current-user site)))
+    (story-list site request user label title
+                (lambda (page)
+                  (let ((items (fetch (+ per-page 1) (* (- page 1) per-page))))
+                    (if (> (length items) per-page)
+                        (values (list-head items per-page) #t)
+                        (values items #f))))
+                path)))
+
+(define (newest site request body)
+  (db-list-page site request "new" "New" "newest"
+                (lambda (n offset) (newest-stories (site-db site) n offset))))
+
+(define (ask site request body)
+  (db-list-page site request "ask" "Ask" "ask"
+                (lambda (n offset) (ask-stories (site-db site) n offset))))
+
+(define (best site request body)
+  (db-list-page site request "best" "Best" "best"
+                (lambda (n offset) (best-stories (site-db site) n offset))))
+
+(define (submitted site request body)
+  (let* ((name (param (query-params request) "id"))
+         (subject (user-ref (site-db site) name)))
+    (if subject
+        (db-list-page site request #f (string-append name "'s submissions")
+                      (string-append "submitted?id=" (uri-encode name))
+                      (lambda (n offset) (stories-by (site-db site) name n offset)))
+        (not-found site request "No such user."))))
+
+(define (comment-list site request label title items path)
+  (let* ((db (site-db site))
+         (user (current-user site))
+         (stories (delete-duplicates
+                   (filter-map (lambda (c) (let ((s (item-ref db (item-story c))))
+                                             (and s (cons (item-id s) s))))
+                               items))))
+    (html (comments-page #:items items #:stories stories #:user user
+                         #:voted (voted-on db user items)
+                         #:csrf (if user (csrf-token) "")
+                         #:now (now) #:title title #:label label
+                         #:more #f))))
+
+(define (newcomments site request body)
+  (comment-list site request "comments" "New Comments"
+                (newest-comments (site-db site) per-page 0) "newcomments"))
+
+(define (threads site request body)
+  (let* ((name (param (query-params request) "id"))
+         (subject (user-ref (site-db site) name)))
+    (if subject
+        (comment-list site request "threads" (string-append name "'s comments")
+                      (comments-by (site-db site) name per-page 0)
+                      (string-append "threads?id=" (uri-encode name)))
+        (not-found site request "No such user."))))
+
+(define (not-found site request message)
+  (html-status 404 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
+                                 #:title "Not found" #:message message)))
+
+(define* (item-view site request #:key item error text (code 200))
+  (let* ((db (site-db site))
+         (user (current-user site))
+         (story (if (eq? (item-type item) 'story) (item-id item) (item-story item)))
+         (comments (cached-thread site story))
+         (tree (comment-tree comments (item-id item) (now))))
+    (html-status code
+                 (item-page #:item item #:tree tree #:user user
+                            #:voted (voted-on db user (cons item comments))
+                            #:csrf (if user (csrf-token) "")
+                            #:now (now) #:error error #:text text))))
+
+(define (item site request body)
+  (let ((it (item-ref (site-db site) (int-param (query-params request) "id"))))
+    (if (and it (not (item-deleted? it)))
+        (item-view site request #:item it)
+        (not-found site request "No such item."))))
+
+(define (user-profile site request body)
+  (let ((subject (user-ref (site-db site) (param (query-params request) "id")))
+        (user (current-user site)))
+    (if subject
+        (html (user-page #:subject subject #:user user
+                         #:csrf (if user (csrf-token) "") #:now (now)))
+        (not-found site request "No such user."))))
+
+;;; Accounts.
+
+(define name-chars (string->char-set "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"))
+
+(define (check-text value limit what)
+  ;; -> #f when VALUE is acceptable text, else the message to show.
+  (cond
+   ((not value) #f)
+   ((> (string-length value) limit)
+    (format #f "Please make the ~a at most ~a characters." what limit))
+   ((string-index value #\nul) (format #f "The ~a cannot contain a NUL character." what))
+   ((string-index value #\xFFFD)
+    (format #f "The ~a is not valid UTF-8 text." what))
+   (else #f)))
+
+(define (login-form site request body)
+  (html (login-page #:csrf (csrf-token)
+                    #:goto (safe-whence (param (query-params request) "goto")))))
+
+(define (login site request body)
+  (let* ((db (site-db site))
+         (form (form-params request body))
+         (name (or (param form "login-name") ""))
+         (password (or (param form "login-password") ""))
+         (hash (and (< (string-length name) 64) (user-password-hash db name))))
+    (if (and hash
+             (< (string-length password) 1024)
+             (verify-password hash password))
+        (begin
+          (when (password-needs-rehash? hash)
+            (set-user-password-hash! db name (hash-password password)))
+          ;; A new session id at login: one planted before cannot follow.
+          (session-regenerate!)
+          (session-set! "user" name)
+          (redirect (safe-whence (param form "goto"))))
+        (html-status 403 (login-page #:csrf (csrf-token)
+                                     #:message "Bad login."
+                                     #:values `(("login-name" . ,name)))))))
+
+(define (signup site request body)
+  (let* ((db (site-db site))
+         (form (form-params request body))
+         (name (string-trim-both (or (param form "name") "")))
+         (password (or (param form "password") ""))
+         (errors
+          (filter
+           cdr
+           `(("name" . ,(cond
+                         ((not (<= 2 (string-length name) 15))
+                          "Usernames are 2 to 15 characters.")
+                         ((not (string-every name-chars name))
+                          "Usernames can only contain letters, digits, dashes and underscores.")
+                         (else #f)))
+             ("password" . ,(cond
+                             ((< (string-length password) password-min)
+                              (format #f "Passwords are at least ~a characters." password-min))
+                             ((> (bytevector-length (string->utf8 password)) max-password-bytes)
+                              "That password is too long.")
+                             ((string-index password #\nul)
+                              "Passwords cannot contain a NUL character.")
+                             (else #f)))))))
+    (cond
+     ((pair? errors)
+      (html-status 400 (login-page #:csrf (csrf-token) #:errors errors
+                                   #:values `(("name" . ,name)))))
+     ((not (create-user! db name (hash-password password) (now)))
+      (html-status 409 (login-page #:csrf (csrf-token)
+                                   #:errors '(("name" . "That username is taken."))
+                                   #:values `(("name" . ,name)))))
+     (else
+      (session-regenerate!)
+      (session-set! "user" name)
+      (redirect "news")))))
+
+(define (logout site request body)
+  (session-destroy!)
+  (redirect "news"))
+
+(define (profile site request body)
+  (let* ((db (site-db site))
+         (user (current-user site))
+         (form (form-params request body))
+         (about (or (param form "about") ""))
+         (email (string-trim-both (or (param form "email") "")))
+         (errors (filter cdr
+                         `(("about" . ,(check-text about about-limit "about text"))
+                           ("email" . ,(or (check-text email email-limit "email")
+                                           (and (not (string-null? email))
+                                                (not (string-match "^[^@ ]+@[^@ ]+$" email))
+                                                "That does not look like an email address.")))))))
+    (cond
+     ((not user) (redirect "login"))
+     ((pair? errors)
+      (html-status 400 (user-page #:subject user #:user user #:csrf (csrf-token)
+                                  #:now (now) #:errors errors)))
+     (else
+      (update-profile! db (user-name user) about email
+                       (equal? (param form "showdead") "yes"))
+      (redirect (string-append "user?id=" (uri-encode (user-name user))))))))
+
+;;; Submitting.
+
+(define (valid-url? url)
+  (and (string-match "^https?://[^/?#@ ]+\\.[^/?#@ ]+([/?#][^ ]*)?$" url)
+       (not (string-any char-set:iso-control url))))
+
+(define (submit-form site request body)
+  (if (current-user site)
+      (html (submit-page #:user (current-user site) #:csrf (csrf-token)))
+      (redirect "login?goto=submit")))
+
+(define (submit site request body)
+  (let* ((db (site-db site))
+         (user (current-user site))
+         (form (form-params request body))
+         (title (string-trim-both (or (param form "title") "")))
+         (url (string-trim-both (or (param form "url") "")))
+         (text (string-trim-both (or (param form "text") "")))
+         (errors
+          (filter cdr
+                  `(("title" . ,(or (and (string-null? title) "Please give a title.")
+                                    (check-text title title-limit "title")
+                                    (and (string-any char-set:iso-control title)
+                                         "The title cannot contain control characters.")))
+                    ("url" . ,(or (check-text url url-limit "url")
+                                  (and (not (string-null? url)) (not (valid-url? url))
+                                       "That is not a web address (http:// or https://).")))
+                    ("text" . ,(or (check-text text text-limit "text")
+                                   (and (string-null? url) (string-null? text)
+                                        "The url and text fields can't both be blank."))))))
+         (values* `(("title" . ,title) ("url" . ,url) ("text" . ,text)))
+         (ip ((client-address) request))
+         (t (now)))
+    (cond
+     ((not user) (redirect "login?goto=submit"))
+     ((pair? errors)
+      (html-status 400 (submit-page #:user user #:csrf (csrf-token)
+                                    #:values values* #:errors errors)))
+     ((and (not (string-null? url))
+           (story-with-url db url (- t duplicate-url-window)))
+      => (lambda (story)
+           ;; news.arc: submitting a url again upvotes the story there.
+           (vote! db (user-name user) (item-id story) 1 t ip)
+           (redirect (format #f "item?id=~a" (item-id story)))))
+     ((>= (recent-submissions db (user-name user) ip 'story (- t rate-window))
+          stories-per-window)
+      (html-status 429 (submit-page #:user user #:csrf (csrf-token) #:values values*
+                                    #:message "You're submitting too fast. Please slow down.")))
+     (else
+      (create-story! db (user-name user) ip t
+                     (if (string-null? url) #f url) title
+                     (if (string-null? text) #f text))
+      (redirect "newest")))))
+
+(define (comment site request body)
+  (let* ((db (site-db site))
+         (user (current-user site))
+         (form (form-params request body))
+         (parent (item-ref db (int-param form "parent")))
+         (text (string-trim-both (or (param form "text") "")))
+         (error (or (and (string-null? text) "Please write something.")
+                    (check-text text text-limit "comment")))
+         (ip ((client-address) request))
+         (t (now)))
+    (cond
+     ((not user) (redirect "login"))
+     ((or (not parent) (item-dead? parent) (item-deleted? parent))
+      (not-found site request "No such item."))
+     (error (item-view site request #:item parent #:error error #:text text #:code 400))
+     ((>= (recent-submissions db (user-name user) ip 'comment (- t rate-window))
+          comments-per-window)
+      (item-view site request #:item parent #:text text #:code 429
+                 #:error "You're posting too fast. Please slow down."))
+     (else
+      (let ((id (create-comment! db (user-name user) ip t (item-id parent) text)))
+        (redirect (format #f "item?id=~a#~a"
+                          (or (item-story parent) (item-id parent)) id)))))))
+
+(define (reply-form site request body)
+  (let ((user (current-user site))
+        (it (item-ref (site-db site) (int-param (query-params request) "id"))))
+    (cond
+     ((not user) (redirect "login"))
+     ((or (not it) (item-deleted? it)) (not-found site request "No such item."))
+     (else (html (reply-page #:item it #:user user #:csrf (csrf-token) #:now (now)))))))
+
+(define (editable site request params)
+  ;; -> the item PARAMS' "id" names if the current user may edit it now.
+  (let ((user (current-user site))
+        (it (item-ref (site-db site) (int-param params "id"))))
+    (and user it
+         (string=? (user-name user) (item-by it))
+         (not (item-deleted? it))
+         (< (quotient (- (now) (item-time it)) 60) comment-edit-minutes)
+         it)))
+
+(define (edit-form site request body)
+  (let ((it (editable site request (query-params request))))
+    (if it
+        (html (edit-page #:item it #:user (current-user site) #:csrf (csrf-token)))
+        (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site) #:title "Edit"
+                                       #:message "You can't edit that.")))))
+
+(define (edit site request body)
+  (let* ((form (form-params request body))
+         (it (editable site request form))
+         (title (and it (eq? (item-type it) 'story)
+                     (string-trim-both (or (param form "title") ""))))
+         (text (string-trim-both (or (param form "text") "")))
+         (error (or (and title (string-null? title) "Please give a title.")
+                    (and title (check-text title title-limit "title"))
+                    (check-text text text-limit "text")
+                    (and it (eq? (item-type it) 'comment) (string-null? text)
+                         "Please write something."))))
+    (cond
+     ((not it)
+      (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site) #:title "Edit"
+                                     #:message "You can't edit that.")))
+     (error (html-status 400 (edit-page #:item it #:user (current-user site)
+                                        #:csrf (csrf-token) #:error error
+                                        #:title title #:text text)))
+     (else
+      (edit-item! (site-db site) (item-id it) title
+                  (if (string-null? text) #f text))
+      (redirect (format #f "item?id=~a" (item-id it)))))))
+
+(define (delete-form site request body)
+  (let ((it (editable site request (query-params request))))
+    (if it
+        (html (message-page
+               #:user (current-user site) #:title "Delete"
+               #:message
+               `(form (@ (method "post") (action "delete"))
+                  "Delete this " ,(symbol->string (item-type it)) "? "
+                  (input (@ (type "hidden") (name "id") (value ,(item-id it))))
+                  (input (@ (type "hidden") (name "csrf") (value ,(csrf-token))))
+                  (button (@ (type "submit")) "Yes, delete it"))))
+        (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site) #:title "Delete"
+                                       #:message "You can't delete that.")))))
+
+(define (delete site request body)
+  (let ((it (editable site request (form-params request body))))
+    (if it
+        (begin
+          (delete-item! (site-db site) (item-id it))
+          (redirect (if (item-story it)
+                        (format #f "item?id=~a" (item-story it))
+                        "news")))
+        (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site) #:title "Delete"
+                                       #:message "You can't delete that.")))))
+
+;;; Votes and flags.
+
+(define (vote site request body)
+  (let* ((user (current-user site))
+         (form (form-params request body))
+         (id (int-param form "id"))
+         (dir (match (param form "dir") ("up" 1) ("down" -1) (_ #f)))
+         (whence (safe-whence (param form "whence"))))
+    (cond
+     ((not user) (redirect "login"))
+     ((not (and id dir))
+      (html-status 400 (message-page #:user user #:csrf (csrf-token) #:title "Vote"
+                                     #:message "That vote is malformed.")))
+     (else
+      (let ((result (vote! (site-db site) (user-name user) id dir (now)
+                           ((client-address) request))))
+        (if (or (number? result) (eq? result 'already))
+            (redirect whence)
+            (html-status (if (eq? result 'no-item) 404 403)
+                         (message-page #:user user #:csrf (csrf-token) #:title "Vote"
+                                       #:message "Can't make that vote."))))))))
+
+(define (flag site request body)
+  (let* ((user (current-user site))
+         (form (form-params request body))
+         (id (int-param form "id")))
+    (if (not user)
+        (redirect "login")
+        (match (and id (flag! (site-db site) (user-name user) id))
+          ((or 'flagged 'unflagged 'killed)
+           (redirect (safe-whence (param form "whence"))))
+          (_ (html-status 403 (message-page #:user user #:csrf (csrf-token) #:title "Flag"
+                                            #:message "You can't flag that.")))))))
+
+;;; Feeds.
+
+(define (rss site request body)
+  (values (build-response #:headers '((content-type . (application/rss+xml (charset . "utf-8")))))
+          (rss-feed (list-head* (ranked site) per-page) (now))))
+
+(define (list-head* items n)
+  (if (> (length items) n) (list-head items n) items))
+
+(define (items-json site request body)
+  (let* ((params (query-params request))
+         (id (int-param params "id"))
+         (db (site-db site)))
+    (if id
+        (let ((it (item-ref db id)))
+          (if (and it (not (item-deleted? it)) (not (item-dead? it)))
+              (json-response (item->json-alist it))
+              (values (build-response #:code 404 #:headers '((content-type . (application/json))))
+                      "{\"error\":\"no such item\"}")))
+        (json-response (list->vector (map item->json-alist
+                                          (list-head* (ranked site) per-page)))))))
+
+;;; The CSRF check, before any handler that changes something: the
+;;; token of a form (or the X-CSRF-Token header of a script) must be a
+;;; masked form of the session's secret ((plucky web csrf)).
+
+(define (csrf-ok? request params)
+  (csrf-token-valid? (or (param params "csrf")
+                         (assq-ref (request-headers request) 'x-csrf-token))))
+
+;;; Routes.
+
+(define get-routes
+  `(("" . ,front-page) ("news" . ,front-page) ("newest" . ,newest)
+    ("ask" . ,ask) ("best" . ,best) ("item" . ,item)
+    ("user" . ,user-profile) ("submitted" . ,submitted)
+    ("threads" . ,threads) ("newcomments" . ,newcomments)
+    ("login" . ,login-form) ("logout" . ,logout) ("submit" . ,submit-form)
+    ("reply" . ,reply-form) ("edit" . ,edit-form) ("delete" . ,delete-form)
+    ("rss" . ,rss) ("items.json" . ,items-json)))
+
+(define post-routes
+  `(("login" . ,login) ("signup" . ,signup) ("submit" . ,submit)
+    ("comment" . ,comment) ("vote" . ,vote) ("flag" . ,flag)
+    ("edit" . ,edit) ("delete" . ,delete) ("profile" . ,profile)))
+
+(define* (make-news-app #:key file (prefix "/") (address peer-address))
+  "Return the handler of the news site over the database FILE (see
+`seed-news-db!'), serving the paths under PREFIX.  ADDRESS, a procedure
+of the request, gives the client's address, which votes and rate limits
+count by."
+  (let ((site (make-site file #f #f #f (make-hash-table) (make-hash-table)))
+        (prefix-length (string-length prefix)))
+    (with-sessions
+     (lambda (request body)
+       (parameterize ((client-address address))
+        (let* ((path (uri-path (request-uri request)))
+              (name (and (string-prefix? prefix path)
+                         (substring path prefix-length)))
+              (method (request-method request)))
+         (cond
+          ((not name) (not-found site request "No such page."))
+          ((memq method '(GET HEAD))
+           (match (assoc name get-routes)
+             ((_ . handler)
+              (if (equal? name "logout")
+                  (if (csrf-ok? request (query-params request))
+                      (handler site request body)
+                      (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
+                                                     #:title "Logout"
+                                                     #:message "That logout link is stale.")))
+                  (if (and (member name cacheable-pages)
+                           (not (session-ref "user")))
+                      (cached-page site request
+                                   (lambda () (handler site request body)))
+                      (handler site request body))))
+             (#f (not-found site request "No such page."))))
+          ((eq? method 'POST)
+           (match (assoc name post-routes)
+             ((_ . handler)
+              (if (csrf-ok? request (form-params request body))
+                  (handler site request body)
+                  (html-status 403 (message-page
+                                    #:user (current-user site) #:title "Refused"
+                                    #:message "Your form was stale or forged (no valid CSRF token). Please go back, reload and try again."))))
+             (#f (not-found site request "No such page."))))
+          (else
+           (values (build-response #:code 405 #:headers '((allow . (GET HEAD POST))
+                                                          (content-type . (text/plain))))
+                   "Method not allowed\n"))))))
+     #:db (lambda () (news-db-handle (site-db site)))
+     #:path prefix)))

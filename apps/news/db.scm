@@ -1,0 +1,568 @@
+;;; (news db) --- the news site's data, in SQLite
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; Everything the news site stores, and every rule news.arc applies when
+;;; it stores it: who may vote on what and what a vote does to karma,
+;;; when flags kill an item, how fast a user or an address may submit.
+;;; The pages ((news app)) ask; this module answers and writes.
+;;;
+;;; One SQLite file is shared by every worker process, each with its own
+;;; connection (opened in the worker, never across a fork): WAL mode, so
+;;; that readers never wait for the writer, and a busy timeout, so that
+;;; two workers writing at once queue instead of failing.  Every write
+;;; that touches several rows (a vote: the vote, the item's score, the
+;;; author's karma) is one transaction.
+;;;
+;;; Caches in the pages are keyed by `db-version', a counter that every
+;;; transaction of this module raises as it commits, whichever worker's
+;;; connection makes it.  (SQLite's data_version pragma would count the
+;;; sessions' writes too, which change nothing a page caches.)
+;;;
+;;; Items are stories and comments, in one table as in news.arc: a
+;;; comment's PARENT is the item it answers and its STORY the story at
+;;; the root of its thread; a story's DESCENDANTS counts its live
+;;; comments.  Votes are kept one row per (item, user), which is what
+;;; makes a replayed vote a no-op.
+;;;
+;;; Code:
+
+(define-module (news db)
+  #:use-module (srfi srfi-1)
+  #:use-module (srfi srfi-9)
+  #:use-module (ice-9 match)
+  #:use-module (sqlite3)
+  #:use-module (news rank)
+  #:export (open-news-db
+            close-news-db
+            news-db?
+            news-db-handle
+            news-db-file
+            db-version
+            call-with-transaction
+
+            <user> user? user-name user-created user-karma user-about
+            user-email user-showdead? user-admin?
+            create-user! user-ref user-password-hash set-user-password-hash!
+            update-profile! set-user-karma! user-count
+
+            <item> item? item-id item-type item-by item-ip item-time
+            item-url item-title item-text item-score item-sockvotes
+            item-dead? item-deleted? item-parent item-story
+            item-descendants item-flags item-points
+            item-ref create-story! create-comment! edit-item!
+            delete-item! story-with-url item-count
+
+            ranked-stories newest-stories ask-stories best-stories
+            newest-comments stories-by comments-by thread-comments
+            comment-tree
+
+            vote! votes-by-user-on flag! recent-submissions
+
+            karma-to-downvote karma-to-flag flags-to-kill
+            comment-edit-minutes))
+
+;;; Rules, as news.arc sets them.
+
+(define karma-to-downvote 20)      ; downvoting comments
+(define karma-to-flag 30)          ; flagging items (news.arc's flag-threshold*)
+(define flags-to-kill 7)           ; more flags than this kill an item…
+(define kill-score-limit 10)       ; …whose points are under this
+(define comment-edit-minutes 120)  ; news.arc's user-changetime*
+
+;;; The connection.
+
+(define-record-type <news-db>
+  (make-news-db handle file in-transaction?)
+  news-db?
+  (handle news-db-handle)               ; the (sqlite3) connection
+  (file news-db-file)
+  (in-transaction? news-db-in-transaction? set-news-db-in-transaction!))
+
+(define schema "
+CREATE TABLE IF NOT EXISTS meta (
+  version INTEGER NOT NULL            -- raised by every commit of (news db)
+);
+INSERT INTO meta (version) SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM meta);
+CREATE TABLE IF NOT EXISTS users (
+  name TEXT PRIMARY KEY,
+  created INTEGER NOT NULL,
+  password TEXT NOT NULL,          -- an Argon2id encoded hash, parameters included
+  karma INTEGER NOT NULL DEFAULT 1,
+  about TEXT NOT NULL DEFAULT '',
+  email TEXT NOT NULL DEFAULT '',  -- shown to nobody but its owner
+  showdead INTEGER NOT NULL DEFAULT 0,
+  admin INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS items (
+  id INTEGER PRIMARY KEY,
+  type TEXT NOT NULL CHECK (type IN ('story', 'comment')),
+  by TEXT NOT NULL REFERENCES users(name),
+  ip TEXT NOT NULL,
+  time INTEGER NOT NULL,
+  url TEXT,
+  title TEXT,
+  text TEXT,
+  score INTEGER NOT NULL DEFAULT 0,
+  sockvotes INTEGER NOT NULL DEFAULT 0,
+  dead INTEGER NOT NULL DEFAULT 0,
+  deleted INTEGER NOT NULL DEFAULT 0,
+  parent INTEGER REFERENCES items(id),
+  story INTEGER REFERENCES items(id),
+  descendants INTEGER NOT NULL DEFAULT 0,
+  flags INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS items_type_id ON items(type, id);
+CREATE INDEX IF NOT EXISTS items_story ON items(story);
+CREATE INDEX IF NOT EXISTS items_by ON items(by, id);
+CREATE INDEX IF NOT EXISTS items_url ON items(url) WHERE url IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_ip_time ON items(ip, time);
+CREATE TABLE IF NOT EXISTS votes (
+  item INTEGER NOT NULL REFERENCES items(id),
+  user TEXT NOT NULL REFERENCES users(name),
+  dir INTEGER NOT NULL CHECK (dir IN (-1, 1)),
+  time INTEGER NOT NULL,
+  ip TEXT NOT NULL,
+  PRIMARY KEY (item, user)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS votes_user ON votes(user, item);
+CREATE TABLE IF NOT EXISTS flags (
+  item INTEGER NOT NULL REFERENCES items(id),
+  user TEXT NOT NULL REFERENCES users(name),
+  PRIMARY KEY (item, user)
+) WITHOUT ROWID;
+")
+
+(define (open-news-db file)
+  "Return a connection to the news database FILE, creating its tables if
+they are missing."
+  (let ((handle (sqlite-open file (logior SQLITE_OPEN_READWRITE
+                                          SQLITE_OPEN_CREATE))))
+    (sqlite-busy-timeout handle 10000)
+    (sqlite-exec handle "PRAGMA journal_mode=WAL")
+    (sqlite-exec handle "PRAGMA synchronous=NORMAL")
+    (sqlite-exec handle "PRAGMA foreign_keys=ON")
+    (sqlite-exec handle schema)
+    (make-news-db handle file #f)))
+
+(define (close-news-db db)
+  "Close DB's connection; return unspecified."
+  (sqlite-close (news-db-handle db)))
+
+;;; Queries: each statement is prepared once per connection and reset
+;;; after use, so that no read transaction stays open between requests
+;;; (an open one would pin the WAL and show this worker stale data).
+
+(define (statement db sql)
+  (sqlite-prepare (news-db-handle db) sql #:cache? #t))
+
+(define (query db sql . args)
+  "Return the rows of SQL with ARGS bound, as a list of vectors."
+  (let ((stmt (statement db sql)))
+    (apply sqlite-bind-arguments stmt args)
+    (let ((rows (reverse! (sqlite-fold cons '() stmt))))
+      (sqlite-reset stmt)
+      rows)))
+
+(define (query-1 db sql . args)
+  "Return the first row of SQL with ARGS bound, or #f."
+  (let ((stmt (statement db sql)))
+    (apply sqlite-bind-arguments stmt args)
+    (let ((row (sqlite-step stmt)))
+      (sqlite-reset stmt)
+      row)))
+
+(define (query-value db sql . args)
+  (let ((row (apply query-1 db sql args)))
+    (and row (vector-ref row 0))))
+
+(define (execute! db sql . args)
+  (let ((stmt (statement db sql)))
+    (apply sqlite-bind-arguments stmt args)
+    (sqlite-step stmt)
+    (sqlite-reset stmt)))
+
+(define (changes db)
+  (query-value db "SELECT changes()"))
+
+(define (last-id db)
+  (query-value db "SELECT last_insert_rowid()"))
+
+(define (db-version db)
+  "Return a number that changes whenever any worker changes DB's data."
+  (query-value db "SELECT version FROM meta"))
+
+(define (call-with-transaction db thunk)
+  "Call THUNK inside an immediate transaction of DB and return its
+values; roll back if it raises.  Inside a transaction already, THUNK
+becomes part of it (the seeder makes thousands of items in one)."
+  (if (news-db-in-transaction? db)
+      (thunk)
+      (begin
+        (execute! db "BEGIN IMMEDIATE")
+        (set-news-db-in-transaction! db #t)
+        (with-exception-handler
+            (lambda (e)
+              (set-news-db-in-transaction! db #f)
+              (execute! db "ROLLBACK")
+              (raise-exception e))
+          (lambda ()
+            (call-with-values thunk
+              (lambda results
+                (set-news-db-in-transaction! db #f)
+                (execute! db "UPDATE meta SET version = version + 1")
+                (execute! db "COMMIT")
+                (apply values results))))
+          #:unwind? #t))))
+
+;;; Users.
+
+(define-record-type <user>
+  (make-user name created karma about email showdead? admin?)
+  user?
+  (name user-name)
+  (created user-created)
+  (karma user-karma)
+  (about user-about)
+  (email user-email)
+  (showdead? user-showdead?)
+  (admin? user-admin?))
+
+(define (row->user row)
+  (match row
+    (#(name created karma about email showdead admin)
+     (make-user name created karma about email (= showdead 1) (= admin 1)))))
+
+(define (create-user! db name password-hash now)
+  "Add user NAME with PASSWORD-HASH, created at NOW (seconds); return #t,
+or #f when the name is taken (compared without case, as news.arc does)."
+  (call-with-transaction db
+    (lambda ()
+      (if (query-1 db "SELECT 1 FROM users WHERE name = ? COLLATE NOCASE" name)
+          #f
+          (begin
+            (execute! db "INSERT INTO users (name, created, password)
+                          VALUES (?, ?, ?)" name now password-hash)
+            #t)))))
+
+(define (user-ref db name)
+  "Return the user called NAME, or #f."
+  (and (string? name)
+       (let ((row (query-1 db "SELECT name, created, karma, about, email,
+                                      showdead, admin
+                               FROM users WHERE name = ?" name)))
+         (and row (row->user row)))))
+
+(define (user-password-hash db name)
+  "Return the encoded password hash of user NAME, or #f."
+  (query-value db "SELECT password FROM users WHERE name = ?" name))
+
+(define (set-user-password-hash! db name hash)
+  "Store HASH as user NAME's password hash (after a rehash)."
+  (call-with-transaction db
+    (lambda ()
+      (execute! db "UPDATE users SET password = ? WHERE name = ?" hash name))))
+
+(define (update-profile! db name about email showdead?)
+  "Store NAME's ABOUT text, EMAIL and SHOWDEAD? preference."
+  (call-with-transaction db
+    (lambda ()
+      (execute! db "UPDATE users SET about = ?, email = ?, showdead = ?
+                    WHERE name = ?" about email (if showdead? 1 0) name))))
+
+(define (user-count db)
+  "Return how many users there are."
+  (query-value db "SELECT count(*) FROM users"))
+
+;; Karma moves with votes; this sets it outright, for seeding and admins.
+(define (set-user-karma! db name karma)
+  "Set user NAME's KARMA."
+  (call-with-transaction db
+    (lambda ()
+      (execute! db "UPDATE users SET karma = ? WHERE name = ?" karma name))))
+
+;;; Items.
+
+(define-record-type <item>
+  (make-item id type by ip time url title text score sockvotes
+             dead? deleted? parent story descendants flags)
+  item?
+  (id item-id)
+  (type item-type)                      ; 'story or 'comment
+  (by item-by)
+  (ip item-ip)
+  (time item-time)                      ; seconds since the epoch
+  (url item-url)                        ; #f for a text post or a comment
+  (title item-title)
+  (text item-text)
+  (score item-score)
+  (sockvotes item-sockvotes)
+  (dead? item-dead?)
+  (deleted? item-deleted?)
+  (parent item-parent)                  ; comments: the item answered
+  (story item-story)                    ; comments: the thread's story
+  (descendants item-descendants)        ; stories: live comments below
+  (flags item-flags))
+
+(define item-columns
+  "id, type, by, ip, time, url, title, text, score, sockvotes, dead,
+   deleted, parent, story, descendants, flags")
+
+(define (row->item row)
+  (match row
+    (#(id type by ip time url title text score sockvotes dead deleted
+          parent story descendants flags)
+     (make-item id (string->symbol type) by ip time url title text score
+                sockvotes (= dead 1) (= deleted 1) parent story
+                descendants flags))))
+
+(define (items db where . args)
+  (map row->item
+       (apply query db (string-append "SELECT " item-columns
+                                      " FROM items " where)
+              args)))
+
+(define (item-points item)
+  "Return ITEM's points as ranking counts them: votes less sock-puppets'."
+  (- (item-score item) (item-sockvotes item)))
+
+(define (item-ref db id)
+  "Return the item numbered ID, or #f."
+  (and (exact-integer? id)
+       (match (items db "WHERE id = ?" id)
+         ((item) item)
+         (() #f))))
+
+(define (item-count db type)
+  "Return how many items of TYPE ('story or 'comment) there are."
+  (query-value db "SELECT count(*) FROM items WHERE type = ?"
+               (symbol->string type)))
+
+(define (story-with-url db url since)
+  "Return the live story submitted with URL at or after SINCE, or #f."
+  (match (items db "WHERE url = ? AND type = 'story' AND dead = 0
+                    AND deleted = 0 AND time >= ? ORDER BY id DESC LIMIT 1"
+                url since)
+    ((item) item)
+    (() #f)))
+
+(define (insert-item! db type by ip now url title text parent story)
+  (execute! db "INSERT INTO items (type, by, ip, time, url, title, text,
+                                   parent, story)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            (symbol->string type) by ip now url title text parent story)
+  (last-id db))
+
+(define (create-story! db by ip now url title text)
+  "Add a story by user BY from address IP at NOW with URL (or #f), TITLE
+and TEXT (or #f), and its author's vote for it; return its id."
+  (call-with-transaction db
+    (lambda ()
+      (let ((id (insert-item! db 'story by ip now url title text #f #f)))
+        (record-vote! db by id 1 now ip)
+        id))))
+
+(define (create-comment! db by ip now parent text)
+  "Add a comment by BY from IP at NOW answering item PARENT with TEXT, and
+its author's vote for it; return its id, or #f when PARENT is not a live
+item."
+  (call-with-transaction db
+    (lambda ()
+      (let ((parent-item (item-ref db parent)))
+        (and parent-item
+             (not (item-dead? parent-item))
+             (not (item-deleted? parent-item))
+             (let* ((story (or (item-story parent-item)
+                               (item-id parent-item)))
+                    (id (insert-item! db 'comment by ip now #f #f text
+                                      parent story)))
+               (execute! db "UPDATE items SET descendants = descendants + 1
+                             WHERE id = ?" story)
+               (record-vote! db by id 1 now ip)
+               id))))))
+
+(define (edit-item! db id title text)
+  "Store TITLE (stories) and TEXT of item ID."
+  (call-with-transaction db
+    (lambda ()
+      (execute! db "UPDATE items SET title = coalesce(?, title), text = ?
+                    WHERE id = ?" title text id))))
+
+(define (delete-item! db id)
+  "Mark item ID deleted; a deleted comment leaves its thread's count."
+  (call-with-transaction db
+    (lambda ()
+      (let ((item (item-ref db id)))
+        (when (and item (not (item-deleted? item)))
+          (execute! db "UPDATE items SET deleted = 1 WHERE id = ?" id)
+          (when (and (eq? (item-type item) 'comment) (not (item-dead? item)))
+            (execute! db "UPDATE items SET descendants = descendants - 1
+                          WHERE id = ?" (item-story item))))))))
+
+;;; Lists.
+
+(define consider-for-front-page 1000)   ; news.arc ranks the latest 1000
+
+(define (ranked-stories db now)
+  "Return the live stories of the front page in rank order at NOW: the
+latest 1000 with at least one point, by `frontpage-rank'."
+  (let* ((candidates
+          (items db "WHERE type = 'story' AND dead = 0 AND deleted = 0
+                     ORDER BY id DESC LIMIT ?" consider-for-front-page))
+         (ranked
+          (map (lambda (item)
+                 (cons (frontpage-rank
+                        #:type 'story
+                        #:points (item-points item)
+                        #:age-minutes (quotient (- now (item-time item)) 60)
+                        #:url (item-url item)
+                        #:comments (item-descendants item))
+                       item))
+               (filter (lambda (item)
+                         (>= (item-points item) front-threshold))
+                       candidates))))
+    (map cdr (sort ranked (lambda (a b) (> (car a) (car b)))))))
+
+(define (newest-stories db limit offset)
+  "Return LIMIT live stories, newest first, skipping OFFSET."
+  (items db "WHERE type = 'story' AND dead = 0 AND deleted = 0
+             ORDER BY id DESC LIMIT ? OFFSET ?" limit offset))
+
+(define (ask-stories db limit offset)
+  "Return LIMIT live text posts (no url), newest first, skipping OFFSET."
+  (items db "WHERE type = 'story' AND url IS NULL AND dead = 0
+             AND deleted = 0 ORDER BY id DESC LIMIT ? OFFSET ?" limit offset))
+
+(define (best-stories db limit offset)
+  "Return LIMIT live stories by points, skipping OFFSET."
+  (items db "WHERE type = 'story' AND dead = 0 AND deleted = 0
+             ORDER BY score - sockvotes DESC, id DESC LIMIT ? OFFSET ?"
+         limit offset))
+
+(define (newest-comments db limit offset)
+  "Return LIMIT live comments, newest first, skipping OFFSET."
+  (items db "WHERE type = 'comment' AND dead = 0 AND deleted = 0
+             ORDER BY id DESC LIMIT ? OFFSET ?" limit offset))
+
+(define (stories-by db name limit offset)
+  "Return LIMIT of user NAME's live stories, newest first."
+  (items db "WHERE by = ? AND type = 'story' AND deleted = 0
+             ORDER BY id DESC LIMIT ? OFFSET ?" name limit offset))
+
+(define (comments-by db name limit offset)
+  "Return LIMIT of user NAME's comments, newest first."
+  (items db "WHERE by = ? AND type = 'comment' AND deleted = 0
+             ORDER BY id DESC LIMIT ? OFFSET ?" name limit offset))
+
+(define (thread-comments db story)
+  "Return every comment of STORY's thread (by id), dead and deleted too:
+the page decides what each viewer sees."
+  (items db "WHERE story = ? ORDER BY id" story))
+
+(define (comment-tree comments root now)
+  "Return the replies to ROOT among COMMENTS as a list of (COMMENT .
+REPLIES) trees, each level in news.arc's order: by rank at NOW."
+  (let ((children (make-hash-table)))
+    (for-each (lambda (c)
+                (hashv-set! children (item-parent c)
+                            (cons (cons (frontpage-rank
+                                         #:type 'comment
+                                         #:points (item-points c)
+                                         #:age-minutes (quotient (- now (item-time c)) 60))
+                                        c)
+                                  (hashv-ref children (item-parent c) '()))))
+              comments)
+    (let build ((parent root))
+      (map (lambda (ranked) (let ((c (cdr ranked))) (cons c (build (item-id c)))))
+           (sort (hashv-ref children parent '())
+                 (lambda (a b) (> (car a) (car b))))))))
+
+;;; Votes and flags.
+
+(define (record-vote! db user id dir now ip)
+  (execute! db "INSERT INTO votes (item, user, dir, time, ip)
+                VALUES (?, ?, ?, ?, ?)" id user dir now ip)
+  (execute! db "UPDATE items SET score = score + ? WHERE id = ?" dir id))
+
+(define (vote! db user id dir now ip)
+  "Record USER's vote DIR (1 up, -1 down) on item ID from address IP at
+NOW; return the item's new score, or a symbol saying why not: 'no-item,
+'dead, 'already (one vote per user and item), 'own (an author votes for
+their item when submitting it, and never again), 'karma (downvotes need
+karma and are for comments only)."
+  (call-with-transaction db
+    (lambda ()
+      (let ((item (item-ref db id))
+            (voter (user-ref db user)))
+        (cond
+         ((or (not item) (not voter)) 'no-item)
+         ((or (item-dead? item) (item-deleted? item)) 'dead)
+         ((string=? (item-by item) user) 'own)
+         ((query-1 db "SELECT 1 FROM votes WHERE item = ? AND user = ?"
+                   id user)
+          'already)
+         ((and (= dir -1)
+               (or (eq? (item-type item) 'story)
+                   (< (user-karma voter) karma-to-downvote)))
+          'karma)
+         (else
+          (record-vote! db user id dir now ip)
+          ;; The author's karma follows, but not from their own address:
+          ;; news.arc's guard against voting for oneself by a second account.
+          (unless (string=? (item-ip item) ip)
+            (execute! db "UPDATE users SET karma = karma + ? WHERE name = ?"
+                      dir (item-by item)))
+          (+ (item-score item) dir)))))))
+
+(define (votes-by-user-on db user ids)
+  "Return an alist (ID . DIR) of USER's votes on the items IDS."
+  (if (or (not user) (null? ids))
+      '()
+      (map (match-lambda (#(item dir) (cons item dir)))
+           (apply query db
+                  (string-append
+                   "SELECT item, dir FROM votes WHERE user = ? AND item IN ("
+                   (string-join (map (const "?") ids) ",") ")")
+                  user ids))))
+
+(define (flag! db user id)
+  "Toggle USER's flag on item ID; return 'flagged, 'unflagged, 'killed
+(the flag that passed the threshold), or 'no-item, 'own or 'karma when
+USER may not flag it."
+  (call-with-transaction db
+    (lambda ()
+      (let ((item (item-ref db id))
+            (flagger (user-ref db user)))
+        (cond
+         ((or (not item) (not flagger)) 'no-item)
+         ((string=? (item-by item) user) 'own)
+         ((and (not (user-admin? flagger))
+               (<= (user-karma flagger) karma-to-flag))
+          'karma)
+         ((query-1 db "SELECT 1 FROM flags WHERE item = ? AND user = ?" id user)
+          (execute! db "DELETE FROM flags WHERE item = ? AND user = ?" id user)
+          (execute! db "UPDATE items SET flags = flags - 1 WHERE id = ?" id)
+          'unflagged)
+         (else
+          (execute! db "INSERT INTO flags (item, user) VALUES (?, ?)" id user)
+          (execute! db "UPDATE items SET flags = flags + 1 WHERE id = ?" id)
+          (if (and (not (item-dead? item))
+                   (> (+ 1 (item-flags item)) flags-to-kill)
+                   (< (item-points item) kill-score-limit))
+              (begin
+                (execute! db "UPDATE items SET dead = 1 WHERE id = ?" id)
+                (when (eq? (item-type item) 'comment)
+                  (execute! db "UPDATE items SET descendants = descendants - 1
+                                WHERE id = ?" (item-story item)))
+                'killed)
+              'flagged)))))))
+
+(define (recent-submissions db user ip type since)
+  "Return how many items of TYPE user USER or address IP submitted since
+SINCE: what the rate limits count."
+  (query-value db "SELECT count(*) FROM items
+                   WHERE type = ? AND time >= ? AND (by = ? OR ip = ?)"
+               (symbol->string type) since user ip))

@@ -1,0 +1,24 @@
+;;; apps/news/main.scm --- the news site alone: bin/plucky serve apps/news/main.scm
+;;;
+;;; The data lives in $PLUCKY_DATA/news.db (default ./var/news.db),
+;;; created and seeded on the first start.  The demo site (apps/demo.scm)
+;;; serves the same app under /news/.
+
+;; The (news …) modules are in this directory, under apps/: known when
+;; this file is compiled too, hence `current-filename'; Guile gives #f
+;; for a file it found through a load path holding its root (plucky's
+;; own), and the load path finds it.
+(add-to-load-path
+ (dirname (dirname (or (current-filename)
+                       (search-path %load-path "apps/news/main.scm")))))
+
+(use-modules (news app))
+
+(define data-directory (or (getenv "PLUCKY_DATA") "var"))
+
+(unless (file-exists? data-directory)
+  (mkdir data-directory))
+
+(define news-file (string-append data-directory "/news.db"))
+(seed-news-db! news-file)               ; created and seeded on the first start
+(make-news-app #:file news-file)

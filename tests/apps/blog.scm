@@ -1,0 +1,324 @@
+;;; tests/apps/blog.scm --- the blog, in-process, on a tekuti repository
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; A repository in tekuti's layout is made with git commands (one post,
+;;; one comment holding tekuti's XHTML), and the app is called as the
+;;; server would call it.  Then: the pages, the cache and its 304s, a
+;;; change committed from outside showing on the next request, comments
+;;; (and hostile ones: refused, or stored escaped), 50 comments posted at
+;;; once from 50 threads (all in git after), the admin, and repositories
+;;; the app must refuse at start-up.
+;;;
+;;; Code:
+
+(add-to-load-path (string-append (getcwd) "/apps"))
+
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
+             (srfi srfi-71)
+             (ice-9 match)
+             (ice-9 regex)
+             (ice-9 threads)
+             (rnrs bytevectors)
+             (sqlite3)
+             (web request)
+             (web response)
+             (web uri)
+             (tests lib harness)
+             (plucky web password)
+             (blog git)
+             (blog store)
+             (blog app))
+
+(define dir (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-blog-XXXXXX")))
+(define repo (string-append dir "/tekuti"))
+(define key "2012%2f03%2f08%2fan-in-depth-look")
+
+(define (sh . words)
+  (zero? (status:exit-val (apply system* words))))
+
+(define (git . args)
+  (apply sh "git" "-C" repo "-c" "user.name=t" "-c" "user.email=t@example.org" args))
+
+(define (write-file file text)
+  (call-with-output-file file (lambda (port) (display text port))))
+
+;; tekuti's layout, made as tekuti would: a tree per post, its comments
+;; named by their blob's id.
+(mkdir repo)
+(git "init" "-q" "-b" "master")
+(mkdir (string-append repo "/" key))
+(mkdir (string-append repo "/" key "/comments"))
+(write-file (string-append repo "/" key "/metadata")
+            (string-append "timestamp: " (number->string (- (current-time) 3600)) "\n"
+                           "tags: guile, web\nstatus: publish\ntitle: an in-depth look\n"
+                           "name: an-in-depth-look\ncomment_status: open\n"))
+(write-file (string-append repo "/" key "/content") "What ho!\n\nA <b>long</b> article.")
+(write-file (string-append repo "/c")
+            "timestamp: 1331246700\nauthor: Aleix\nauthor_email: a@example.org\nauthor_url: http://example.org/\n\nNice <a href=\"http://example.org/x\">post</a><script>alert(1)</script>")
+(define tekuti-comment
+  (let ((port ((@ (ice-9 popen) open-pipe*) OPEN_READ "git" "-C" repo "hash-object" "-w" "c")))
+    (let ((id ((@ (ice-9 rdelim) read-line) port))) ((@ (ice-9 popen) close-pipe) port) id)))
+(rename-file (string-append repo "/c") (string-append repo "/" key "/comments/" tekuti-comment))
+;; a newer tekuti's post and comment, in its Markdown ("marxdown")
+(define md-key "2012%2f03%2f09%2fin-markdown")
+(mkdir (string-append repo "/" md-key))
+(mkdir (string-append repo "/" md-key "/comments"))
+(write-file (string-append repo "/" md-key "/metadata")
+            "timestamp: 1331300000\ntags: guile\nstatus: publish\ntitle: in markdown\nname: in-markdown\ncomment_status: closed\nformat: marxdown\n")
+(write-file (string-append repo "/" md-key "/content") "# A heading\n\nSome *emphasis* and `(code)`.")
+(write-file (string-append repo "/" md-key "/comments/0123456789abcdef0123456789abcdef01234567")
+            "timestamp: 1331300100\nauthor: Mallory\nformat: marxdown\n\nA **bold** <script>alert(3)</script> [link](javascript:alert(4))")
+(git "add" ".")
+(git "commit" "-q" "-m" "tekuti")
+
+(define store (open-git-store repo))
+(define sessions (sqlite-open (string-append dir "/sessions.db")))
+(define app (make-blog-app #:store store #:sessions-db sessions #:prefix "/blog/"
+                           #:secret (make-bytevector 32 7)
+                           #:admin-hash (hash-password "correct horse battery")
+                           #:rate-limit 1000
+                           #:address (lambda (request)
+                                       (assq-ref (request-headers request) 'x-test-peer))))
+
+;;; Calling the app, with a cookie jar.
+
+(define jar (make-hash-table))
+(define (cookie-header)
+  (let ((pairs (hash-map->list (lambda (k v) (string-append k "=" v)) jar)))
+    (if (null? pairs) '() `((cookie . ,(string-join pairs "; "))))))
+(define (take-cookies! headers)
+  (for-each (match-lambda
+              (('set-cookie . value)
+               (let ((m (string-match "^([^=]+)=([^;]*)" (if (string? value) value (format #f "~a" value)))))
+                 (when m
+                   (if (string-null? (match:substring m 2))
+                       (hash-remove! jar (match:substring m 1))
+                       (hash-set! jar (match:substring m 1) (match:substring m 2))))))
+              (_ #f))
+            headers))
+
+(define (encode-form form)
+  (string-join (map (match-lambda
+                      ((k . (? bytevector? raw))
+                       (string-append k "=" (string-concatenate
+                                             (map (lambda (b) (format #f "%~2,'0x" b))
+                                                  (bytevector->u8-list raw)))))
+                      ((k . v) (string-append (uri-encode k) "=" (uri-encode v))))
+                    form)
+               "&"))
+
+;; -> (values status headers text)
+(define* (call method path #:key form (headers '()) (jar? #t) (peer "192.0.2.1") (app app))
+  (let* ((body (and form (string->utf8 (encode-form form))))
+         (request (build-request (string->uri-reference path) #:method method
+                                 #:port (open-input-string "")
+                                 #:headers `((host "blog.test" . #f)
+                                             (x-test-peer . ,peer)
+                                             ,@(if jar? (cookie-header) '())
+                                             ,@headers))))
+    (call-with-values (lambda () (app request body))
+      (lambda (response body)
+        (when jar? (take-cookies! (response-headers response)))
+        (values (response-code response) (response-headers response)
+                (cond ((bytevector? body) (utf8->string body)) ((string? body) body) (else "")))))))
+
+(define (status-of . args) (let ((s h t (apply call args))) s))
+(define (text-of . args) (let ((s h t (apply call args))) t))
+
+(define post-path "/blog/archives/2012/03/08/an-in-depth-look")
+(define (form-token)
+  (let ((m (string-match "name=\"token\" value=\"([^\"]+)\"" (text-of 'GET post-path #:jar? #f))))
+    (and m (match:substring m 1))))
+(define (comment-count)
+  (length (tree-entries store (caddr (tree-entry-ref
+                                      (tree-entries store (post-tree (index-post-by-path
+                                                                      (load-blog-index store (branch-commit store))
+                                                                      "2012/03/08/an-in-depth-look")))
+                                      "comments")))))
+
+(test-begin "apps/blog")
+
+(test-group "a tekuti repository, read as it is"
+  (test-assert "the index shows its post"
+    (string-contains (text-of 'GET "/blog/" #:jar? #f) "an in-depth look"))
+  (let ((page (text-of 'GET post-path #:jar? #f)))
+    (test-assert "the post's body" (string-contains page "A <b>long</b> article."))
+    (test-assert "its comment, its link kept with nofollow"
+      (string-contains page "<a href=\"http://example.org/x\" rel=\"nofollow ugc\">post</a>"))
+    (test-assert "its script as text" (string-contains page "&lt;script&gt;alert(1)"))
+    (test-assert "no script tag" (not (string-contains page "<script>"))))
+  (let ((page (text-of 'GET "/blog/archives/2012/03/09/in-markdown" #:jar? #f)))
+    (test-assert "a marxdown post: its heading" (string-contains page "<h1>A heading</h1>"))
+    (test-assert "a marxdown post: inline markup"
+      (string-contains page "Some <em>emphasis</em> and <code>(code)</code>."))
+    (test-assert "a marxdown comment: its markup" (string-contains page "A <strong>bold</strong>"))
+    (test-assert "a marxdown comment: its script as text" (string-contains page "&lt;script&gt;alert(3)"))
+    (test-assert "a marxdown comment: no javascript: link" (not (string-contains page "javascript:alert(4)\""))))
+  (test-equal "a tag page" 200 (status-of 'GET "/blog/tags/guile" #:jar? #f))
+  (test-equal "an unknown tag" 404 (status-of 'GET "/blog/tags/cobol" #:jar? #f))
+  (test-assert "the tag cloud" (string-contains (text-of 'GET "/blog/tags" #:jar? #f) "tags/web"))
+  (test-equal "archives by year" 200 (status-of 'GET "/blog/archives/2012" #:jar? #f))
+  (test-equal "archives by day" 200 (status-of 'GET "/blog/archives/2012/03/08" #:jar? #f))
+  (test-equal "an empty month" 404 (status-of 'GET "/blog/archives/2013/01" #:jar? #f))
+  (test-assert "the feed, with=guile"
+    (string-contains (text-of 'GET "/blog/feed/atom?with=guile" #:jar? #f) "<entry>"))
+  (test-assert "the feed, without=guile"
+    (not (string-contains (text-of 'GET "/blog/feed/atom?without=guile" #:jar? #f) "<entry>")))
+  (test-assert "the feed, with=web without=guile: none"
+    (not (string-contains (text-of 'GET "/blog/feed/atom?with=web&without=guile" #:jar? #f) "<entry>")))
+  (test-assert "the feed, without=web: only the other"
+    (let ((feed (text-of 'GET "/blog/feed/atom?without=web" #:jar? #f)))
+      (and (string-contains feed "in markdown") (not (string-contains feed "an in-depth look")))))
+  (test-assert "search"
+    (string-contains (text-of 'GET "/blog/search?string=LONG" #:jar? #f) "an in-depth look")))
+
+(test-group "the cache"
+  (let ((status headers text (call 'GET "/blog/" #:jar? #f)))
+    (test-equal "the ETag is the commit" (branch-commit store) (car (assq-ref headers 'etag)))
+    (test-equal "If-None-Match: 304" 304
+      (status-of 'GET "/blog/" #:jar? #f
+                 #:headers `((if-none-match . (,(assq-ref headers 'etag))))))
+    (test-equal "If-Modified-Since: 304" 304
+      (status-of 'GET "/blog/" #:jar? #f
+                 #:headers `((if-modified-since . ,(assq-ref headers 'last-modified))))))
+  ;; a change from outside, as a `git push' would make it
+  (write-file (string-append repo "/" key "/content") "Rewritten from outside.")
+  (git "commit" "-q" "-a" "-m" "outside")
+  (test-assert "shows on the next request"
+    (string-contains (text-of 'GET post-path #:jar? #f) "Rewritten from outside."))
+  ;; `git gc' packs the refs: no ref file is left, packed-refs has it
+  (git "pack-refs" "--all")
+  (test-assert "packed refs: no ref file"
+    (not (file-exists? (string-append repo "/.git/refs/heads/master"))))
+  (let ((status headers text (call 'GET "/blog/" #:jar? #f)))
+    (test-equal "packed refs: the same commit" (branch-commit store) (car (assq-ref headers 'etag)))
+    (test-assert "packed refs: a commit" (string? (branch-commit store)))))
+
+(test-group "comments"
+  (let ((before (comment-count)))
+    (test-equal "a comment redirects back" 303
+      (status-of 'POST post-path #:jar? #f
+                 #:form `(("token" . ,(form-token)) ("author" . "Bob <i>")
+                          ("comment" . "Hello <script>alert(2)</script>"))))
+    (test-equal "it is in git" (+ before 1) (comment-count))
+    (let ((page (text-of 'GET post-path #:jar? #f)))
+      (test-assert "shown escaped" (string-contains page "Hello &lt;script&gt;alert(2)"))
+      (test-assert "the author escaped once" (string-contains page "Bob &lt;i&gt;")))
+    (test-equal "no token: 403" 403
+      (status-of 'POST post-path #:jar? #f #:form '(("author" . "x") ("comment" . "y"))))
+    (test-equal "a forged token: 403" 403
+      (status-of 'POST post-path #:jar? #f #:form '(("token" . "AAAA") ("author" . "x") ("comment" . "y"))))
+    (test-equal "the honeypot filled: 400" 400
+      (status-of 'POST post-path #:jar? #f #:form `(("token" . ,(form-token)) ("author" . "x")
+                                                  ("website" . "spam") ("comment" . "y"))))
+    (test-equal "invalid UTF-8: 400" 400
+      (status-of 'POST post-path #:jar? #f #:form `(("token" . ,(form-token)) ("author" . "x")
+                                                  ("comment" . ,#vu8(#xff #xfe #x41)))))
+    (test-equal "a NUL: 400" 400
+      (status-of 'POST post-path #:jar? #f #:form `(("token" . ,(form-token)) ("author" . "x")
+                                                  ("comment" . "a\x00;b"))))
+    (test-equal "too long: 400" 400
+      (status-of 'POST post-path #:jar? #f #:form `(("token" . ,(form-token)) ("author" . "x")
+                                                  ("comment" . ,(make-string 20000 #\a)))))
+    (test-equal "a javascript: web address: 400" 400
+      (status-of 'POST post-path #:jar? #f #:form `(("token" . ,(form-token)) ("author" . "x")
+                                                  ("url" . "javascript:alert(1)") ("comment" . "y"))))
+    (test-equal "none of those stored" (+ before 1) (comment-count))))
+
+(test-group "50 comments at once"
+  (let* ((before (comment-count))
+         (token (form-token))
+         (threads (map (lambda (i)
+                         (call-with-new-thread
+                          (lambda ()
+                            (status-of 'POST post-path #:jar? #f
+                                       #:peer (format #f "198.51.100.~a" i)
+                                       #:form `(("token" . ,token) ("author" . ,(format #f "client ~a" i))
+                                                ("comment" . ,(format #f "comment ~a" i)))))))
+                       (iota 50)))
+         (statuses (map join-thread threads)))
+    (test-equal "all redirected" (make-list 50 303) statuses)
+    (test-equal "all in git" (+ before 50) (comment-count))))
+
+(define* (other-app #:key (rate-limit 1000) (comment-days 365))
+  (make-blog-app #:store store #:sessions-db sessions #:prefix "/blog/"
+                 #:secret (make-bytevector 32 7)
+                 #:admin-hash (hash-password "correct horse battery")
+                 #:rate-limit rate-limit #:comment-days comment-days
+                 #:address (lambda (request)
+                             (assq-ref (request-headers request) 'x-test-peer))))
+
+(test-group "the rate limit and closed comments"
+  (let ((limited (other-app #:rate-limit 2))
+        (token (form-token)))
+    (define (post!)
+      (status-of 'POST post-path #:jar? #f #:app limited #:peer "203.0.113.9"
+                 #:form `(("token" . ,token) ("author" . "flood") ("comment" . "again"))))
+    (test-equal "two comments from one address, then 429" '(303 303 429)
+      (list (post!) (post!) (post!)))
+    (test-equal "another address may still" 303
+      (status-of 'POST post-path #:jar? #f #:app limited #:peer "203.0.113.10"
+                 #:form `(("token" . ,token) ("author" . "other") ("comment" . "hi")))))
+  (let ((closed (other-app #:comment-days 0)))
+    (test-assert "a post past the age shows no form"
+      (not (string-contains (text-of 'GET post-path #:jar? #f #:app closed) "comment-form")))
+    (test-equal "and refuses a comment: 403" 403
+      (status-of 'POST post-path #:jar? #f #:app closed
+                 #:form `(("token" . ,(form-token)) ("author" . "late") ("comment" . "too late"))))))
+
+(test-group "the admin"
+  (test-equal "the login form" 200 (status-of 'GET "/blog/admin"))
+  (test-equal "a wrong password: 403" 403
+    (status-of 'POST "/blog/admin/login" #:form '(("name" . "admin") ("password" . "wrong"))))
+  (test-equal "the right one: 303" 303
+    (status-of 'POST "/blog/admin/login" #:form '(("name" . "admin") ("password" . "correct horse battery"))))
+  (let* ((page (text-of 'GET "/blog/admin/new"))
+         (csrf (match:substring (string-match "name=\"csrf\" value=\"([^\"]+)\"" page) 1)))
+    (test-equal "a post without the CSRF token: 403" 403
+      (status-of 'POST "/blog/admin/new-post" #:form '(("title" . "x") ("body" . "y") ("status" . "publish"))))
+    (test-equal "a new draft" 303
+      (status-of 'POST "/blog/admin/new-post"
+                 #:form `(("csrf" . ,csrf) ("title" . "Secret plans") ("body" . "draft")
+                          ("tags" . "plans") ("status" . "draft"))))
+    (test-assert "the admin sees it" (string-contains (text-of 'GET "/blog/admin") "Secret plans"))
+    (test-assert "visitors do not" (not (string-contains (text-of 'GET "/blog/" #:jar? #f) "Secret plans")))
+    (test-equal "a published post" 303
+      (status-of 'POST "/blog/admin/new-post"
+                 #:form `(("csrf" . ,csrf) ("title" . "Plucky serves the blog") ("body" . "Hello.")
+                          ("tags" . "plucky, web") ("status" . "publish") ("comments" . "open"))))
+    (test-assert "on the index" (string-contains (text-of 'GET "/blog/" #:jar? #f) "Plucky serves the blog"))
+    (test-assert "recent changes" (string-contains (text-of 'GET "/blog/admin/changes") "new post"))
+    (let ((newest (branch-commit store)))
+      (test-equal "revert it" 303
+        (status-of 'POST (string-append "/blog/admin/revert-change/" newest) #:form `(("csrf" . ,csrf))))
+      (test-assert "gone from the index"
+        (not (string-contains (text-of 'GET "/blog/" #:jar? #f) "Plucky serves the blog"))))
+    (let ((before (comment-count)))
+      (test-equal "delete a comment" 303
+        (status-of 'POST (string-append "/blog/admin/delete-comment/" (uri-encode key) "/" tekuti-comment)
+                   #:form `(("csrf" . ,csrf))))
+      (test-equal "one fewer" (- before 1) (comment-count)))))
+
+(test-group "repositories refused at start-up"
+  (test-equal "not a git repository" 'blog-error
+    (catch 'blog-error (lambda () (open-git-store dir) #f) (lambda (k . _) k)))
+  (let ((other (string-append dir "/other")))
+    (mkdir other)
+    (sh "git" "-C" other "init" "-q" "-b" "master")
+    (write-file (string-append other "/README") "not a blog")
+    (sh "git" "-C" other "add" ".")
+    (sh "git" "-C" other "-c" "user.name=t" "-c" "user.email=t@x" "commit" "-q" "-m" "x")
+    (test-assert "not in tekuti's layout: one line naming it"
+      (catch 'blog-error
+        (lambda () (check-blog-layout (open-git-store other)) #f)
+        (lambda (k message) (and (string-contains message "README")
+                                 (not (string-index message #\newline))))))))
+
+(test-end "apps/blog")
+
+(system* "rm" "-rf" dir)

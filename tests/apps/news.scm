@@ -1,0 +1,333 @@
+;;; tests/apps/news.scm --- the news site, in-process: flows and hostile input
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; The app is called as the server would call it, with a cookie jar per
+;;; visitor, on a small seeded database in a temporary directory.  The
+;;; flows: sign up, log in, submit, comment, reply, vote, flag, edit,
+;;; delete, log out.  Then hostile input, each case checked three ways:
+;;; the status is the precise refusal (never a 500), nothing was stored
+;;; that should not be, and what was stored comes back escaped.
+;;;
+;;; Code:
+
+(add-to-load-path (string-append (getcwd) "/apps"))
+
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
+             (srfi srfi-71)
+             (ice-9 match)
+             (ice-9 regex)
+             (rnrs bytevectors)
+             (web request)
+             (web response)
+             (web uri)
+             (tests lib harness)
+             (news db)
+             (news app))
+
+(define dir (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-news-app-XXXXXX")))
+(define db-file (string-append dir "/news.db"))
+(seed-news-db! db-file #:seed? #f)
+(define db (open-news-db db-file))      ; the test's own, to check what was stored
+(define app (make-news-app #:file db-file #:prefix "/"
+                           #:address (lambda (request)
+                                       (assq-ref (request-headers request) 'x-test-peer))))
+
+;;; A visitor: a cookie jar and the CSRF token of the last form seen.
+
+(define visitors 0)
+(define (make-visitor)
+  ;; a jar, the last CSRF token seen, an address of its own
+  (set! visitors (+ visitors 1))
+  (list (make-hash-table) #f (format #f "192.0.2.~a" visitors)))
+(define (jar v) (car v))
+
+(define (cookie-header v)
+  (let ((pairs (hash-map->list (lambda (k val) (string-append k "=" val)) (jar v))))
+    (if (null? pairs) '() `((cookie . ,(string-join pairs "; "))))))
+
+(define (take-cookies! v response)
+  (for-each
+   (match-lambda
+     (('set-cookie . value)
+      (let* ((text (if (string? value) value (format #f "~a" value)))
+             (m (string-match "^([^=]+)=([^;]*)" text)))
+        (when m
+          (if (or (string-null? (match:substring m 2))
+                  (string-contains text "Max-Age=0"))
+              (hash-remove! (jar v) (match:substring m 1))
+              (hash-set! (jar v) (match:substring m 1) (match:substring m 2))))))
+     (_ #f))
+   (if (response? response) (response-headers response) response)))
+
+(define (form->bytes form)
+  (string->utf8
+   (string-join (map (match-lambda
+                       ((k . (? bytevector? raw))
+                        ;; raw bytes, percent-encoded as they are
+                        (string-append (uri-encode k) "="
+                                       (string-concatenate
+                                        (map (lambda (b) (format #f "%~2,'0x" b))
+                                             (bytevector->u8-list raw)))))
+                       ((k . val) (string-append (uri-encode k) "=" (uri-encode val))))
+                     form)
+                "&")))
+
+;; -> (values status headers body-string)
+(define* (call v method path #:key form (csrf? #t) (headers '()))
+  (let* ((form (if (and form csrf? (cadr v) (not (assoc "csrf" form)))
+                   (append form `(("csrf" . ,(cadr v))))
+                   form))
+         (body (and form (form->bytes form)))
+         (request (build-request (string->uri-reference path)
+                                 #:method method
+                                 ;; build-request wants a port for a POST;
+                                 ;; the app gets the body as a bytevector.
+                                 #:port (open-input-string "")
+                                 #:headers `((host "news.test" . #f)
+                                             ,@(if body
+                                                   '((content-type application/x-www-form-urlencoded))
+                                                   '())
+                                             ,@(cookie-header v)
+                                             (x-test-peer . ,(caddr v))
+                                             ,@headers))))
+    (call-with-values (lambda () (app request body))
+      (lambda (response body)
+        (take-cookies! v response)
+        (let ((text (cond ((bytevector? body) (utf8->string body))
+                          ((string? body) body)
+                          (else ""))))
+          (let ((m (string-match "name=\"csrf\" value=\"([^\"]+)\"" text)))
+            (when m (set-car! (cdr v) (match:substring m 1))))
+          (let ((m (string-match "logout\\?csrf=([^\"]+)\"" text)))
+            (when m (set-car! (cdr v) (match:substring m 1))))
+          (values (if (response? response) (response-code response) 200)
+                  (if (response? response) (response-headers response) response)
+                  text))))))
+
+(define (status-of . args)
+  (let ((status headers text (apply call args))) status))
+
+(define (text-of . args)
+  (let ((status headers text (apply call args))) text))
+
+(define (location-of . args)
+  (let ((status headers text (apply call args)))
+    (let ((loc (assq-ref headers 'location)))
+      (and loc (uri->string loc)))))
+
+(define (signup! v name password)
+  (call v 'GET "/login")
+  (status-of v 'POST "/signup" #:form `(("name" . ,name) ("password" . ,password))))
+
+(define (count-items) (+ (item-count db 'story) (item-count db 'comment)))
+
+(test-begin "apps/news")
+
+(define alice (make-visitor))
+(define bob (make-visitor))
+(define eve (make-visitor))
+(define anonymous (make-visitor))
+
+(test-group "accounts"
+  (test-equal "sign up redirects" 303 (signup! alice "alice" "correct horse battery"))
+  (test-assert "then logged in" (string-contains (text-of alice 'GET "/") "alice"))
+  (test-equal "bob signs up" 303 (signup! bob "bob" "another long password"))
+  (test-equal "eve signs up" 303 (signup! eve "eve" "eve's long password"))
+  (test-equal "a taken name, in other case, is a 409" 409
+    (signup! (make-visitor) "ALICE" "whatever password"))
+  (let ((v (make-visitor)))
+    (call v 'GET "/login")
+    (test-equal "a wrong password is a 403" 403
+      (status-of v 'POST "/login" #:form '(("login-name" . "alice")
+                                          ("login-password" . "wrong password"))))
+    (test-equal "the right one logs in" 303
+      (status-of v 'POST "/login" #:form '(("login-name" . "alice")
+                                          ("login-password" . "correct horse battery"))))
+    (test-assert "logged in as alice" (string-contains (text-of v 'GET "/newest") ">alice<"))))
+
+(define story #f)
+(define comment #f)
+
+(test-group "submitting and commenting"
+  (text-of alice 'GET "/submit")
+  (test-equal "a story is a redirect to newest" "newest"
+    (location-of alice 'POST "/submit" #:form '(("title" . "Plucky serves news")
+                                               ("url" . "https://plucky.example/news")
+                                               ("text" . ""))))
+  (set! story (item-id (car (newest-stories db 1 0))))
+  (test-assert "on /newest" (string-contains (text-of anonymous 'GET "/newest") "Plucky serves news"))
+  (test-assert "on the front page" (string-contains (text-of anonymous 'GET "/") "Plucky serves news"))
+  (text-of bob 'GET (format #f "/item?id=~a" story))
+  (test-assert "a comment redirects to its anchor"
+    (string-prefix? (format #f "item?id=~a#" story)
+                    (location-of bob 'POST "/comment" #:form `(("parent" . ,(number->string story))
+                                                              ("text" . "First!")))))
+  (set! comment (item-id (car (newest-comments db 1 0))))
+  (test-assert "a reply"
+    (location-of alice 'POST "/comment" #:form `(("parent" . ,(number->string comment))
+                                                ("text" . "Welcome, bob."))))
+  (test-equal "the story counts both" 2 (item-descendants (item-ref db story)))
+  (test-assert "the thread shows both"
+    (let ((page (text-of anonymous 'GET (format #f "/item?id=~a" story))))
+      (and (string-contains page "First!") (string-contains page "Welcome, bob.")))))
+
+(test-group "voting"
+  (text-of bob 'GET "/")
+  (let ((before (item-score (item-ref db story))))
+    (test-equal "bob's vote redirects" "news"
+      (location-of bob 'POST "/vote" #:form `(("id" . ,(number->string story)) ("dir" . "up")
+                                             ("whence" . "news"))))
+    (test-equal "the score follows" (+ before 1) (item-score (item-ref db story)))
+    (test-equal "a replayed vote changes nothing" (+ before 1)
+      (begin (call bob 'POST "/vote" #:form `(("id" . ,(number->string story)) ("dir" . "up")))
+             (item-score (item-ref db story))))
+    (test-equal "a vote on one's own story is a 403" 403
+      (status-of alice 'POST "/vote" #:form `(("id" . ,(number->string story)) ("dir" . "up"))))
+    (test-equal "alice's karma: 1 + bob's vote" 2 (user-karma (user-ref db "alice")))))
+
+(test-group "editing and deleting"
+  (text-of bob 'GET "/")
+  (test-equal "bob edits his comment" 303
+    (status-of bob 'POST "/edit" #:form `(("id" . ,(number->string comment)) ("text" . "First, edited."))))
+  (test-equal "edited" "First, edited." (item-text (item-ref db comment)))
+  (test-equal "eve may not edit it" 403
+    (begin (text-of eve 'GET "/")
+           (status-of eve 'POST "/edit" #:form `(("id" . ,(number->string comment)) ("text" . "pwned")))))
+  (test-equal "nor delete it" 403
+    (status-of eve 'POST "/delete" #:form `(("id" . ,(number->string comment)))))
+  (test-equal "unchanged" "First, edited." (item-text (item-ref db comment))))
+
+;;; Hostile input.  Each case: who, what, the status expected, and
+;;; whether the count of items may change.
+
+(define injection "<script>alert('x')</script>")
+
+(define (hostile name visitor method path form expected . options)
+  (let* ((before (count-items))
+         (status headers text (apply call visitor method path #:form form options)))
+    (test-assert (string-append name ": " (number->string status))
+      (if (procedure? expected) (expected status) (= status expected)))
+    (test-assert (string-append name ": no 500") (< status 500))
+    (when (and (number? expected) (>= expected 400))
+      (test-equal (string-append name ": nothing stored") before (count-items)))))
+
+(define (submit-form title url text)
+  `(("title" . ,title) ("url" . ,url) ("text" . ,text)))
+
+(define long-title (make-string 81 #\a))
+
+(test-group "hostile input"
+  (text-of alice 'GET "/submit")
+  ;; Titles.
+  (hostile "empty title" alice 'POST "/submit" (submit-form "" "https://a.example/1" "") 400)
+  (hostile "whitespace-only title" alice 'POST "/submit" (submit-form "   \t " "https://a.example/2" "") 400)
+  (hostile "81-character title" alice 'POST "/submit" (submit-form long-title "https://a.example/3" "") 400)
+  (hostile "NUL in the title" alice 'POST "/submit" (submit-form "a\x00b" "https://a.example/4" "") 400)
+  (hostile "invalid UTF-8 in the title" alice 'POST "/submit"
+           `(("title" . #vu8(#xC3 #x28 #x41)) ("url" . "https://a.example/5") ("text" . "")) 400)
+  (hostile "overlong UTF-8 in the title" alice 'POST "/submit"
+           `(("title" . #vu8(#xC0 #xAF)) ("url" . "https://a.example/6") ("text" . "")) 400)
+  (hostile "a newline in the title" alice 'POST "/submit" (submit-form "two\nlines" "https://a.example/7" "") 400)
+  ;; URLs.
+  (hostile "javascript: url" alice 'POST "/submit" (submit-form "ok" "javascript:alert(1)" "") 400)
+  (hostile "data: url" alice 'POST "/submit" (submit-form "ok" "data:text/html,<script>x</script>" "") 400)
+  (hostile "attribute injection in the url" alice 'POST "/submit"
+           (submit-form "ok" "https://a.example/\" onmouseover=\"alert(1)" "") 400)
+  (hostile "an overlong url" alice 'POST "/submit"
+           (submit-form "ok" (string-append "https://a.example/" (make-string 2100 #\a)) "") 400)
+  (hostile "a url without a host" alice 'POST "/submit" (submit-form "ok" "https:///x" "") 400)
+  (hostile "url and text both blank" alice 'POST "/submit" (submit-form "ok" "" "") 400)
+  (hostile "text over the limit" alice 'POST "/submit" (submit-form "ok" "" (make-string 10001 #\x)) 400)
+  ;; CSRF.
+  (hostile "submit without a CSRF token" alice 'POST "/submit"
+           (submit-form "no token" "https://a.example/8" "") 403 #:csrf? #f)
+  (hostile "submit with a wrong CSRF token" alice 'POST "/submit"
+           (append (submit-form "bad token" "https://a.example/9" "") '(("csrf" . "AAAAAAAAAAAAAAAAAAAAAA"))) 403)
+  (hostile "another visitor's CSRF token" alice 'POST "/submit"
+           (append (submit-form "bob's token" "https://a.example/10" "") `(("csrf" . ,(cadr bob)))) 403)
+  (hostile "a vote without a token" bob 'POST "/vote" `(("id" . ,(number->string comment)) ("dir" . "up")) 403 #:csrf? #f)
+  ;; Stored as text, shown escaped.
+  (hostile "a script in the title is stored" alice 'POST "/submit" (submit-form injection "" "x") 303)
+  (test-assert "and shown escaped on /newest"
+    (let ((page (text-of anonymous 'GET "/newest")))
+      (and (string-contains page "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;")
+           (not (string-contains page injection)))))
+  (hostile "SQL in the title is stored" alice 'POST "/submit"
+           (submit-form "Robert'); DROP TABLE items;--" "" "x") 303)
+  (test-assert "as text, the table still there"
+    (string-contains (text-of anonymous 'GET "/newest") "Robert&#39;); DROP TABLE items;--"))
+  (hostile "a script in a comment" bob 'POST "/comment"
+           `(("parent" . ,(number->string story)) ("text" . ,injection)) 303)
+  (test-assert "shown escaped in the thread"
+    (not (string-contains (text-of anonymous 'GET (format #f "/item?id=~a" story)) injection)))
+  ;; Comments.
+  (text-of bob 'GET "/")
+  (hostile "an empty comment" bob 'POST "/comment" `(("parent" . ,(number->string story)) ("text" . "  ")) 400)
+  (hostile "a comment over the limit" bob 'POST "/comment"
+           `(("parent" . ,(number->string story)) ("text" . ,(make-string 10001 #\y))) 400)
+  (hostile "a comment on no item" bob 'POST "/comment" '(("parent" . "999999") ("text" . "hi")) 404)
+  (hostile "a comment with a non-numeric parent" bob 'POST "/comment" '(("parent" . "1 OR 1=1") ("text" . "hi")) 404)
+  (hostile "a comment with NUL" bob 'POST "/comment" `(("parent" . ,(number->string story)) ("text" . "a\x00b")) 400)
+  ;; Votes and flags.
+  (hostile "a vote on one's own item" alice 'POST "/vote" `(("id" . ,(number->string story)) ("dir" . "up")) 403)
+  (hostile "a vote with a bad direction" bob 'POST "/vote" `(("id" . ,(number->string story)) ("dir" . "sideways")) 400)
+  (hostile "a vote on no item" bob 'POST "/vote" '(("id" . "424242") ("dir" . "up")) 404)
+  (hostile "a downvote of a story" eve 'POST "/vote" `(("id" . ,(number->string story)) ("dir" . "down")) 403)
+  (hostile "a flag with too little karma" eve 'POST "/flag" `(("id" . ,(number->string story))) 403)
+  (test-equal "a vote's whence //evil.example goes home" "news"
+    (location-of eve 'POST "/vote" #:form `(("id" . ,(number->string comment)) ("dir" . "up")
+                                           ("whence" . "//evil.example/"))))
+  ;; Accounts.
+  (let ((v (make-visitor)))
+    (call v 'GET "/login")
+    (hostile "a username with markup" v 'POST "/signup" `(("name" . "<b>x</b>") ("password" . "long enough pw")) 400)
+    (hostile "a username too long" v 'POST "/signup" `(("name" . ,(make-string 16 #\a)) ("password" . "long enough pw")) 400)
+    (hostile "a short password" v 'POST "/signup" '(("name" . "shorty") ("password" . "abc")) 400)
+    (hostile "a password with NUL" v 'POST "/signup" '(("name" . "nully") ("password" . "abcdefgh\x00ijk")) 400)
+    (hostile "a login as nobody" v 'POST "/login" '(("login-name" . "nobody") ("login-password" . "whatever1")) 403)
+    (hostile "a login with an SQL name" v 'POST "/login" '(("login-name" . "' OR '1'='1") ("login-password" . "' OR '1'='1")) 403))
+  (text-of alice 'GET "/")
+  (hostile "an email that is not one" alice 'POST "/profile" '(("about" . "hi") ("email" . "not an email")) 400)
+  (hostile "an about text over the limit" alice 'POST "/profile" `(("about" . ,(make-string 2001 #\z)) ("email" . "")) 400)
+  (test-equal "alice's profile unchanged" "" (user-about (user-ref db "alice")))
+  ;; Sessions.
+  (let ((stolen (make-hash-table))
+        (token (cadr bob)))
+    (hash-for-each (lambda (k val) (hash-set! stolen k val)) (jar bob))
+    (call bob 'GET (string-append "/logout?csrf=" token))
+    (let ((replay (list stolen token (caddr bob))))
+      (hostile "a cookie from a logged-out session" replay 'POST "/submit"
+               (submit-form "from the grave" "https://a.example/11" "") 403)
+      (test-assert "is logged out" (not (string-contains (text-of replay 'GET "/newest") ">bob<")))))
+  (let ((tampered (make-visitor)))
+    (hash-for-each (lambda (k val)
+                     (hash-set! (jar tampered) k
+                                (string-append (substring val 0 (- (string-length val) 2)) "xx")))
+                   (jar alice))
+    (set-car! (cdr tampered) (cadr alice))
+    (hostile "a tampered session cookie" tampered 'POST "/submit"
+             (submit-form "tampered" "https://a.example/12" "") 403))
+  (hostile "a logout link without its token" alice 'GET "/logout" #f 403)
+  ;; Lookups.
+  (hostile "item?id=1 OR 1=1" anonymous 'GET "/item?id=1%20OR%201=1" #f 404)
+  (hostile "user?id=<script>" anonymous 'GET "/user?id=%3Cscript%3E" #f 404)
+  (hostile "a page far past the end" anonymous 'GET "/newest?p=99999999" #f 200)
+  (hostile "a negative page" anonymous 'GET "/newest?p=-1" #f 200)
+  (hostile "an unknown method" anonymous 'DELETE "/item?id=1" #f 405)
+  (test-assert "alice is still alice, bob's data untouched"
+    (and (= 2 (user-karma (user-ref db "alice")))
+         (string=? "First, edited." (item-text (item-ref db comment))))))
+
+(test-end "apps/news")
+
+(close-news-db db)
+(for-each (lambda (suffix)
+            (let ((f (string-append db-file suffix)))
+              (when (file-exists? f) (delete-file f))))
+          '("" "-wal" "-shm"))
+(rmdir dir)

@@ -1,0 +1,328 @@
+;;; tests/server/tls.scm --- HTTPS: plucky serve --tls-cert, real clients
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; A test CA and certificates made with openssl in a temporary
+;;; directory (ECDSA P-256 and RSA, an expired one); `plucky serve'
+;;; started as a user would; curl --cacert, openssl s_client and
+;;; Python's ssl module as the clients, and bad ones: plain HTTP on the
+;;; TLS port, garbage, handshakes stalled halfway.
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-64)
+             (srfi srfi-71)
+             (tests lib harness)
+             (tests lib server)
+             (ice-9 regex)
+             (plucky server tls))
+
+(test-begin "server/tls")
+
+;;;
+;;; Helpers
+;;;
+
+(define root
+  (dirname (dirname (dirname (search-path %load-path "tests/lib/harness.scm")))))
+(define plucky (string-append root "/bin/plucky"))
+(define allow-root (if (zero? (geteuid)) '("--allow-root") '()))
+
+(define* (run program args #:key (timeout 60))
+  ;; -> (values exit-status stdout stderr) of PROGRAM run to completion
+  (let* ((process (spawn program args))
+         (deadline (+ (now-seconds) timeout))
+         (out (read-all-before (process-stdout process) deadline))
+         (err (read-all-before (process-stderr process) deadline))
+         (status (process-wait process #:timeout (max 0.1 (- deadline (now-seconds))))))
+    (close-port (process-stdout process))
+    (close-port (process-stderr process))
+    (values (and status (status:exit-val status)) out err)))
+
+(define (read-all-before port deadline)
+  (let lp ((lines '()))
+    (let ((line (read-line-before port deadline)))
+      (if (string? line)
+          (lp (cons line lines))
+          (string-join (reverse lines) "\n")))))
+
+(define (shell command)
+  ;; -> the exit status of COMMAND run by sh, its output discarded
+  (let ((status out err (run "sh" (list "-c" command))))
+    status))
+
+(define dir
+  (let ((name (string-copy "/tmp/plucky-tls-XXXXXX")))
+    (close-port (mkstemp! name))
+    (delete-file name)
+    (mkdir name)
+    name))
+
+(define (file name) (string-append dir "/" name))
+
+(define (make-certificates!)
+  ;; A CA; leaf certificates it signs for localhost (ECDSA P-256) and
+  ;; rsa.test (RSA 2048, with its CA as a chain in the file); an expired
+  ;; one.
+  (shell
+   (string-append
+    "set -e; cd " dir "; exec 2>/dev/null >/dev/null;"
+    "openssl ecparam -name prime256v1 -genkey -noout -out ca.key;"
+    "openssl req -x509 -new -key ca.key -subj /CN=plucky-test-ca -days 2 -out ca.pem;"
+    "openssl ecparam -name prime256v1 -genkey -noout -out ec.key;"
+    "openssl req -new -key ec.key -subj /CN=localhost -out ec.csr;"
+    "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ec.ext;"
+    "openssl x509 -req -in ec.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile ec.ext -out ec.pem;"
+    "openssl x509 -req -in ec.csr -CA ca.pem -CAkey ca.key -days -1 -out expired.pem;"
+    "openssl genrsa -out rsa.key 2048;"
+    "openssl req -new -key rsa.key -subj /CN=rsa.test -out rsa.csr;"
+    "printf 'subjectAltName=DNS:rsa.test\\n' > rsa.ext;"
+    "openssl x509 -req -in rsa.csr -CA ca.pem -CAkey ca.key -days 2 -extfile rsa.ext -out rsa-leaf.pem;"
+    "cat rsa-leaf.pem ca.pem > rsa.pem;"
+    "printf '%s\\n' '(use-modules (plucky server loop) (web request) (web uri))'"
+    " '(lambda (request body)'"
+    " '  (if (string=? (uri-path (request-uri request)) \"/file\")'"
+    " '      (values (quote ((content-type . (application/octet-stream))))'"
+    " '              (make-file-body (open-input-file (string-append app-directory \"/big\") #:binary #t)))'"
+    " '      (values (quote ((content-type . (text/plain)))) \"Hello, World!\")))' > app.scm;"
+    "head -c 300000 /dev/urandom > big;"
+    "printf '%s\\n' '(use-modules (plucky server) (ice-9 binary-ports) (rnrs bytevectors))'"
+    " '(with-body-port (lambda (request body)'"
+    " '  (if body'"
+    " '      (values (quote ((content-type . (text/plain))))'"
+    " '              (format #f \"~a bytes\" (bytevector-length (get-bytevector-all body))))'"
+    " '      (values (quote ((content-type . (text/plain)) (transfer-encoding . ((chunked)))))'"
+    " '              (lambda (port) (do ((i 0 (+ i 1))) ((= i 1000)) (display \"streamed line\n\" port)))))))'"
+    " > threads.scm")))
+
+(test-group "test certificates"
+  (test-eqv "openssl made them" 0 (make-certificates!)))
+
+(define listening-rx (make-regexp "listening on (https?)://127\\.0\\.0\\.1:([0-9]+)/"))
+
+(define* (serve args #:key (timeout 30) (app "app.scm"))
+  ;; -> (values process scheme port) of `plucky serve APP ARGS…'
+  (let* ((process (spawn plucky (append (list "serve" (file app) "--port" "0"
+                                              "--workers" "1")
+                                        allow-root args)))
+         (deadline (+ (now-seconds) timeout)))
+    (let lp ()
+      (let ((line (read-line-before (process-stderr process) deadline)))
+        (cond
+         ((not (string? line)) (process-stop process) (values process #f #f))
+         ((regexp-exec listening-rx line)
+          => (lambda (m) (values process (match:substring m 1)
+                                 (string->number (match:substring m 2)))))
+         (else (lp)))))))
+
+(define-syntax-rule (with-serve (process port app args ...) body ...)
+  (let ((process scheme port (serve (list args ...) #:app app)))
+    (test-equal "serve: listening on https" "https" scheme)
+    (when port
+      (dynamic-wind
+        (lambda () #t)
+        (lambda () body ...)
+        (lambda ()
+          (let ((status killed? (process-stop process)))
+            (test-equal "serve: SIGTERM stops it, exit 0" '(0 #f)
+                        (list (status:exit-val status) killed?))))))))
+
+(define (curl . args)
+  ;; -> (values status output) of curl with the test CA
+  (let ((status out err (run "curl" (append (list "-s" "-S" "--max-time" "10"
+                                                  "--cacert" (file "ca.pem"))
+                                            args))))
+    (values status out)))
+
+(define (https port path) (format #f "https://localhost:~a~a" port path))
+(define (resolve port) (format #f "localhost:~a:127.0.0.1" port))
+
+(define (python port script . args)
+  ;; -> the output of SCRIPT, Python given the port as sys.argv[1]
+  (let ((status out err (apply run "python3" (list (append (list "-c" script
+                                                                   (number->string port))
+                                                             args)))))
+    (if (zero? (or status 1)) out (string-append "failed: " err))))
+
+;;;
+;;; load-tls-credentials
+;;;
+
+(define (credentials-error pairs)
+  ;; -> the message of the error loading PAIRS raises, or #f
+  (catch #t
+    (lambda () (load-tls-credentials pairs) #f)
+    (lambda (key proc fmt args . rest) (apply format #f fmt args))))
+
+(test-group "load-tls-credentials"
+  (test-assert "an ECDSA pair and an RSA pair with its chain"
+    (not (credentials-error `((,(file "ec.pem") . ,(file "ec.key"))
+                              (,(file "rsa.pem") . ,(file "rsa.key"))))))
+  (test-assert "a key that is not the certificate's: names the key"
+    (string-prefix? (file "rsa.key")
+                    (or (credentials-error `((,(file "ec.pem") . ,(file "rsa.key")))) "")))
+  (test-assert "an expired certificate: names it"
+    (string-contains (or (credentials-error `((,(file "expired.pem") . ,(file "ec.key")))) "")
+                     "expired.pem: the certificate expired"))
+  (test-assert "a missing file"
+    (string-contains (or (credentials-error `((,(file "none.pem") . ,(file "ec.key")))) "")
+                     "none.pem: No such file"))
+  (test-assert "a key given as the certificate"
+    (string-contains (or (credentials-error `((,(file "ec.key") . ,(file "ec.key")))) "")
+                     "ec.key: not a PEM certificate")))
+
+;;;
+;;; plucky serve: refusals
+;;;
+
+(test-group "serve --tls-cert: refused at start-up"
+  (for-each
+   (lambda (args what)
+     (let ((status out err (run plucky (append (list "serve" (file "app.scm") "--port" "0")
+                                               allow-root args))))
+       (test-equal (string-append what ": exit 2") 2 status)
+       (test-assert (string-append what ": one line naming the file")
+         (and (= 1 (length (string-split (string-trim-right err) #\newline)))
+              (string-contains err ".pem")))))
+   (list (list "--tls-cert" (file "expired.pem") "--tls-key" (file "ec.key"))
+         (list "--tls-cert" (file "ec.pem") "--tls-key" (file "rsa.key"))
+         (list "--tls-cert" (file "missing.pem") "--tls-key" (file "ec.key")))
+   '("expired" "mismatched" "missing"))
+  (let ((status out err (run plucky (append (list "serve" (file "app.scm") "--port" "0"
+                                                  "--tls-cert" (file "ec.pem"))
+                                            allow-root))))
+    (test-equal "a certificate without its key: exit 2" 2 status)))
+
+;;;
+;;; plucky serve over TLS, with real clients
+;;;
+
+(define python-pipeline "
+import ssl, socket, sys
+c = ssl.create_default_context(cafile=sys.argv[2])
+s = c.wrap_socket(socket.create_connection(('127.0.0.1', int(sys.argv[1]))), server_hostname='localhost')
+v = s.version()
+s.sendall(b'GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' * 800 + b'GET /file HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')
+d = b''
+while True:
+    b = s.recv(65536)
+    if not b: break
+    d += b
+print(v, d.count(b'HTTP/1.1 200 OK'), len(d) > 300000)
+")
+
+(define python-bad-clients "
+import resource, socket, ssl, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+port = int(sys.argv[1])
+hello = bytes.fromhex('16030100c8010000c40303') + b'\\x00' * 20   # half a ClientHello
+stalled = []
+for i in range(int(sys.argv[3])):
+    s = socket.create_connection(('127.0.0.1', port)); s.sendall(hello); stalled.append(s)
+for data in [b'GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n', bytes(range(256)) * 4]:
+    s = socket.create_connection(('127.0.0.1', port)); s.sendall(data)
+    s.settimeout(10)
+    try:
+        while s.recv(4096): pass
+    except OSError: pass
+    s.close()
+c = ssl.create_default_context(cafile=sys.argv[2])
+t = time.time()
+s = c.wrap_socket(socket.create_connection(('127.0.0.1', port)), server_hostname='localhost')
+s.sendall(b'GET / HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')
+print('ok' if b'Hello, World!' in s.recv(4096) else 'no answer', round(time.time() - t, 1) < 5)
+")
+
+(define python-silent "
+import socket, sys, time
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+s.sendall(bytes.fromhex('160301'))
+s.settimeout(20)
+t = time.time()
+try:
+    data = s.recv(4096)
+except OSError:
+    data = b''
+print('closed' if data == b'' else 'answered', round(time.time() - t))
+")
+
+(test-group "serve --tls-cert: ECDSA P-256"
+  (with-serve (process port "app.scm" "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key")
+                       "--header-timeout" "2" "--status")
+    (let ((status out (curl (https port "/") (https port "/")
+                            "-w" " %{num_connects}" "--resolve" (resolve port))))
+      (test-equal "curl --cacert: two answers on one connection"
+        "Hello, World! 1Hello, World! 0" out))
+    (let ((status out (curl (https port "/file") "-o" "/dev/null" "-w" "%{size_download}"
+                            "--resolve" (resolve port))))
+      (test-equal "a file body, read and encrypted" "300000" out))
+    (let ((status out (curl (https port "/_plucky/status.json") "-o" "/dev/null"
+                            "-w" "%{http_code}" "--resolve" (resolve port))))
+      (test-equal "the status page" "200" out))
+    (test-equal "Python's ssl: 800 pipelined requests (two records) and a file"
+      "TLSv1.3 801 True" (python port python-pipeline (file "ca.pem")))
+    (for-each
+     (lambda (version expected)
+       (test-equal (string-append "openssl s_client -" version)
+         expected
+         (shell (string-append "echo | timeout 10 openssl s_client -" version
+                               " -connect 127.0.0.1:" (number->string port)
+                               " -CAfile " (file "ca.pem")
+                               " -verify_return_error 2>&1 | grep -q 'Cipher is [A-Z]'"))))
+     '("tls1_3" "tls1_2" "tls1_1")
+     '(0 0 1))
+    (test-equal "plain HTTP, garbage, 1,000 stalled handshakes: others served"
+      "ok True" (python port python-bad-clients (file "ca.pem") "1000"))
+    (test-assert "a client that sends 3 bytes of a ClientHello: closed by the header time-out"
+      (let ((out (python port python-silent)))
+        (and (string-prefix? "closed" out)
+             (<= (string->number (string-trim-right (substring out 7))) 5))))
+    (let ((status out (curl (https port "/") "--resolve" (resolve port))))
+      (test-equal "the worker still serves" "Hello, World!" out))))
+
+(test-group "serve --tls-cert twice: SNI chooses, HSTS"
+  (with-serve (process port "app.scm" "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key")
+                       "--tls-cert" (file "rsa.pem") "--tls-key" (file "rsa.key")
+                       "--hsts" "600")
+    (let ((status out (curl (format #f "https://rsa.test:~a/" port)
+                            "--resolve" (format #f "rsa.test:~a:127.0.0.1" port))))
+      (test-equal "rsa.test: the RSA certificate verifies" "Hello, World!" out))
+    (test-eqv "s_client -servername rsa.test: an RSA key"
+      0 (shell (string-append "echo | timeout 10 openssl s_client -connect 127.0.0.1:"
+                              (number->string port) " -servername rsa.test 2>&1"
+                              " | grep -q 'Server public key is 2048 bit'")))
+    (let ((status out (curl (https port "/") "-D" "-" "-o" "/dev/null"
+                            "--resolve" (resolve port))))
+      (test-assert "Strict-Transport-Security"
+        (string-contains-ci out "strict-transport-security: max-age=600")))))
+
+(test-group "serve --tls-cert: the worker's threads"
+  (with-serve (process port "threads.scm" "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key"))
+    (let ((status out (curl (https port "/") "--resolve" (resolve port))))
+      (test-equal "a streamed response, chunked, encrypted"
+        (string-join (make-list 1000 "streamed line") "\n") out))
+    (let ((status out (curl (https port "/") "--resolve" (resolve port)
+                            "--data-binary" (string-append "@" (file "big")))))
+      (test-equal "a body read as a port" "300000 bytes" out))
+    (let ((status out (curl (https port "/") "--resolve" (resolve port)
+                            "-H" "Transfer-Encoding: chunked"
+                            "--data-binary" (string-append "@" (file "big")))))
+      (test-equal "a chunked body read as a port" "300000 bytes" out))))
+
+(test-group "serve --redirect-https"
+  (let ((process scheme port (serve '("--redirect-https" "8443"))))
+    (test-equal "plain HTTP" "http" scheme)
+    (when port
+      (let ((status out (curl "-D" "-" "-o" "/dev/null"
+                              (format #f "http://127.0.0.1:~a/a/b?c=d" port))))
+        (test-assert "301 to the https URL"
+          (and (string-contains out " 301")
+               (string-contains-ci out "location: https://127.0.0.1:8443/a/b?c=d"))))
+      (process-stop process))))
+
+(shell (string-append "rm -rf " dir))
+
+(test-end "server/tls")

@@ -1,0 +1,95 @@
+;;; tests/server/watch.scm --- a takeover's descriptor and timers on the loop
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; A takeover that stays on the loop (plucky server watch): it echoes
+;;; what it reads through `loop-watch!', says "tick" from a
+;;; `loop-call-after!' timer, and is closed by ON-STOP.  A real server on
+;;; an ephemeral port; the worker has no thread for it.
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-64)
+             (srfi srfi-71)
+             (rnrs bytevectors)
+             ((rnrs io ports) #:select (get-bytevector-some))
+             (web request)
+             (web response)
+             (web uri)
+             (tests lib harness)
+             (tests lib server)
+             (plucky server transport)
+             (plucky server loop))
+
+(test-begin "server/watch")
+
+(define (echo-on-loop! fd transport leftover)
+  (let* ((buffer (make-bytevector 4096))
+         (address ((@ (system foreign) pointer-address)
+                   ((@ (system foreign) bytevector->pointer) buffer)))
+         (write! (lambda (bv)
+                   ((transport-write transport) fd
+                    ((@ (system foreign) pointer-address)
+                     ((@ (system foreign) bytevector->pointer) bv))
+                    0 (bytevector-length bv))))
+         (close! (lambda ()
+                   (loop-unwatch! fd)
+                   ((transport-close transport) fd))))
+    (loop-watch! fd
+                 #:on-read (lambda ()
+                             (let ((n ((transport-read transport) fd address 0 4096)))
+                               (cond
+                                ((> n 0)
+                                 (let ((got (make-bytevector n)))
+                                   (bytevector-copy! buffer 0 got 0 n)
+                                   (write! got)))
+                                ((= n (- EAGAIN)) #f)
+                                (else (close!)))))
+                 #:on-stop close!)
+    (loop-call-after! 50 (lambda () (write! (string->utf8 "tick"))))
+    (write! leftover)))
+
+(define (site request body)
+  (if (string=? (uri-path (request-uri request)) "/upgrade")
+      (values (build-response #:code 101 #:headers '((connection . (upgrade))))
+              (make-takeover echo-on-loop!))
+      (values '((content-type . (text/plain))) "Hello, World!")))
+
+(define (read-until-text port text deadline)
+  ;; -> the text PORT gave until it contains TEXT, or #f at DEADLINE
+  (let lp ((got ""))
+    (cond
+     ((string-contains got text) got)
+     ((null? (car (select (list port) '() '()
+                          (max 0 (inexact->exact (round (- deadline (now-seconds))))))))
+      #f)
+     (else
+      (let ((more (get-bytevector-some port)))
+        (and (not (eof-object? more))
+             (lp (string-append got (utf8->string more)))))))))
+
+(test-group "loop-watch!: a takeover served by the loop"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((client (connect-client (server-port server))))
+       (client-send! client (string-append (request-text "/upgrade") "hello"))
+       (test-assert "the leftover comes back after the 101"
+         (read-until-text (client-socket client) "hello" (+ (now-seconds) 10)))
+       (test-assert "loop-call-after!: the timer fired"
+         (read-until-text (client-socket client) "tick" (+ (now-seconds) 10)))
+       (client-send! client "more")
+       (test-assert "what follows is echoed by on-read"
+         (read-until-text (client-socket client) "more" (+ (now-seconds) 10)))
+       (let ((response body (http-get (server-port server) "/")))
+         (test-equal "HTTP is served beside it" 200 (response-code response)))
+       ;; the loop's thread and the watchdog's (--handler-timeout), no
+       ;; thread of the pool
+       (test-equal "no thread for it" "2"
+         (process-status-field (server-pid server) "Threads"))
+       (client-close! client)))))
+
+(test-end "server/watch")

@@ -1,0 +1,207 @@
+;;; tests/web/websocket.scm --- (plucky web websocket) with real clients
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; A real server on an ephemeral port echoes messages; Debian's
+;;; python3-websockets (tests/web/websocket-client.py) and raw frames
+;;; from the same script check echo, fragments, ping, close codes and
+;;; the errors.  Then many idle connections stay open on one worker while
+;;; HTTP requests are answered, and a client that does not read meets the
+;;; bounded queue.
+;;;
+;;; Code:
+
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
+             (srfi srfi-71)
+             (ice-9 popen)
+             (ice-9 rdelim)
+             (rnrs bytevectors)
+             ((rnrs io ports) #:select (get-bytevector-some))
+             (web request)
+             (web response)
+             (web uri)
+             (tests lib harness)
+             (tests lib server)
+             (plucky web websocket))
+
+(test-begin "web/websocket")
+
+(define refused 0)                       ; sends refused by a full queue
+
+(define (site request body)
+  (let ((path (uri-path (request-uri request))))
+    (cond
+     ((and (string=? path "/echo") (websocket-request? request))
+      (websocket-upgrade
+       request
+       #:protocols '("chat")
+       #:max-message (* 64 1024)
+       #:on-message (lambda (ws message)
+                      (if (equal? message "close me")
+                          (websocket-close ws 4001 "asked")
+                          (websocket-send ws message)))))
+     ((string=? path "/flood")
+      ;; Sends until the queue is full, to a client that never reads.
+      (websocket-upgrade
+       request
+       #:max-buffer (* 256 1024)
+       #:on-open (lambda (ws)
+                   (let lp ((n 0))
+                     (if (websocket-send ws (make-bytevector 4096 1))
+                         (lp (+ n 1))
+                         (websocket-close ws 1000 (number->string n)))))))
+     ((string=? path "/quick")
+      ;; pings after a second of silence, gives up a second later
+      (websocket-upgrade request #:ping-interval 1 #:ping-timeout 1))
+     ((string=? path "/count")
+      (values '((content-type . (text/plain))) (number->string (websocket-count))))
+     ((string=? path "/echo")
+      (websocket-upgrade request))
+     (else
+      (values '((content-type . (text/plain))) "Hello, World!")))))
+
+(define (python-checks port)
+  ;; -> the lines the client script printed
+  (let* ((pipe (open-pipe* OPEN_READ "timeout" "120" "/usr/bin/python3"
+                           "tests/web/websocket-client.py" (number->string port)))
+         (lines (let lp ((out '()))
+                  (let ((line (read-line pipe)))
+                    (if (eof-object? line) (reverse out) (lp (cons line out)))))))
+    (close-pipe pipe)
+    lines))
+
+(define (readable? port deadline)
+  ;; -> #t once PORT is readable, #f when DEADLINE passed.  Guile's
+  ;; select may come back empty before its time-out, so it is asked
+  ;; again until the deadline.
+  (let lp ()
+    (or (pair? (car (select (list port) '() '()
+                            (max 0 (inexact->exact (round (- deadline (now-seconds))))))))
+        (and (< (now-seconds) deadline) (lp)))))
+
+(define (read-head port deadline)
+  ;; -> what PORT gave up to a blank line, as a string, or #f at DEADLINE
+  (let lp ((got ""))
+    (cond
+     ((string-contains got "\r\n\r\n") got)
+     ((not (readable? port deadline)) #f)
+     (else
+      (let ((more (get-bytevector-some port)))
+        (and (not (eof-object? more))
+             (lp (string-append got (latin-1 more)))))))))
+
+(define (latin-1 bv)
+  (list->string (map integer->char (bytevector->u8-list bv))))
+
+(define (upgrade-text path)
+  (string-append "GET " path " HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                 "Connection: Upgrade\r\n"
+                 "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                 "Sec-WebSocket-Version: 13\r\n\r\n"))
+
+(test-group "websocket-upgrade: a real client"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((lines (python-checks (server-port server))))
+       (test-assert "the client ran" (>= (length lines) 14))
+       (for-each (lambda (line)
+                   (test-assert line (string-prefix? "ok " line)))
+                 lines))
+     (let ((response body (http-get (server-port server) "/count")))
+       (test-equal "every socket closed" "0" (utf8->string body))))))
+
+(test-group "websocket-upgrade: refusals"
+  (call-with-server
+   site
+   (lambda (server)
+     (with-client (server-port server)
+       (lambda (client)
+         (client-send! client (string-append
+                               "GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                               "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n"))
+         (let ((got (read-head (client-socket client) (+ (now-seconds) 10))))
+           (test-assert "no key: 400"
+             (and got (string-prefix? "HTTP/1.1 400" got))))))
+     (with-client (server-port server)
+       (lambda (client)
+         (client-send! client (string-append
+                               "GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                               "Connection: Upgrade\r\nSec-WebSocket-Version: 8\r\n"
+                               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"))
+         (let ((got (read-head (client-socket client) (+ (now-seconds) 10))))
+           (test-assert "version 8: 426"
+             (and got (string-prefix? "HTTP/1.1 426" got)))))))))
+
+(test-group "websocket-send: a client that does not read"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((client (connect-client (server-port server) #:receive-buffer 4096)))
+       (client-send! client (upgrade-text "/flood"))
+       ;; The server queued up to its bound, refused the rest and asked to
+       ;; close; it is still serving others.
+       (let ((response body (http-get (server-port server) "/")))
+         (test-equal "the worker serves on" 200 (response-code response)))
+       (let ((response body (http-get (server-port server) "/count")))
+         (test-equal "the flooded socket is still open" "1" (utf8->string body)))
+       (client-close! client)))))
+
+(define (read-bytes port n deadline)
+  ;; -> N bytes from PORT, fewer at its end, or #f at DEADLINE
+  (let lp ((got #vu8()))
+    (cond
+     ((>= (bytevector-length got) n) got)
+     ((not (readable? port deadline)) #f)
+     (else
+      (let ((more (get-bytevector-some port)))
+        (if (eof-object? more)
+            got
+            (lp (u8-list->bytevector (append (bytevector->u8-list got)
+                                             (bytevector->u8-list more))))))))))
+
+(test-group "websocket-upgrade: keepalive"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((client (connect-client (server-port server))))
+       (client-send! client (upgrade-text "/quick"))
+       (read-head (client-socket client) (+ (now-seconds) 10))
+       (test-equal "an idle connection is pinged" #vu8(#x89 0)
+         (read-bytes (client-socket client) 2 (+ (now-seconds) 5)))
+       (test-equal "and closed when it does not answer" #vu8()
+         (read-bytes (client-socket client) 1 (+ (now-seconds) 5)))
+       (client-close! client)))))
+
+(test-group "websocket-upgrade: a thousand idle connections"
+  (call-with-server
+   site
+   (lambda (server)
+     (let* ((clients (map (lambda (i)
+                            (let ((c (connect-client (server-port server))))
+                              (client-send! c (upgrade-text "/echo"))
+                              c))
+                          (iota 1000))))
+       (test-equal "every one upgraded" '()
+         (filter-map (lambda (c i)
+                       (let ((head (read-head (client-socket c) (+ (now-seconds) 20))))
+                         (and (not (and head (string-prefix? "HTTP/1.1 101" head)))
+                              (list i head))))
+                     clients (iota 1000)))
+       (let ((response body (http-get (server-port server) "/count")))
+         (test-equal "a thousand open" "1000" (utf8->string body)))
+       (test-assert "no thread per connection: two at most"
+         (<= (string->number
+              (string-trim-both (process-status-field (server-pid server) "Threads")))
+             2))
+       (for-each client-close! clients)
+       (test-assert "all closed when the clients go"
+         (wait-until (lambda ()
+                       (let ((response body (http-get (server-port server) "/count")))
+                         (equal? (utf8->string body) "0")))))))))
+
+(test-end "web/websocket")
