@@ -10,7 +10,9 @@ PORT  ?= 8080
 # accessor SRFI-9 generates; these are the warnings that find bugs.
 WARNINGS := -Wunbound-variable -Warity-mismatch -Wformat -Wunused-variable -Wshadowed-toplevel -Wmacro-use-before-definition -Wduplicate-case-datum -Wbad-case-datum
 
-SOURCES := $(shell find plucky web -name '*.scm' | sort)
+# bench/json-schemas.scm: the benchmark documents' JSON types, compiled so
+# that tests/web/json.scm and bench/json load them compiled.
+SOURCES := $(shell find plucky web -name '*.scm' | sort) bench/json-schemas.scm
 
 .PHONY: all deps check check-fresh run bench clean
 
