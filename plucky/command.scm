@@ -80,6 +80,9 @@ How:
                          there is no master: the process serves itself
   --grace S              seconds to finish the requests in flight when
                          stopping or reloading (default 30)
+  --handler-timeout S    a handler call past S seconds ends in a 503; one
+                         blocked in C gets its worker replaced (default
+                         30; 0: no limit)
   --user USER            after binding as root, serve as USER; the
                          workers switch before they load FILE
   --group GROUP          with --user: this group instead of USER's
@@ -155,6 +158,7 @@ fresh module where `app-directory' names the directory FILE is in.
     ("--fd" 0 ,(- (expt 2 31) 1))
     ("--workers" 1 1024)
     ("--grace" 0 86400)
+    ("--handler-timeout" 0 86400)
     ("--max-body" 0 ,(expt 2 40))
     ("--max-connections" 1 ,(expt 2 20))
     ("--max-threads" 1 1024)
@@ -321,6 +325,7 @@ fresh module where `app-directory' names the directory FILE is in.
                         #:write-timeout (option "--write-timeout" 30)))
              (workers (option "--workers" ((@ (ice-9 threads) current-processor-count))))
              (grace (option "--grace" 30))
+             (handler-timeout (option "--handler-timeout" 30))
              (port (option "--port" 8080))
              (fd (option "--fd" #f))
              (tls (tls-pairs options))
@@ -387,11 +392,15 @@ USER once the sockets are bound, or --allow-root"))))
                         (hsts (lambda (handler) (with-hsts hsts (wrap handler))))
                         (else wrap))))
                (reload (lambda ()
-                         (let ((handler (make-handler)))
-                           ;; A wrapper takes bodies as the app does.
-                           (if (body-port-handler? handler)
-                               (with-body-port (wrap handler))
-                               (wrap handler)))))
+                         (let* ((handler (make-handler))
+                                ;; A wrapper takes bodies as the app does
+                                (wrapped (if (body-port-handler? handler)
+                                             (with-body-port (wrap handler))
+                                             (wrap handler))))
+                           ;; and answers CONNECT as it does.
+                           (if (connect-handler? handler)
+                               (with-connect wrapped)
+                               wrapped))))
                ;; Loaded here, before listening, unless the workers must
                ;; load it as another user.
                (handler (and (not user)
@@ -405,6 +414,7 @@ USER once the sockets are bound, or --allow-root"))))
                                     #:connections (if inetd? (list (cons 0 1)) '())
                                     #:workers workers
                                     #:grace grace
+                                    #:handler-timeout handler-timeout
                                     #:reload (and (not inetd?) reload)
                                     #:settings settings
                                     #:access-log (value "--access-log")

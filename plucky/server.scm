@@ -61,10 +61,13 @@
                                   access-log-close!
                                   open-error-log!)
   #:autoload (plucky server privileges) (resolve-identity drop-privileges!)
+  #:use-module ((plucky server watchdog) #:select (start-watchdog!))
   #:re-export (make-loop-settings
                make-parse-limits
                with-body-port
                body-port-handler?
+               with-connect
+               connect-handler?
                stop-loop!
                drain-loop!
                open-listener
@@ -114,7 +117,7 @@
                                 #:key (worker? #f) (grace 30) (reload #f)
                                 (access-log #f) (error-log #f) (connections '())
                                 (observer #f) (notify #f) (status "serving")
-                                (make-transport #f))
+                                (make-transport #f) (handler-timeout 30))
   ;; Run the loop on SOCKETS (or CONNECTIONS) until it drains or stops;
   ;; -> the handler's final state.  WORKER? says a master started this
   ;; process (it shares the sockets: EPOLLEXCLUSIVE).  With RELOAD (a
@@ -195,9 +198,16 @@ until a restart"
                           (when error-log (open-error-log! error-log)))))))
     (when timer
       (set-signal-timer! timer 1 1))
+    (when (and handler-timeout (> handler-timeout 0))
+      ;; A stuck handler: a 503, or a new worker (see (plucky server watchdog))
+      (start-watchdog! handler-timeout #:peer current-request-peer #:exit? worker?))
     (trace-start-up "serving")
     (when notify (notify 'ready status))
-    (let ((state (run-loop (map port->fdes sockets) counting-handler
+    (let ((state (run-loop (map port->fdes sockets)
+                           ;; CONNECT as the app answers it
+                           (if (connect-handler? handler)
+                               (with-connect counting-handler)
+                               counting-handler)
                            #:body-port? (body-port-handler? handler)
                            #:state state #:settings settings
                            #:exclusive? worker?
@@ -246,7 +256,8 @@ until a restart"
                      (user #f)
                      (group #f)
                      (notify 'environment)
-                     (tls #f))
+                     (tls #f)
+                     (handler-timeout 30))
   "Serve HTTP with HANDLER until SIGINT or SIGTERM.  HANDLER is called as
 (HANDLER request body . STATE) and returns (values response body
 . STATE), as under Guile's `run-server'.
@@ -270,7 +281,10 @@ may be #f when RELOAD is given: then every worker, the first ones
 included, calls RELOAD after dropping privileges.  SETTINGS holds limits and timeouts
 (`make-loop-settings').  On SIGTERM or SIGINT the server drains: it
 stops accepting, finishes the requests in flight and exits within GRACE
-seconds; a second SIGINT stops it at once.  NOTIFY, a procedure from
+seconds; a second SIGINT stops it at once.  A handler call that runs
+past HANDLER-TIMEOUT seconds (0 or #f: no limit) is interrupted and
+answered with a 503; one blocked in C is logged and, with WORKERS over 1,
+its worker replaced.  NOTIFY, a procedure from
 `open-service-notifier' (plucky server notify), hears when the server
 serves, reloads and drains, for systemd's Type=notify; by default
 (environment), one is opened if the environment has NOTIFY_SOCKET, which
@@ -347,7 +361,8 @@ caller's policy (see `plucky serve')."
                                          #:grace grace #:reload reload #:access-log log
                                          #:error-log error-log #:observer observer
                                          #:connections connections
-                                         #:notify notify #:status status))
+                                         #:notify notify #:status status
+                                         #:handler-timeout handler-timeout))
                 (supervise
                  workers
                  (lambda (generation slot)
@@ -364,7 +379,8 @@ caller's policy (see `plucky serve')."
                                               #:worker? #t #:grace grace
                                               #:access-log log #:error-log error-log
                                               #:observer observer
-                                              #:make-transport make-transport))))
+                                              #:make-transport make-transport
+                                              #:handler-timeout handler-timeout))))
                  #:prepare (and identity (lambda () (drop-privileges! identity)))
                  #:grace grace
                  #:notify notify #:status status

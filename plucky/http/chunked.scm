@@ -23,8 +23,15 @@
 ;;; Strict where a lenient reading would let two parsers disagree on where
 ;;; a body ends (request smuggling): line ends must be CRLF, a chunk's
 ;;; data must be followed by exactly CRLF, sizes are hexadecimal digits
-;;; only and at most 16 of them, and no control character may appear in
-;;; an extension.  Limits bound the size line, the trailer section and
+;;; only and at most 16 of them, and extensions follow their grammar
+;;; (RFC 9112 §7.1.1):
+;;;
+;;;   chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+;;;   chunk-ext-name = token     chunk-ext-val = token / quoted-string
+;;;
+;;; so `5;', `5;bad[=x' and `5 ' (whitespace before the CRLF) are 400:
+;;; a proxy that reads them differently would frame the body differently.
+;;; Extension names and values are checked and dropped.  Limits bound the size line, the trailer section and
 ;;; the decoded total (413).  Trailer fields are checked and dropped.
 ;;;
 ;;; Code:
@@ -43,7 +50,9 @@
 (define-record-type <chunked-decoder>
   (%make-chunked-decoder state size digits line total max-total max-line max-trailer)
   chunked-decoder?
-  ;; size | ext | size-lf | data | data-cr | data-lf
+  ;; size | ext-semi | ext-name-start | ext-name | ext-after-name
+  ;; | ext-value-start | ext-token | ext-quoted | ext-quoted-pair
+  ;; | ext-after-quoted | size-lf | data | data-cr | data-lf
   ;; | trailer | trailer-lf | done
   (state decoder-state set-decoder-state!)
   (size decoder-size set-decoder-size!)       ; size being read, or data left
@@ -71,9 +80,68 @@ MAX-TRAILER the trailer section (beyond either: 400)."
         ((<= 65 byte 70) (- byte 55))
         (else #f)))
 
-(define-inlinable (extension-byte? byte)
-  ;; Visible ASCII, obs-text, SP and HTAB; no other control character.
+(define-inlinable (whitespace? byte)
+  (or (= byte 32) (= byte 9)))
+
+(define (token-byte? byte)
+  ;; tchar (RFC 9110 §5.6.2): ALPHA, DIGIT and !#$%&'*+-.^_`|~
+  (or (<= 97 byte 122) (<= 65 byte 90) (<= 48 byte 57)
+      (memv byte '(33 35 36 37 38 39 42 43 45 46 94 95 96 124 126))))
+
+(define-inlinable (quoted-byte? byte)
+  ;; qdtext (RFC 9110 §5.6.4): HTAB, SP, visible ASCII but DQUOTE and
+  ;; backslash, obs-text.
+  (or (= byte 9) (= byte 32) (= byte 33) (<= 35 byte 91) (<= 93 byte 126)
+      (>= byte 128)))
+
+(define-inlinable (quoted-pair-byte? byte)
+  ;; What may follow a backslash: HTAB, SP, VCHAR, obs-text.
   (or (= byte 9) (and (>= byte 32) (not (= byte 127)))))
+
+(define (extension-state state byte)
+  ;; The state after BYTE in the chunk extensions, or #f if BYTE cannot
+  ;; come there.  A CR can end the line only right after a name or a
+  ;; value: not after ";" nor after whitespace.
+  (define (after-word state)
+    (cond ((= byte 13) 'size-lf)
+          ((= byte 59) 'ext-name-start)
+          ((whitespace? byte) 'ext-semi)
+          (else #f)))
+  (case state
+    ((ext-semi)                         ; BWS, then ";"
+     (cond ((= byte 59) 'ext-name-start)
+           ((whitespace? byte) 'ext-semi)
+           (else #f)))
+    ((ext-name-start)                   ; BWS, then a token
+     (cond ((whitespace? byte) 'ext-name-start)
+           ((token-byte? byte) 'ext-name)
+           (else #f)))
+    ((ext-name)
+     (cond ((token-byte? byte) 'ext-name)
+           ((= byte 61) 'ext-value-start)
+           ((whitespace? byte) 'ext-after-name)
+           (else (after-word state))))
+    ((ext-after-name)                   ; BWS, then "=" or ";"
+     (cond ((= byte 61) 'ext-value-start)
+           ((= byte 59) 'ext-name-start)
+           ((whitespace? byte) 'ext-after-name)
+           (else #f)))
+    ((ext-value-start)                  ; BWS, then a token or a quoted-string
+     (cond ((whitespace? byte) 'ext-value-start)
+           ((= byte 34) 'ext-quoted)
+           ((token-byte? byte) 'ext-token)
+           (else #f)))
+    ((ext-token)
+     (if (token-byte? byte) 'ext-token (after-word state)))
+    ((ext-quoted)
+     (cond ((= byte 34) 'ext-after-quoted)
+           ((= byte 92) 'ext-quoted-pair)
+           ((quoted-byte? byte) 'ext-quoted)
+           (else #f)))
+    ((ext-quoted-pair)
+     (and (quoted-pair-byte? byte) 'ext-quoted))
+    ((ext-after-quoted) (after-word state))
+    (else #f)))
 
 (define (decode-chunked! decoder bv start end sink)
   "Decode the bytes BV [START, END) of a chunked body with DECODER,
@@ -117,21 +185,21 @@ fault."
                 ((= byte 13)
                  (set-decoder-state! decoder 'size-lf)
                  (lp (+ i 1)))
-                ((or (= byte 59) (= byte 32) (= byte 9)) ; ";" or BWS before it
-                 (set-decoder-state! decoder 'ext)
+                ((or (= byte 59) (whitespace? byte)) ; ";" or BWS before it
+                 (set-decoder-state! decoder 'ext-semi)
                  (lp i))
                 (else (fail 400 "invalid chunk size" i)))))
-            ((ext)
-             (cond
-              ((> (decoder-line decoder) (decoder-max-line decoder))
-               (fail 400 "chunk extension too long" i))
-              ((= byte 13)
-               (set-decoder-state! decoder 'size-lf)
-               (lp (+ i 1)))
-              ((extension-byte? byte)
-               (set-decoder-line! decoder (+ 1 (decoder-line decoder)))
-               (lp (+ i 1)))
-              (else (fail 400 "invalid byte in chunk extension" i))))
+            ((ext-semi ext-name-start ext-name ext-after-name ext-value-start
+              ext-token ext-quoted ext-quoted-pair ext-after-quoted)
+             (if (> (decoder-line decoder) (decoder-max-line decoder))
+                 (fail 400 "chunk extension too long" i)
+                 (let ((next (extension-state state byte)))
+                   (cond
+                    ((not next) (fail 400 "invalid chunk extension" i))
+                    (else
+                     (set-decoder-state! decoder next)
+                     (set-decoder-line! decoder (+ 1 (decoder-line decoder)))
+                     (lp (+ i 1)))))))
             ((size-lf)
              (if (not (= byte 10))
                  (fail 400 "chunk size line must end in CRLF" i)

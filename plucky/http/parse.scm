@@ -51,12 +51,18 @@
 ;;;
 ;;; Strict where a wrong guess is a security hole (request smuggling,
 ;;; cache poisoning): bare CR, obs-fold, whitespace before the colon,
-;;; control characters, an invalid or repeated Host, an invalid or
+;;; control characters, bytes over #x7F in the target (RFC 3986 has
+;;; them percent-encoded), an invalid or repeated Host, an invalid or
 ;;; conflicting Content-Length, Transfer-Encoding with Content-Length or
-;;; in HTTP/1.0 or not ending in chunked.  Lenient where real clients
-;;; need it: bare LF line ends, obs-text (bytes #x80-#xFF, decoded as
-;;; latin-1 as Guile does) in values and targets, and header values
-;;; Guile's parsers reject (`Accept: text/html;q=abc', odd dates).
+;;; in HTTP/1.0 or not ending in chunked (400), a coding other than
+;;; chunked (501: the body would reach the handler still encoded).
+;;; Lenient where real clients need it: bare LF line ends, obs-text
+;;; (bytes #x80-#xFF, decoded as latin-1 as Guile does) in values, the
+;;; visible ASCII bytes RFC 3986 leaves out (\" < > \\ ^ ` { | }) in
+;;; targets, which browsers send raw in queries (the WHATWG URL query
+;;; percent-encode set leaves ` { | } ^ out) and nginx accepts, and
+;;; header values Guile's parsers reject (`Accept: text/html;q=abc', odd
+;;; dates).
 ;;;
 ;;; Deliberate differences from Guile's `read-request':
 ;;;
@@ -887,7 +893,12 @@ HIGH? says whether any byte is #x80 or above."
                       (target (skip-target-plain bv (+ k 1) stop)
                               query (or fragment k) high?))
                      ((<= #x80 b)
-                      (target (skip-target-plain bv (+ k 1) stop) query fragment #t))
+                      ;; RFC 9112 §3.2 with RFC 3986 §2: a target is
+                      ;; ASCII, anything else percent-encoded (as every
+                      ;; browser sends it).  Raw bytes would leave the
+                      ;; app to guess their encoding, and a proxy or
+                      ;; cache to read them another way.
+                      (fail 400 "non-ASCII byte in request target" k))
                      ((or (= b CR) (= b LF))
                       (fail 400 "request line without HTTP version" k))
                      (else
@@ -1042,8 +1053,9 @@ HIGH? says whether any byte is #x80 or above."
                        name))))
 
 (define (transfer-coding-state state codings)
-  ;; STATE: 0 no Transfer-Encoding yet, 1 last coding chunked, 2 last
-  ;; coding not chunked and no chunked before, 3 chunked then another.
+  ;; STATE: 0 no Transfer-Encoding yet, 1 chunked alone, 2 last coding
+  ;; not chunked and no chunked before, 3 chunked then another, 4 other
+  ;; codings then chunked.
   ;; CODINGS: the value from Guile's parser, ((coding param ...) ...).
   ;; -> the new state, or #f when a coding is malformed or chunked is
   ;;    applied twice (RFC 9112 §7)
@@ -1054,8 +1066,11 @@ HIGH? says whether any byte is #x80 or above."
                 (coding-token? (caar codings))))
       #f)
      ((string-ci=? (symbol->string (caar codings)) "chunked")
-      (and (memv state '(0 2)) (loop 1 (cdr codings))))
-     (else (loop (if (memv state '(0 2)) 2 3) (cdr codings))))))
+      (case state
+        ((0) (loop 1 (cdr codings)))
+        ((2) (loop 4 (cdr codings)))
+        (else #f)))
+     (else (loop (if (memv state (quote (0 2))) 2 3) (cdr codings))))))
 
 (define (parse-field-values! pending)
   ;; PENDING: ((field known-header . key) ...) where FIELD is a
@@ -1106,8 +1121,14 @@ HIGH? says whether any byte is #x80 or above."
       (cond
        ((and (not host?) (equal? version '(1 . 1)))
         (fail 400 "HTTP/1.1 request without Host" i))
+       ;; RFC 9112 §6.3: without chunked last the body has no end a
+       ;; server can find: 400 and close.  Chunked last after codings
+       ;; plucky does not decode (gzip, ...): 501, as §6.1 asks of a
+       ;; coding a server does not understand.
        ((memv coding '(2 3))
-        (fail 501 "final transfer coding is not chunked" i))
+        (fail 400 "final transfer coding is not chunked" i))
+       ((eqv? coding 4)
+        (fail 501 "transfer coding other than chunked" i))
        ((not build?) (values 'complete next))
        (else
         (parse-field-values! pending)
@@ -1301,7 +1322,8 @@ soon as enough bytes have arrived, complete or not."
   "Return #t when the connection may carry another request after
 REQUEST: for HTTP/1.1 (and later) unless a Connection header lists
 `close', for HTTP/1.0 only when a Connection header lists `keep-alive'
-and none lists `close'."
+and none lists `close'; never after CONNECT, whose answer, if a 2xx,
+turns what follows into the tunnel's bytes (RFC 9110 §9.3.6)."
   (define (option? option)
     (let loop ((headers (request-headers request)))
       (cond
@@ -1316,6 +1338,7 @@ and none lists `close'."
        (else (loop (cdr headers))))))
   (let ((version (request-version request)))
     (cond
+     ((eq? (request-method request) 'CONNECT) #f)
      ((option? "close") #f)
      ((or (< 1 (car version)) (and (= 1 (car version)) (<= 1 (cdr version)))) #t)
      ((equal? version '(1 . 0)) (option? "keep-alive"))

@@ -771,7 +771,35 @@ are shared with the other workers."
       (series-now . ,(series-now series))
       (series . ,(map (lambda (get default) (sparse (get series) default))
                       series-vectors series-defaults))
-      (memory . ,(process-memory)))))
+      (memory . ,(process-memory))
+      ;; for the whole server's inbox: bodies left out, the size of the
+      ;; file written each second bounded
+      (failures . ,(map (lambda (failure)
+                          (let ((sexp (failure->sexp failure)))
+                            (cons 'failure (acons 'body #f (cdr sexp)))))
+                        (inbox-failures (observer-inbox observer)))))))
+
+(define (merge-failures observer snapshots)
+  ;; -> an inbox of the failures of all SNAPSHOTS, newest first, each
+  ;; named "PID.N"; this worker's are its own records, with their bodies
+  (let ((pid (getpid)))
+    (inbox-of
+     (inbox-size (observer-inbox observer))
+     (sort
+      (append-map
+       (lambda (snapshot)
+         (let ((them (assq-ref snapshot 'pid)))
+           (map (lambda (sexp)
+                  (let* ((id (assq-ref (cdr sexp) 'id))
+                         (own (and (eqv? them pid)
+                                   (failure-ref id (observer-inbox observer))))
+                         (sexp (if own (failure->sexp own) sexp)))
+                    (sexp->failure
+                     (cons 'failure
+                           (acons 'id (format #f "~a.~a" them id) (cdr sexp))))))
+                (or (assq-ref snapshot 'failures) '()))))
+       snapshots)
+      (lambda (a b) (> (failure-time a) (failure-time b)))))))
 
 (define series-vectors
   (list series-requests series-errors series-gc-ns series-gc-count series-heap
@@ -801,8 +829,9 @@ answers a status page to add up; a file per worker, replaced whole."
   "Return an observer holding the figures of all the workers that share
 with OBSERVER (see `make-observer''s WORKERS), this one's as of now and
 the others' as of their last tick, about a second ago at most, added
-up; or OBSERVER itself when it shares with none.  Exited workers' figures
-stay in.  The result is for reading (status pages, metrics), not for a
+up, and their error inboxes in one (failure N of worker PID named
+\"PID.N\"); or OBSERVER itself when it shares with none.  Exited workers'
+figures stay in.  The result is for reading (status pages, metrics), not for a
 loop."
   (if (not (observer-share observer))
       observer
@@ -892,7 +921,7 @@ loop."
                     (sum-histograms 'accept) (sum-histograms 'close)
                     (sum-histograms 'write) (sum-histograms 'gc-pause)
                     (fold (lambda (s sum) (+ sum (get s 'gc-count))) 0 snapshots)
-                    0 0 tally series (observer-inbox observer)
+                    0 0 tally series (merge-failures observer snapshots)
                     (apply min (observer-started observer)
                            (map (lambda (s) (get s 'started)) snapshots))
                     (length live) #f

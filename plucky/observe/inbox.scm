@@ -25,7 +25,8 @@
 ;;;     (use-modules (plucky observe inbox))
 ;;;     (inbox-failures)              ; newest first
 ;;;     (replay (failure-ref 3) my-handler)   ; -> response, body
-;;;   from another process, over HTTP (a worker answers with its own):
+;;;   from another process, over HTTP (with several workers, an id
+;;;   "PID.N" as the status page gives it reaches any worker's):
 ;;;     (define f (fetch-failure "http://127.0.0.1:8080" 3))
 ;;;     (replay f my-handler)
 ;;;
@@ -46,10 +47,12 @@
   #:use-module (web http)
   #:use-module ((web client) #:select (http-get))
   #:use-module ((web response) #:select (response-code))
+  #:use-module ((web server) #:select (sanitize-response))
   #:use-module (web request)
   #:use-module (web uri)
   #:use-module ((system repl debug) #:select (print-frames))
   #:export (make-inbox
+            inbox-of
             inbox?
             inbox-size
             inbox-add-failure!
@@ -86,7 +89,9 @@
   (%make-failure id time code route method target head body backtrace message
                  request)
   failure?
-  (id failure-id)                     ; 1, 2, … per process
+  ;; 1, 2, … per process; "PID.N" for failure N of worker PID in the
+  ;; inbox of the whole server (plucky observe accounting)
+  (id failure-id)
   (time failure-time)                 ; seconds since the epoch (a real)
   (code failure-code)                 ; the status answered, 500 usually
   (route failure-route)               ; the route it was accounted under
@@ -121,6 +126,12 @@
   (let ((inbox (%make-inbox size '() 1 #f)))
     (set! the-inbox inbox)
     inbox))
+
+(define (inbox-of size failures)
+  "Return an inbox holding FAILURES (newest first; at most SIZE are
+kept), to read: unlike `make-inbox', it does not become `current-inbox'."
+  (%make-inbox size (if (> (length failures) size) (take failures size) failures)
+               1 #f))
 
 (define (current-inbox)
   "Return the inbox made last in this process (by `make-observer'), or #f."
@@ -244,7 +255,7 @@ first."
 (define* (failure-ref id #:optional (inbox (current-inbox)))
   "Return the failure numbered ID in INBOX (default: this process's), or
 #f when it is not (or no longer) kept."
-  (find (lambda (f) (= (failure-id f) id)) (inbox-failures inbox)))
+  (find (lambda (f) (equal? (failure-id f) id)) (inbox-failures inbox)))
 
 (define (failure->request failure)
   "Return a <request> for FAILURE: the very record the handler saw when
@@ -256,13 +267,22 @@ the failure was filed in this process, else one read back from its head."
 (define (replay failure handler . state)
   "Call HANDLER, as the server would, with the request of FAILURE (a
 <failure>, or the id of one in this process's inbox) and its body, and
-return what HANDLER returns: (values response body . STATE).  Nothing is
+return the response as a server would send it: (values response body
+. STATE), RESPONSE a response record and BODY a bytevector (#f for
+HEAD), as Guile's `sanitize-response' makes them of what HANDLER
+returned (a header list, a string or a procedure body).  Nothing is
 caught: a handler that still fails raises its exception here."
-  (let ((failure (if (integer? failure)
-                     (or (failure-ref failure)
-                         (error "no failure with this id in the inbox" failure))
-                     failure)))
-    (apply handler (failure->request failure) (failure-body failure) state)))
+  (let* ((failure (if (integer? failure)
+                      (or (failure-ref failure)
+                          (error "no failure with this id in the inbox" failure))
+                      failure))
+         (request (failure->request failure)))
+    (call-with-values
+        (lambda () (apply handler request (failure-body failure) state))
+      (lambda (response body . state)
+        (call-with-values (lambda () (sanitize-response request response body))
+          (lambda (response body)
+            (apply values response body state)))))))
 
 ;;;
 ;;; As data, for the status endpoint and `fetch-failure'
@@ -294,12 +314,13 @@ caught: a handler that still fails raises its exception here."
   "Fetch failure ID from the inbox of the server at BASE (an URL such as
 \"http://127.0.0.1:8080\") through /_plucky/inbox/ID.scm, and return it
 as a <failure> to `replay'.  TOKEN is the server's --status-token, if it
-has one.  With several workers, the worker that answers shows its own
-inbox."
+has one.  ID is a number of the answering worker's inbox, or, with
+several workers, \"PID.N\" as the status page names failure N of worker
+PID."
   (call-with-values
       (lambda ()
         (http-get (string-append (string-trim-right base #\/) "/_plucky/inbox/"
-                                 (number->string id) ".scm"
+                                 (if (number? id) (number->string id) id) ".scm"
                                  (if token (string-append "?token=" (uri-encode token)) ""))
                   #:decode-body? #f))
     (lambda (response body)

@@ -234,13 +234,19 @@ loopback address: 127.0.0.0/8, ::1, or ::ffff:127.x.y.z."
      ((string-prefix? "/_plucky/inbox/" path)
       (let* ((name (substring path (string-length "/_plucky/inbox/")))
              (data? (string-suffix? ".scm" name))
-             (id (string->number (if data? (string-drop-right name 4) name)))
-             (failure (and id (exact-integer? id)
-                           (failure-ref id (observer-inbox observer)))))
+             (name (if data? (string-drop-right name 4) name))
+             (id (string->number name))
+             ;; N: this worker's failure N; PID.N: worker PID's
+             (failure (cond
+                       ((and id (exact-integer? id))
+                        (failure-ref id (observer-inbox observer)))
+                       ((and id (string-index name #\.))
+                        (failure-ref name (observer-inbox (observer-whole-server observer))))
+                       (else #f))))
         (cond
          ((not failure)
           (respond 404 '(text/plain (charset . "utf-8"))
-                   "No such failure in this worker's inbox (it keeps the last few only).\n"
+                   "No such failure in the inbox (it keeps the last few only).\n"
                    state))
          (data?
           (respond 200 '(text/plain (charset . "utf-8"))
@@ -382,8 +388,8 @@ if given, is carried in the page's links."
              (main
               ,(if members
                    `(p (@ (class "note"))
-                       ,(format #f "These are the figures of all ~a worker processes added up (and of workers that have exited since the server started): worker ~a's as of now, the others' as each wrote them, a second ago at most (see Workers below).  The error inbox is worker ~a's.  The request count is exact; per-route figures and percentiles come from the requests timed: on a busy server one in N, each weighing for the N."
-                                workers pid pid))
+                       ,(format #f "These are the figures of all ~a worker processes added up (and of workers that have exited since the server started): worker ~a's as of now, the others' as each wrote them, a second ago at most (see Workers below).  The error inbox holds every worker's failures, named PID.N.  The request count is exact; per-route figures and percentiles come from the requests timed: on a busy server one in N, each weighing for the N."
+                                workers pid))
                    `(p (@ (class "note"))
                        "One worker process serves: these are all the server's figures.  Times are measured inside the server (from the read that brought a request to its answer being serialised, plus the write), so they leave out time queued in the kernel.  The request count is exact and includes these pages; the charts and phase table leave out the requests for these pages (/_plucky/…), the route table lists them.  On a busy server one request in N is timed, weighing for the N."))
               (div (@ (class "tiles"))
@@ -612,7 +618,7 @@ if given, is carried in the page's links."
         ,@(map (lambda (f)
                  `(tr (td (@ (class "l"))
                           (a (@ (href ,(with-token (format #f "/_plucky/inbox/~a" (failure-id f)) token)))
-                             ,(number->string (failure-id f))))
+                             ,(format #f "~a" (failure-id f))))
                       (td (@ (class "l")) ,(time-string (failure-time f)))
                       (td ,(number->string (failure-code f)))
                       (td (@ (class "l")) ,(format #f "~a ~a" (or (failure-method f) "-")
@@ -638,7 +644,11 @@ if given, is carried in the page's links."
                                      (or (failure-method failure) "-") (failure-target failure)
                                      (failure-code failure)))
                         (p ,(format #f "~a · route ~a · worker ~a" (time-string (failure-time failure))
-                                    (failure-route failure) (getpid))))
+                                    (failure-route failure)
+                                    (let ((id (failure-id failure)))
+                                      (if (string? id)
+                                          (car (string-split id #\.))
+                                          (getpid))))))
                 (main
                  (div (@ (class "card"))
                       (h2 "What happened")

@@ -65,6 +65,8 @@
                %default-loop-settings
                with-body-port
                body-port-handler?
+               with-connect
+               connect-handler?
                make-file-body
                file-body?
                make-takeover

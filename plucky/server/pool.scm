@@ -49,6 +49,8 @@
   #:use-module (plucky server connection)
   #:export (with-body-port
             body-port-handler?
+            with-connect
+            connect-handler?
             thread-peer
             report-handler-error
             make-job
@@ -84,6 +86,8 @@ arrived, and what it returns becomes the state again."
                    ((request body) (handler request body))
                    ((request body . state) (apply handler request body state)))))
     (hashq-set! body-port-handlers wrapped #t)
+    (when (connect-handler? handler)    ; keeps with-connect's mark
+      (hashq-set! connect-handlers wrapped #t))
     wrapped))
 
 ;; The handlers `with-body-port' made.  Not a procedure property: asking
@@ -96,6 +100,26 @@ arrived, and what it returns becomes the state again."
 (define (body-port-handler? handler)
   "Return true when HANDLER was made by `with-body-port'."
   (hashq-ref body-port-handlers handler #f))
+
+;; CONNECT.  A 2xx to CONNECT tells the client its tunnel is open
+;; (RFC 9110 §9.3.6), and what it sends next is the tunnel's, not HTTP:
+;; an app that never meant to tunnel must not answer it.  So CONNECT is
+;; refused (501, close) before any handler sees it, unless the app says
+;; it handles it.  Either way the connection closes after the answer
+;; (`request-keep-alive?').
+
+(define (with-connect handler)
+  "Return HANDLER, marked as one that answers CONNECT requests itself;
+plucky refuses CONNECT (501) for any other handler."
+  (hashq-set! connect-handlers handler #t)
+  handler)
+
+;; The handlers `with-connect' marked (weak: see `body-port-handlers').
+(define connect-handlers (make-weak-key-hash-table))
+
+(define (connect-handler? handler)
+  "Return true when HANDLER was marked by `with-connect'."
+  (hashq-ref connect-handlers handler #f))
 
 ;; The peer of the connection a thread serves, for `current-request-peer'.
 (define thread-peer (make-thread-local-fluid #f))

@@ -195,6 +195,9 @@ connection.  Return nothing."
               (cond
                ((unmet-expectation? request)
                 (refuse! loop conn request 417 #f))
+               ((and (eq? (request-method request) 'CONNECT)
+                     (not (connect-handler? (loop-handler loop))))
+                (refuse! loop conn request 501 #f))
                ((and (loop-body-port? loop)
                      (or (eq? length 'chunked)
                          (< 0 length (+ 1 (settings-max-body settings)))))

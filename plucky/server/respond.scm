@@ -32,6 +32,8 @@
   #:use-module (plucky server hooks)
   #:use-module (plucky server connection)
   #:use-module (plucky server pool)
+  #:use-module ((plucky server watchdog) #:select (handler-call handler-timeout?
+                                                   watchdog-log!))
   #:export (with-handler-errors-caught
             call-handler
             respond!
@@ -50,6 +52,16 @@
 ;;;
 
 (define handler-failed (make-prompt-tag "handler-failed"))
+
+;; What the watchdog reads (plucky server watchdog): the request whose
+;; handler call runs on this thread, or #f.  A store each, inlined: a
+;; procedure call into the watchdog's module each would show in
+;; bench/instructions.
+(define-inline (watchdog-enter! request)
+  (vector-set! handler-call 0 request))
+
+(define-inline (watchdog-leave!)
+  (vector-set! handler-call 0 #f))
 
 ;; Exceptions are caught by one handler installed around the whole loop
 ;; (`with-handler-errors-caught') rather than one per request: installing
@@ -78,10 +90,12 @@ a handler LOOP calls escapes to that call's prompt (see `call-handler')."
 (define (call-handler loop request body)
   "Return (values response body) from LOOP's handler called with REQUEST
 and BODY, with the loop's state updated; on an exception, (values #f #f)
-after the backtrace is logged."
+after the backtrace is logged, or (values #f 503) when the watchdog ended
+the call (it logs the backtrace after the 503 is sent)."
   (call-with-prompt handler-failed
     (lambda ()
       (set-loop-guarded! loop request)
+      (watchdog-enter! request)
       (let ((state (loop-state loop)))
         (call-with-values
             (lambda ()
@@ -89,16 +103,20 @@ after the backtrace is logged."
                   ((loop-handler loop) request body)
                   (apply (loop-handler loop) request body state)))
           (lambda (response body . state)
+            (watchdog-leave!)           ; before unguarding
             (set-loop-guarded! loop #f)
             (unless (null? state)
               (set-loop-state! loop state))
             (values response body)))))
     (lambda (k request exception stack)
-      (report-handler-error request exception stack)
+      (watchdog-leave!)
+      (if (handler-timeout? exception)
+          (watchdog-log! (lambda () (report-handler-error request exception stack)))
+          (report-handler-error request exception stack))
       (let ((observer (loop-observer loop)))
         (when observer
           ((observer-hooks-on-failure observer) request exception stack)))
-      (values #f #f))))
+      (values #f (if (handler-timeout? exception) 503 #f)))))
 
 (define-syntax-rule (count-answer! loop code bytes)
   ;; -> the status class of CODE, counted in the tally with BYTES
@@ -179,17 +197,19 @@ handed over once the head is sent, else #f."
       (lambda (response response-body)
         (set-loop-serving! loop #f)
         (let ((handled (and timed? (clock))))
-          (define (fail)
+          (define (fail code)
+            ;; CODE: 500, or 503 from the watchdog; HEAD's has no body
             (when (file-body? response-body)
               (close-file-body! response-body))
             (set-output-fill! out mark)
-            (write-error-response! out (request-version request) 500)
-            (report-response! loop conn request 500 (- (output-fill out) mark))
-            (observe! 500 (- (output-fill out) mark) handled)
+            (write-error-response! out (request-version request) code #f
+                                   (request-method request))
+            (report-response! loop conn request code (- (output-fill out) mark))
+            (observe! code (- (output-fill out) mark) handled)
             #t)
           (cond
            ((not response)
-            (fail))
+            (fail (or response-body 500)))
            ((streamed-response? response response-body)
             ;; Sent as it is written, by a thread: see `hand-off!'.
             (hand-off! loop conn (make-job #:conn conn #:kind 'stream
@@ -221,7 +241,7 @@ handed over once the head is sent, else #f."
                       (send-rest! loop conn request rest close?))))
                 (lambda (k request exception stack)
                   (report-handler-error request exception #f)
-                  (fail))))))))))
+                  (fail 500))))))))))
 
 ;;;
 ;;; Handing a connection to a thread

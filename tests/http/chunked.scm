@@ -50,7 +50,9 @@
   (test-chunked "empty body" "0\r\n\r\n" '(done "" 5))
   (test-chunked "extensions" "5;name=value;x=\"q s\"\r\nhello\r\n0;last\r\n\r\n" '(done "hello" 39))
   (test-chunked "trailers" "5\r\nhello\r\n0\r\nX-Sum: 1\r\nX-Other: 2\r\n\r\n" '(done "hello" 37))
-  (test-chunked "leading zeros" "0005\r\nhello\r\n0\r\n\r\n" '(done "hello" 18)))
+  (test-chunked "leading zeros" "0005\r\nhello\r\n0\r\n\r\n" '(done "hello" 18))
+  (test-chunked "extensions with BWS and quoted pairs"
+                "2 ; a = \"x\\\"y\" ;b\t=\tc;d\r\nhi\r\n0\r\n\r\n" '(done "hi" 34)))
 
 (test-group "where the next request starts"
   (test-equal "index after the body, not at the end"
@@ -70,6 +72,14 @@
   (test-chunked "data shorter than the size" "6\r\nhello\r\n0\r\n\r\n" '(400 "hello\r" 9))
   (test-chunked "bare LF after the data" "5\r\nhello\n0\r\n\r\n" '(400 "hello" 8))
   (test-chunked "control character in an extension" "5;a\x01\r\nhello\r\n0\r\n\r\n" '(400 "" 3))
+  (test-chunked "extension: \";\" and no name" "5;\r\nhello\r\n0\r\n\r\n" '(400 "" 2))
+  (test-chunked "extension: not a token" "5;bad[=x\r\nhello\r\n0\r\n\r\n" '(400 "" 5))
+  (test-chunked "extension: whitespace before CRLF" "5 \r\nhello\r\n0\r\n\r\n" '(400 "" 2))
+  (test-chunked "extension: whitespace after a name" "5;a \r\nhello\r\n0\r\n\r\n" '(400 "" 4))
+  (test-chunked "extension: no value after \"=\"" "5;a=\r\nhello\r\n0\r\n\r\n" '(400 "" 4))
+  (test-chunked "extension: unterminated quoted-string" "5;a=\"x\r\nhello\r\n0\r\n\r\n" '(400 "" 6))
+  (test-chunked "extension: no \";\" between two" "5;a=b c=d\r\nhello\r\n0\r\n\r\n" '(400 "" 6))
+  (test-chunked "extension on the last chunk" "0;=\r\n\r\n" '(400 "" 2))
   (test-chunked "size of 17 hex digits" "10000000000000000\r\n" '(400 "" 16))
   (test-chunked "extension too long"
                 (string-append "1;" (make-string 80 #\a) "\r\nx\r\n0\r\n\r\n") '(400 "" 65))

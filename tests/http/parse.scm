@@ -279,9 +279,21 @@ With EXACT?, each prefix is copied to a bytevector of just its length
                                       "?cccccccccccccccccc=dddddddd"
                                       "#eeeeeeeeeeeeeeeeeeeeeeeeeee HTTP/1.1")
                        "Host: a")))))
-  (test-equal "obs-text in the target is decoded as latin-1"
-    '(#f #f #f #f "/caf\xe9" "q=\xe9t\xe9" #f)
-    (uri->list (request-uri (parse-request (head "GET /caf\xe9?q=\xe9t\xe9 HTTP/1.1" "Host: a")))))
+  (test-parse-error "a raw UTF-8 byte in the path"
+    (head "GET /caf\xc3\xa9 HTTP/1.1" "Host: a") 400 #:offset 8)
+  (test-parse-error "an overlong encoding of / in the path"
+    (head "GET /\xc0\xaf HTTP/1.1" "Host: a") 400 #:offset 5)
+  (test-parse-error "a byte over #x7F in the query"
+    (head "GET /p?q=\xe9t\xe9 HTTP/1.1" "Host: a") 400 #:offset 9)
+  (test-parse-error "a byte over #x7F in the fragment"
+    (head "GET /p#\xff HTTP/1.1" "Host: a") 400 #:offset 7)
+  (test-parse-error "a byte over #x7F after 8 ASCII bytes (word scan)"
+    (head "GET /abcdefghijklmn\x80 HTTP/1.1" "Host: a") 400 #:offset 19)
+  (test-parse-error "a byte over #x7F in an absolute-form target"
+    (head "GET http://a/\xe9 HTTP/1.1" "Host: a") 400 #:offset 13)
+  (test-equal "visible ASCII that RFC 3986 leaves out, as browsers send it in a query"
+    '(#f #f #f #f "/p" "a={x}|`^\\\"<>" #f)
+    (uri->list (request-uri (parse-request (head "GET /p?a={x}|`^\\\"<> HTTP/1.1" "Host: a")))))
   (test-parse "absolute-form"
     (head "GET http://example.com:8080/x?y=1 HTTP/1.1" "Host: example.com:8080")
     'GET "http://example.com:8080/x?y=1" '(1 . 1) '((host "example.com" . 8080)))
@@ -583,19 +595,23 @@ With EXACT?, each prefix is copied to a bytevector of just its length
     400 #:offset 54)
   (test-parse "chunked" (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked")
     'POST "/" '(1 . 1) '((host "a" . #f) (transfer-encoding (chunked))))
-  (test-parse "gzip, then chunked, over two lines"
+  (test-parse "chunked in capitals"
+    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: Chunked")
+    'POST "/" '(1 . 1) '((host "a" . #f) (transfer-encoding (Chunked))))
+  (test-parse-error "gzip, then chunked: a coding plucky does not decode"
+    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: gzip, chunked") 501 #:offset 60)
+  (test-parse-error "gzip, then chunked, over two lines"
     (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: gzip" "Transfer-Encoding: Chunked")
-    'POST "/" '(1 . 1)
-    '((host "a" . #f) (transfer-encoding (gzip)) (transfer-encoding (Chunked))))
+    501)
   (test-parse-error "Transfer-Encoding in HTTP/1.0"
     (head "POST / HTTP/1.0" "Transfer-Encoding: chunked") 400 #:offset 17)
   (test-parse-error "a final coding that is not chunked"
-    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: gzip") 501 #:offset 51)
+    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: gzip") 400 #:offset 51)
   (test-parse-error "chunked, then another coding"
-    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked, gzip") 501)
+    (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked, gzip") 400)
   (test-parse-error "chunked, then another coding on a later line"
     (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked" "Transfer-Encoding: gzip")
-    501)
+    400)
   (test-parse-error "chunked twice"
     (head "POST / HTTP/1.1" "Host: a" "Transfer-Encoding: chunked, chunked") 400)
   (test-parse-error "chunked twice over two lines"

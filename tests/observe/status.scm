@@ -332,7 +332,7 @@
                                              (string-append (uri-path (request-uri request)) " "
                                                             (utf8->string body)))))))
         (test-equal "replay against a mended handler" '(200 "/fail payload")
-          (list (response-code response) body))))))
+          (list (response-code response) (utf8->string body)))))))
 
 (test-group "the wrapper's own catching (#:catch-errors?)"
   (with-observed-server (server #:mode 'full)
@@ -394,6 +394,16 @@
         #:on-listen (lambda (sockets)
                       (report ((@ (plucky server) listener-port) (car sockets)))))))))
 
+(define (with-two-workers proc)
+  ;; -> what PROC returns, called with a two-worker server, stopped after
+  (call-guarded
+   (lambda ()
+     (let ((server (start-two-workers)))
+       (dynamic-wind
+         (lambda () #t)
+         (lambda () (proc server))
+         (lambda () (stop-server server)))))))
+
 (define answered
   ;; the answers the two-worker server has given this test so far
   0)
@@ -425,44 +435,74 @@
   (fold + 0 (map cdr (samples body "plucky_responses_total"))))
 
 (test-group "two workers: the pages show the whole server"
-  (call-guarded
-   (lambda ()
-     (let ((server (start-two-workers)))
-       (dynamic-wind
-         (lambda () #t)
-         (lambda ()
-           ;; a connection each: both workers get some
-           (for-each (lambda (i) (ask server (if (< i 39) "/" "/missing"))) (iota 40))
-           (let ((total expected (settled-total server "/_plucky/status.json" json-total)))
-             (test-equal "status.json: every answer of both workers" expected total))
-           (let ((total expected (settled-total server "/_plucky/metrics" metrics-total)))
-             (test-equal "metrics: every answer of both workers" expected total))
-           (let* ((json (read-json (open-input-string (ask server "/_plucky/status.json"))))
-                  (workers (vector->list (json-ref json "per_worker")))
-                  (root (find (lambda (r) (equal? (json-ref r "route") "/"))
-                              (vector->list (json-ref json "routes")))))
-             (test-equal "status.json: two workers" 2 (length workers))
-             (test-assert "status.json: both answered some"
-               (every (lambda (w) (> (json-ref w "requests") 0)) workers))
-             (test-equal "status.json: both running" '("running" "running")
-               (map (lambda (w) (json-ref w "state")) workers))
-             (test-equal "status.json: per worker adds up to the total"
-               (json-ref json "requests")
-               (fold + 0 (map (lambda (w) (json-ref w "requests")) workers)))
-             (test-equal "status.json: route / of both" 39 (and root (json-ref root "requests")))
-             (test-equal "status.json: the 404 counted" 1 (json-ref json "responses" "4xx")))
-           (let ((text (ask server "/_plucky/metrics")))
-             (test-equal "metrics: well formed" '() (check-exposition text))
-             (test-assert "metrics: labelled worker=\"all\""
-               (every (lambda (s) (string-contains (car s) "worker=\"all\""))
-                      (samples text "plucky_responses_total")))
-             (test-equal "metrics: a line per worker" 2
-               (length (samples text "plucky_worker_responses_total"))))
-           (let ((page (ask server "/_plucky/status")))
-             (test-assert "status: says it adds up 2 workers"
-               (string-contains page "all 2 worker processes added up"))
-             (test-assert "status: a table of the workers" (string-contains page "<h2>Workers</h2>"))))
-         (lambda () (stop-server server)))))))
+  (with-two-workers
+   (lambda (server)
+     ;; a connection each: both workers get some
+     (for-each (lambda (i) (ask server (if (< i 39) "/" "/missing"))) (iota 40))
+     (let ((total expected (settled-total server "/_plucky/status.json" json-total)))
+       (test-equal "status.json: every answer of both workers" expected total))
+     (let ((total expected (settled-total server "/_plucky/metrics" metrics-total)))
+       (test-equal "metrics: every answer of both workers" expected total))
+     (let* ((json (read-json (open-input-string (ask server "/_plucky/status.json"))))
+            (workers (vector->list (json-ref json "per_worker")))
+            (root (find (lambda (r) (equal? (json-ref r "route") "/"))
+                        (vector->list (json-ref json "routes")))))
+       (test-equal "status.json: two workers" 2 (length workers))
+       (test-assert "status.json: both answered some"
+         (every (lambda (w) (> (json-ref w "requests") 0)) workers))
+       (test-equal "status.json: both running" '("running" "running")
+         (map (lambda (w) (json-ref w "state")) workers))
+       (test-equal "status.json: per worker adds up to the total"
+         (json-ref json "requests")
+         (fold + 0 (map (lambda (w) (json-ref w "requests")) workers)))
+       (test-equal "status.json: route / of both" 39 (and root (json-ref root "requests")))
+       (test-equal "status.json: the 404 counted" 1 (json-ref json "responses" "4xx")))
+     (let ((text (ask server "/_plucky/metrics")))
+       (test-equal "metrics: well formed" '() (check-exposition text))
+       (test-assert "metrics: labelled worker=\"all\""
+         (every (lambda (s) (string-contains (car s) "worker=\"all\""))
+                (samples text "plucky_responses_total")))
+       (test-equal "metrics: a line per worker" 2
+         (length (samples text "plucky_worker_responses_total"))))
+     (let ((page (ask server "/_plucky/status")))
+       (test-assert "status: says it adds up 2 workers"
+         (string-contains page "all 2 worker processes added up"))
+       (test-assert "status: a table of the workers" (string-contains page "<h2>Workers</h2>"))))))
+
+(define (inbox-ids page)
+  ;; -> the failure ids the status PAGE's error inbox links to
+  (map (lambda (m) (match:substring m 1))
+       (list-matches "/_plucky/inbox/([0-9.]+)" page)))
+
+(define (worker-of id)
+  (car (string-split id #\.)))
+
+(test-group "two workers: the inbox holds every worker's failures"
+  (with-two-workers
+   (lambda (server)
+     ;; a connection each: both workers fail some
+     (for-each (lambda (i) (code-of server "/fail")) (iota 10))
+     ;; the workers that did not answer share about once a second
+     (let* ((deadline (+ (now-seconds) 10))
+            (ids (let lp ()
+                   (let ((ids (inbox-ids (body-of server "/_plucky/status"))))
+                     (if (or (= (length ids) 10) (> (now-seconds) deadline))
+                         ids
+                         (begin (usleep 100000) (lp)))))))
+       (test-equal "all ten failures listed" 10 (length ids))
+       (test-equal "of both workers" 2
+         (length (delete-duplicates (map worker-of ids))))
+       (test-assert "each named PID.N"
+         (every (lambda (id) (string-match "^[0-9]+\\.[0-9]+$" id)) ids))
+       ;; whichever worker answers, each failure is found
+       (test-equal "every one's page found" (map (const 200) ids)
+         (map (lambda (id) (code-of server (string-append "/_plucky/inbox/" id)))
+              ids))
+       (test-assert "every one's data names its path"
+         (every (lambda (id)
+                  (string-contains (body-of server (string-append "/_plucky/inbox/" id ".scm"))
+                                   "this request fails on purpose"))
+                ids))))))
 
 (test-end "observe/status")
 

@@ -58,9 +58,9 @@
                 (string-append (post "/" "Content-Length: 5" "Content-Length: 6") "hello!"))
   (test-refused "Content-Length with a sign" 400 (string-append (post "/" "Content-Length: +5") "hello"))
   (test-refused "Content-Length not a number" 400 (string-append (post "/" "Content-Length: 5a") "hello"))
-  (test-refused "Transfer-Encoding not ending in chunked" 501
+  (test-refused "Transfer-Encoding not ending in chunked" 400
                 (string-append (post "/" "Transfer-Encoding: gzip") "hello"))
-  (test-refused "chunked then gzip" 501
+  (test-refused "chunked then gzip" 400
                 (string-append (post "/" "Transfer-Encoding: chunked, gzip") "hello"))
   (test-refused "Transfer-Encoding on HTTP/1.0" 400
                 "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")

@@ -86,7 +86,9 @@
          (read-until-text (client-socket client) "more" (+ (now-seconds) 10)))
        (let ((response body (http-get (server-port server) "/")))
          (test-equal "HTTP is served beside it" 200 (response-code response)))
-       (test-equal "no thread for it" "1"
+       ;; the loop's thread and the watchdog's (--handler-timeout), no
+       ;; thread of the pool
+       (test-equal "no thread for it" "2"
          (process-status-field (server-pid server) "Threads"))
        (client-close! client)))))
 
