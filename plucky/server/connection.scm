@@ -289,14 +289,10 @@ DEADLINE (ms, loop clock) unless it makes progress."
 ;;; Bodies besides bytes
 ;;;
 
-;; These two are private records (plucky sys record), read through the
-;; procedures below: a field of an exported record costs the compiled
-;; file some kilobytes, which the collector scans at each collection
-;; (bench/instructions), and these are not read on every request.
-(eval-when (expand)
-  (use-modules (plucky sys record)))
+;; These two records are private to this module, read through the
+;; procedures below.
 
-(define-record-type/lean <file-body>
+(define-record-type <file-body>
   (%make-file-body fd port offset end release)
   file-body?
   (fd file-body-fd)                     ; the file's descriptor
@@ -333,7 +329,7 @@ return nothing."
    ((file-body-port body) (close-port (file-body-port body)))
    (else (fd-close (file-body-fd body)))))
 
-(define-record-type/lean <takeover>
+(define-record-type <takeover>
   (%make-takeover procedure)
   takeover?
   (procedure takeover-procedure))       ; (fd transport leftover) -> _

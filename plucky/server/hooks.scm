@@ -20,6 +20,7 @@
 ;;; Code:
 
 (define-module (plucky server hooks)
+  #:use-module (srfi srfi-9)
   #:use-module ((plucky server tally) #:select (make-tally))
   #:export (make-observer-hooks
             ;; Procedures, not the record's macros: see <observer-hooks>.
@@ -38,15 +39,10 @@
             ignore-close
             ignore-tick))
 
-;; A record private to this module (plucky sys record), read through the
-;; procedures below: the loop reads it when it times a request, not on
-;; every request, and a field of an exported record costs the compiled
-;; file some kilobytes, which the collector scans at each collection
-;; (bench/instructions).
-(eval-when (expand)
-  (use-modules (plucky sys record)))
+;; A record private to this module, read through the procedures below:
+;; the loop reads it when it times a request, not on every request.
 
-(define-record-type/lean <observer-hooks>
+(define-record-type <observer-hooks>
   (%make-observer-hooks tally on-request on-failure on-write on-accept on-close
                         on-tick)
   observer-hooks?

@@ -37,6 +37,7 @@
 ;;; Code:
 
 (define-module (plucky server loop)
+  #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module (web request)
   #:use-module ((web uri) #:select (uri-path))
@@ -83,16 +84,11 @@
 ;;; Asking the loop of this process
 ;;;
 
-(eval-when (expand)
-  (use-modules (plucky sys record)))
 
 ;; What only the loop's own rounds read, apart from the state the
-;; connections are served with (<loop>, plucky server connection).  Its
-;; accessors exist only while this file is compiled (plucky sys record):
-;; fields of an exported record cost the compiled file some kilobytes
-;; each, which the collector pays for at each collection
-;; (bench/instructions).
-(define-record-type/lean <poller>
+;; connections are served with (<loop>, plucky server connection),
+;; private to this module.
+(define-record-type <poller>
   (%make-poller loop listeners events events-address running? paused?
                 exclusive? exit-when-idle? drain-request peer-buffer signal-fd
                 on-signal accept-resume make-transport)

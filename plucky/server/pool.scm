@@ -67,8 +67,6 @@
             take-expired-jobs!
             stop-pool!))
 
-(eval-when (expand)
-  (use-modules (plucky sys record)))
 
 ;;;
 ;;; Handlers that read bodies from ports
@@ -180,7 +178,7 @@ second); return nothing."
 
 ;; Private to this module, as <pool> is; the loop reads a job once, when
 ;; the thread is done with it, through the procedures below.
-(define-record-type/lean <job>
+(define-record-type <job>
   (%make-job conn kind request response body reader close? pending state
              outcome code bytes handler-ns leftover queued failure)
   job?
@@ -242,11 +240,8 @@ CLOSE? closes the connection after the answer whatever it says."
 ;;; The pool
 ;;;
 
-;; Private to this module: a record whose accessors exist only while it
-;; is compiled (plucky sys record), which keeps them out of the compiled
-;; file, whose size the collector pays for at each collection
-;; (bench/instructions).
-(define-record-type/lean <pool>
+;; Private to this module, read through the procedures below.
+(define-record-type <pool>
   (%make-pool mutex condition jobs done threads idle stopping? handler
               write-timeout max-threads wake)
   pool?

@@ -51,6 +51,7 @@
 ;;; Code:
 
 (define-module (plucky server workers)
+  #:use-module (srfi srfi-9)
   #:use-module (srfi srfi-1)
   #:use-module (rnrs bytevectors)
   #:use-module ((ice-9 exceptions) #:select (exception-kind exception-args))
@@ -63,11 +64,6 @@
             report-exception
             trace-start-up))
 
-;; The records' accessors are macros of the compiler only: see (plucky
-;; sys record).  SRFI-9's kept a macro per accessor in the module, whose
-;; syntax objects were built at every start (bench/startup-instructions).
-(eval-when (expand)
-  (use-modules (plucky sys record)))
 
 (define (report-exception what exception)
   "Log to standard error that WHAT (a string) failed, with EXCEPTION's
@@ -105,7 +101,7 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
 ;;; The master's state
 ;;;
 
-(define-record-type/lean <worker>
+(define-record-type <worker>
   (make-worker pid generation slot ready state)
   worker?
   (pid worker-pid)
@@ -115,7 +111,7 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
   (ready worker-ready set-worker-ready!)
   (state worker-state set-worker-state!)) ; starting | ready | retiring | abandoned
 
-(define-record-type/lean <master>
+(define-record-type <master>
   (%make-master count make-child prepare grace on-reopen unblock-in-child?
                 retire-delay start-timeout notify status
                 pid signal-fd epfd events buffer
