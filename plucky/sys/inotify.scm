@@ -9,7 +9,8 @@
 ;;; reload): `inotify-open' gives a non-blocking, close-on-exec
 ;;; descriptor for an epoll set; `inotify-add-watch!' watches a file or a
 ;;; directory; `inotify-read' drains what is pending into a list of
-;;; events.  The conventions of (plucky sys libc) hold: EINTR retried,
+;;; events.  The conventions of (plucky sys libc) hold (its
+;;; `call-retrying-eintr'): EINTR retried,
 ;;; failures as a negated errno (-EAGAIN: nothing pending), and the
 ;;; descriptor is the caller's to close (`fd-close').
 ;;;
@@ -21,7 +22,8 @@
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module (plucky sys foreign)
-  #:use-module ((plucky sys libc) #:select (bytevector-address fd-read))
+  #:use-module ((plucky sys libc) #:select (bytevector-address fd-read
+                                          call-retrying-eintr))
   #:export (inotify-open
             inotify-add-watch!
             inotify-remove-watch!
@@ -55,15 +57,6 @@
 (define %add-watch (libc-procedure int "inotify_add_watch" (list int uintptr_t unsigned-int)))
 (define %rm-watch (libc-procedure int "inotify_rm_watch" (list int int)))
 
-(define-syntax-rule (retrying-eintr call)
-  (let retry ()
-    (call-with-values (lambda () call)
-      (lambda (result errno)
-        (cond
-         ((>= result 0) result)
-         ((= errno EINTR) (retry))
-         (else (- errno)))))))
-
 (define-record-type <inotify-event>
   (make-inotify-event wd mask name)
   inotify-event?
@@ -74,19 +67,19 @@
 (define (inotify-open)
   "Return a new inotify descriptor, non-blocking and close-on-exec, or a
 negated errno."
-  (retrying-eintr (%init1 (logior IN_NONBLOCK IN_CLOEXEC))))
+  (call-retrying-eintr %init1 (logior IN_NONBLOCK IN_CLOEXEC)))
 
 (define (inotify-add-watch! fd file mask)
   "Watch FILE (a file or directory name) on the inotify descriptor FD for
 the events of MASK; return the watch descriptor (the same one again for
 a file already watched) or a negated errno."
   (let ((path (string->utf8 (string-append file "\0"))))
-    (retrying-eintr (%add-watch fd (bytevector-address path) mask))))
+    (call-retrying-eintr %add-watch fd (bytevector-address path) mask)))
 
 (define (inotify-remove-watch! fd wd)
   "Stop the watch WD of the inotify descriptor FD; return 0 or a negated
 errno."
-  (retrying-eintr (%rm-watch fd wd)))
+  (call-retrying-eintr %rm-watch fd wd))
 
 ;; struct inotify_event { int wd; uint32_t mask, cookie, len; char name[len]; }
 (define header-size 16)
