@@ -194,6 +194,10 @@ handler
     (wait-until read!)
     (test-assert "fixed: #t" (reloader-settled? reloader))
     (test-assert "then nothing pending: #f" (not (reloader-settled? reloader)))
+    (delete-file app)
+    (write-in-place app (app-text "version 2"))
+    (test-assert "deleted and created again: a change" (wait-until read!))
+    (test-assert "which reads: #t" (reloader-settled? reloader))
     (test-assert "the descriptor is open" (watch-fd))
     (close-reloader! reloader)))
 
