@@ -9,7 +9,18 @@
 ;;;               first start (the admin's password is printed then)
 ;;;   /hello      apps/hello.scm
 ;;;   /headers    apps/headers.scm
+;;;   /static/, /news/static/, /blog/static/
+;;;               the stylesheets and images of apps/static/,
+;;;               apps/news/static/ and apps/blog/static/, served by
+;;;               (plucky web static): cached an hour by browsers, then
+;;;               revalidated (ETag), gzip or zstd to those that take it
 ;;;   anything else: 404
+;;;
+;;; The news site and the blog link their stylesheets here; alone
+;;; (apps/news/main.scm, apps/blog/main.scm), they carry them inline.
+;;; The precompressed siblings (FILE.gz, FILE.zst) are made beside each
+;;; stylesheet and SVG when this file loads and they are missing or
+;;; older than the file (they are not in git).
 ;;;
 ;;; The status page, /_plucky/status, is plucky's own (`--status', which
 ;;; `make run' passes): it shows loopback clients where each request's
@@ -28,12 +39,19 @@
 (add-to-load-path
  (dirname (or (current-filename) (search-path %load-path "apps/demo.scm"))))
 
-(use-modules (web request)
+(use-modules (srfi srfi-1)
+             (ice-9 binary-ports)
+             (ice-9 ftw)
+             (web request)
              (web response)
              (web uri)
              (plucky web html)
+             (plucky web static)
+             (plucky web compress)
              (news app)
-             (blog setup))
+             (blog setup)
+             ((news views) #:select ((stylesheet . news-stylesheet)))
+             ((blog views) #:select ((stylesheet . blog-stylesheet))))
 
 (define (load-app name)
   (load (string-append here "/" name)))
@@ -51,15 +69,45 @@
 
 (define blog (open-blog-app #:prefix "/blog/"))
 
-(define landing-style "
-body{font-family:system-ui,sans-serif;max-width:46em;margin:2em auto;padding:0 1em;
-     color:#222;line-height:1.5}
-h1{font-size:2.2em;margin-bottom:0}h1 small{font-size:.45em;color:#777;font-weight:normal}
-.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(13em,1fr));gap:1em;margin:1.5em 0}
-.card{border:1px solid #ddd;border-radius:8px;padding:.8em 1em}
-.card h2{font-size:1.1em;margin:.2em 0}.card p{margin:.3em 0;color:#555;font-size:.95em}
-a{color:#c45500}code{background:#f4f4f4;padding:0 .25em;border-radius:3px}
-footer{color:#777;font-size:.9em;margin-top:2em}")
+(define asset-directories '("static" "news/static" "blog/static"))
+
+(define (precompress! directory)
+  ;; FILE.gz and FILE.zst beside each stylesheet and SVG of DIRECTORY,
+  ;; made afresh when missing or older than FILE; a directory this
+  ;; process cannot write is served without them.
+  (for-each
+   (lambda (name)
+     (let ((file (string-append directory "/" name)))
+       (for-each
+        (lambda (coding suffix level)
+          (let ((sibling (string-append file suffix)))
+            (unless (and (file-exists? sibling)
+                         (>= (stat:mtime (stat sibling)) (stat:mtime (stat file))))
+              (false-if-exception
+               (let ((temporary (string-append sibling ".new")))
+                 (call-with-output-file temporary
+                   (lambda (port)
+                     (put-bytevector
+                      port (compress-bytevector
+                            (call-with-input-file file get-bytevector-all #:binary #t)
+                            coding level)))
+                   #:binary #t)
+                 (rename-file temporary sibling))))))
+        '(gzip zstd) '(".gz" ".zst") '(9 19))))
+   (or (scandir directory (lambda (name)
+                            (or (string-suffix? ".css" name) (string-suffix? ".svg" name))))
+       '())))
+
+(for-each (lambda (dir) (precompress! (string-append here "/" dir))) asset-directories)
+
+(define assets
+  ;; Rooted at apps/, but `demo' hands it only the paths under the asset
+  ;; directories.
+  (static-handler here #:cache-control '(("\\.(css|svg)$" . "public, max-age=3600"))))
+
+(define (asset-path? path)
+  (any (lambda (dir) (string-prefix? (string-append "/" dir "/") path))
+       asset-directories))
 
 (define landing
   (html->bytevector
@@ -67,9 +115,12 @@ footer{color:#777;font-size:.9em;margin-top:2em}")
       (head (meta (@ (charset "utf-8")))
             (meta (@ (name "viewport") (content "width=device-width")))
             (title "plucky: a web server and toolkit for Guile")
-            (style ,landing-style))
+            (link (@ (rel "stylesheet") (href "/static/site.css")))
+            (link (@ (rel "icon") (type "image/svg+xml") (href "/static/favicon.svg"))))
       (body
-       (h1 "plucky " (small "a fast HTTP/1.1 server and web toolkit for GNU Guile"))
+       (header
+        (img (@ (src "/static/logo.svg") (alt "")))
+        (h1 "plucky " (small "a fast HTTP/1.1 server and web toolkit for GNU Guile")))
        (p "This site is served by plucky: an epoll event loop per worker "
           "process, written in Scheme, that runs the handlers of Guile's own "
           (code "(web server)") " unchanged — "
@@ -112,8 +163,13 @@ footer{color:#777;font-size:.9em;margin-top:2em}")
   (let ((path (uri-path (request-uri request))))
     (cond
      ((string=? path "/") (values html-type landing))
-     ((string-prefix? "/news/" path) (news request body))
-     ((string-prefix? "/blog/" path) (blog request body))
+     ((asset-path? path) (assets request body))
+     ((string-prefix? "/news/" path)
+      (parameterize ((news-stylesheet "/news/static/news.css"))
+        (news request body)))
+     ((string-prefix? "/blog/" path)
+      (parameterize ((blog-stylesheet "/blog/static/blog.css"))
+        (blog request body)))
      ((member path '("/news" "/blog"))
       (values (build-response #:code 301
                               #:headers `((location . ,(string->uri-reference

@@ -16,7 +16,9 @@
 ;;; master before listening, so that a broken app never listens, and
 ;;; hands `run-server' a thunk that loads it afresh: each reload (SIGHUP)
 ;;; runs that thunk in the new workers.  With --user the master, which
-;;; stays root, never loads the app: the workers do, as that user.
+;;; stays root, never loads the app: the workers do, as that user.  With
+;;; --reload the master notes the files the app loaded and reloads when
+;;; one changes (plucky server reload).
 ;;;
 ;;; Code:
 
@@ -34,6 +36,9 @@
   #:autoload (plucky server socket) (inherited-listeners descriptor->listener
                                      listener-host? address-error?)
   #:autoload (plucky server privileges) (resolve-identity)
+  #:autoload (plucky server reload) (call-recording-loads open-reloader
+                                     reloader->change-watch
+                                     reload-changed-modules! close-reloader!)
   ;; `load' of an app file needs a module that is not declarative.
   #:declarative? #f
   #:export (main))
@@ -87,6 +92,11 @@ How:
                          workers switch before they load FILE
   --group GROUP          with --user: this group instead of USER's
   --allow-root           serve requests as root (refused otherwise)
+  --reload               for development: reload (as on SIGHUP) when FILE
+                         or a file it loaded changes — the Scheme files
+                         of the app, not Guile's or plucky's; a file that
+                         does not read is logged and the old code serves
+                         on (not with static, --inetd or --user)
 
 Logs:
   --access-log FILE      a line per request to FILE, or - for standard
@@ -146,7 +156,7 @@ fresh module where `app-directory' names the directory FILE is in.
 
 (define flag-names
   ;; options without a value
-  '("--inetd" "--allow-root" "--status"))
+  '("--inetd" "--allow-root" "--status" "--reload"))
 
 (define numeric-options
   ;; (NAME LEAST MOST): the whole numbers each numeric option of serve
@@ -299,7 +309,17 @@ fresh module where `app-directory' names the directory FILE is in.
                   static-flag-names)))
       (let* ((file (canonicalize-path file))
              (value (lambda (name) (assoc-ref options name)))
-             (make-handler (if static? (static-loader file value) (lambda () (load-handler file))))
+             ;; with --reload: set once the app has loaded in the master
+             (reloader #f)
+             (make-handler (cond
+                            (static? (static-loader file value))
+                            ((value "--reload")
+                             (lambda ()
+                               ;; in a reload's worker, forked from the
+                               ;; master: the app's modules changed since
+                               (when reloader (reload-changed-modules! reloader))
+                               (load-handler file)))
+                            (else (lambda () (load-handler file)))))
              (option (lambda (name default)
                        (let ((value (value name)))
                          (if value (number-option name value) default))))
@@ -341,6 +361,11 @@ fresh module where `app-directory' names the directory FILE is in.
           (fail-on-error 2 (lambda () ((tls-procedure 'load-tls-credentials) tls))))
         (when (and group (not user))
           (fail "--group needs --user"))
+        (when (value "--reload")
+          (cond
+           (static? (fail "--reload is for serve: static serves each file as it is on disk"))
+           (inetd? (fail "--reload needs a master process, which --inetd has not"))
+           (user (fail "--reload needs the master to load the app, which --user forbids"))))
         (when (equal? (value "--status-token") "")
           (fail "--status-token needs a token, not an empty string"))
         (unless (listener-host? host)
@@ -404,7 +429,15 @@ USER once the sockets are bound, or --allow-root"))))
                ;; Loaded here, before listening, unless the workers must
                ;; load it as another user.
                (handler (and (not user)
-                             (fail-on-error 2 reload)))
+                             (fail-on-error
+                              2 (lambda ()
+                                  (if (value "--reload")
+                                      (call-with-values
+                                          (lambda () (call-recording-loads reload))
+                                        (lambda (handler loaded)
+                                          (set! reloader (open-reloader file loaded))
+                                          handler))
+                                      (reload))))))
                (ok (fail-on-error
                     1 (lambda ()
                         (run-server handler
@@ -424,11 +457,14 @@ USER once the sockets are bound, or --allow-root"))))
                                     #:user user
                                     #:group group
                                     #:notify notify
+                                    #:watch (and reloader
+                                                 (reloader->change-watch reloader))
                                     #:tls (and tls
                                                (lambda ()
                                                  ((tls-procedure 'tls-transport-maker)
                                                   ((tls-procedure 'load-tls-credentials)
                                                    tls)))))))))
+          (when reloader (close-reloader! reloader))
           (exit (if (eq? ok #f) 1 0)))))))
 
 (define (tls-pairs options)

@@ -257,7 +257,8 @@ until a restart"
                      (group #f)
                      (notify 'environment)
                      (tls #f)
-                     (handler-timeout 30))
+                     (handler-timeout 30)
+                     (watch #f))
   "Serve HTTP with HANDLER until SIGINT or SIGTERM.  HANDLER is called as
 (HANDLER request body . STATE) and returns (values response body
 . STATE), as under Guile's `run-server'.
@@ -272,7 +273,9 @@ list of listening sockets once they listen.
 How: WORKERS is the number of processes serving.  With 1, this process
 serves and returns the final state.  With more, it becomes a master that
 forks the workers, replaces any that dies, and returns when they have
-all exited: #t, or #f if none could start.  RELOAD, a thunk returning a
+all exited: #t, or #f if none could start.  WATCH, a <change-watch>
+(see `make-change-watch' in (plucky server workers)), makes it a master
+even with one worker, which reloads when WATCH says files changed.  RELOAD, a thunk returning a
 handler, gives the workers of each reload (SIGHUP) their handler: a
 worker whose RELOAD raises or returns something else is not started, and
 the old workers keep serving.  With one worker, SIGHUP calls RELOAD in
@@ -311,7 +314,7 @@ caller's policy (see `plucky serve')."
          (_ (when error-log (open-error-log! error-log #:owner identity)))
          (log (and access-log (open-access-log access-log log-format #:owner identity)))
          (inetd? (pair? connections))
-         (master? (and (not inetd?) (> workers 1)))
+         (master? (and (not inetd?) (or (> workers 1) (and watch #t))))
          (own-sockets? (and (not sockets) (not inetd?)))
          (sockets (cond (inetd? '())
                         (sockets sockets)
@@ -383,7 +386,7 @@ caller's policy (see `plucky serve')."
                                               #:handler-timeout handler-timeout))))
                  #:prepare (and identity (lambda () (drop-privileges! identity)))
                  #:grace grace
-                 #:notify notify #:status status
+                 #:notify notify #:status status #:watch watch
                  #:on-reopen (lambda ()
                                (when error-log (open-error-log! error-log #:owner identity))
                                (when log (access-log-reopen! log #:owner identity)))))))

@@ -17,12 +17,14 @@
   #:use-module (srfi srfi-1)
   #:use-module ((srfi srfi-19) #:hide (current-time))
   #:use-module (ice-9 match)
+  #:use-module ((ice-9 textual-ports) #:select (get-string-all))
   #:use-module (web uri)
   #:use-module (plucky web html)
   #:use-module (blog git)
   #:use-module (blog store)
   #:use-module (blog markup)
   #:export (page
+            stylesheet
             post-url
             post-article
             post-page
@@ -36,16 +38,14 @@
             change-page
             readable-date))
 
-(define style "
-body{font-family:Georgia,serif;max-width:60em;margin:0 auto;padding:0 1em;color:#222;line-height:1.55}
-header h1{margin:.6em 0 0}header h1 a{color:#222;text-decoration:none}header p{margin:0;color:#777}
-main{float:left;width:70%}aside{float:right;width:26%;font-size:.9em}
-footer{clear:both;color:#888;font-size:.85em;padding:2em 0}
-a{color:#2a5db0}.meta{color:#777;font-size:.9em}.draft{background:#ffd}
-article{margin-bottom:2.5em}pre{background:#f4f4f4;padding:.5em;overflow:auto}
-.comments li{margin-bottom:1em;list-style:none}.hp{position:absolute;left:-9999px}
-label{display:block;margin-top:.5em}input[type=text],input[type=password],textarea{width:100%}
-.cloud a{margin-right:.4em}.error{color:#b00}")
+(define stylesheet
+  ;; The URL of blog/static/blog.css where a site serves it (the demo,
+  ;; apps/demo.scm, with (plucky web static)), or #f: the page then
+  ;; carries the sheet in a <style> element, as when the blog runs alone.
+  (make-parameter #f))
+
+(define style
+  (call-with-input-file (search-path %load-path "blog/static/blog.css") get-string-all))
 
 (define (readable-date timestamp)
   "Return TIMESTAMP (seconds) as \"8 March 2012 10:44 PM\", in UTC."
@@ -69,7 +69,9 @@ with INDEX, the sidebar (tags, archives, search, feed)."
            (title ,title)
            (link (@ (rel "alternate") (type "application/atom+xml")
                     (href ,(string-append base "feed/atom"))))
-           (style ,style))
+           ,(if (stylesheet)
+                `(link (@ (rel "stylesheet") (href ,(stylesheet))))
+                `(style ,style)))
      (body
       (header (h1 (a (@ (href ,(if (string-null? base) "./" base))) "wingolog"))
               (p "a plucky blog, its database a git repository"

@@ -28,10 +28,12 @@
 (define-module (news views)
   #:use-module (srfi srfi-1)
   #:use-module (ice-9 match)
+  #:use-module ((ice-9 textual-ports) #:select (get-string-all))
   #:use-module (ice-9 regex)
   #:use-module (news rank)
   #:use-module (news db)
   #:export (page
+            stylesheet
             story-list-page
             item-page
             comments-page
@@ -48,32 +50,14 @@
 (define site-name "plucky news")
 (define per-page 30)
 
-(define style "
-body{font-family:Verdana,Geneva,sans-serif;font-size:10pt;color:#828282;margin:0}
-#page{width:85%;margin:8px auto;background:#f6f6ef}
-#top{background:#ff6600;padding:2px;display:flex;align-items:center;gap:6px}
-#top a{color:#000;text-decoration:none}#top b a{font-weight:bold}
-#top .right{margin-left:auto;padding-right:4px}
-.stories{border-collapse:collapse;margin:6px 0}
-td.rank{text-align:right;vertical-align:top;padding-right:2px}
-td.vote{vertical-align:top;width:14px}
-a.up{color:#9a9a9a;text-decoration:none;font-size:8pt}
-.title a{color:#000;text-decoration:none;font-size:10pt}
-.site,.sub{font-size:7pt;color:#828282}.sub a{color:#828282}
-.sub td{padding-bottom:5px}
-.comment{color:#000;font-size:9pt;margin:4px 0 10px 0}
-.comment p{margin:4px 0}
-.comhead{font-size:8pt}.comhead a{color:#828282}
-.tree{list-style:none;padding-left:0;margin:0}
-.tree .tree{padding-left:40px}
-.more a{color:#000}
-.error{color:#c00;font-size:9pt}
-form.news td{color:#000;font-size:10pt}
-label{color:#000}
-.msg{color:#000;padding:10px}
-.footer{border-top:2px solid #ff6600;text-align:center;padding:10px;font-size:8pt}
-.dead,.dead a{color:#c8c8c8}
-")
+(define stylesheet
+  ;; The URL of news/static/news.css where a site serves it (the demo,
+  ;; apps/demo.scm, with (plucky web static)), or #f: the page then
+  ;; carries the sheet in a <style> element, as when the news site runs alone.
+  (make-parameter #f))
+
+(define style
+  (call-with-input-file (search-path %load-path "news/static/news.css") get-string-all))
 
 (define (bar . items)
   ;; Items separated by " | ", skipping #f.
@@ -94,7 +78,9 @@ the logout link carries."
            (title ,(if title (string-append title " | " site-name) site-name))
            (link (@ (rel "alternate") (type "application/rss+xml")
                     (href "rss")))
-           (style ,style))
+           ,(if (stylesheet)
+                `(link (@ (rel "stylesheet") (href ,(stylesheet))))
+                `(style ,style)))
      (body
       (div (@ (id "page"))
         (div (@ (id "top"))

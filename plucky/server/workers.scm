@@ -38,6 +38,11 @@
 ;;; a list of timers.  A SIGHUP that comes during a reload, or before the
 ;;; first workers all serve, is kept and acted upon once they do.
 ;;;
+;;; With a <change-watch> (`plucky serve --reload': (plucky server
+;;; reload)) the master also watches a descriptor that says files
+;;; changed: once none has changed for its quiet period, and its
+;;; `settled' hook agrees, the master reloads as on SIGHUP.
+;;;
 ;;; Retiring a worker takes two steps, a second apart.  A draining loop
 ;;; closes its idle keep-alive connections at once, and a client that
 ;;; sent its next request at that moment gets the connection closed in
@@ -61,6 +66,8 @@
   #:use-module ((plucky server loop) #:select (log-line))
   #:export (supervise
             supervise-workers
+            make-change-watch
+            change-watch?
             report-exception
             trace-start-up))
 
@@ -111,12 +118,29 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
   (ready worker-ready set-worker-ready!)
   (state worker-state set-worker-state!)) ; starting | ready | retiring | abandoned
 
+(define-record-type <change-watch>
+  (%make-change-watch fd read-changes settled quiet)
+  change-watch?
+  (fd change-watch-fd)                  ; readable when something changed
+  (read-changes change-watch-read-changes) ; thunk -> #t if the app's files changed
+  (settled change-watch-settled)        ; thunk -> #t to reload now
+  (quiet change-watch-quiet))           ; seconds with no change before `settled'
+
+(define* (make-change-watch #:key fd read-changes settled (quiet 0.2))
+  "Return the hooks by which a master (`supervise') reloads when files
+change: FD, a descriptor it adds to its epoll set; READ-CHANGES, a thunk
+it calls when FD is readable, which reads it and returns true if the
+app's files changed; SETTLED, a thunk it calls once QUIET seconds have
+passed with no such change, which returns true to reload now (as on
+SIGHUP)."
+  (%make-change-watch fd read-changes settled quiet))
+
 (define-record-type <master>
   (%make-master count make-child prepare grace on-reopen unblock-in-child?
-                retire-delay start-timeout notify status
+                retire-delay start-timeout notify status watch
                 pid signal-fd epfd events buffer
                 workers current next last-generation serving? stopping?
-                reload-again? failed? timers)
+                reload-again? failed? timers settle-timer)
   master?
   ;; What it was asked to do (see `supervise'):
   (count master-count)                  ; workers per generation
@@ -129,6 +153,7 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
   (start-timeout master-start-timeout)  ; seconds a reload's workers have to load
   (notify master-notify)                ; from `open-service-notifier', or #f
   (status master-status)                ; the STATUS= text with READY=1
+  (watch master-watch)                  ; a <change-watch>, or #f
   ;; What it watches with:
   (pid master-pid)
   (signal-fd master-signal-fd)          ; reads `master-signals'
@@ -144,21 +169,25 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
   (stopping? master-stopping? set-master-stopping?!)
   (reload-again? master-reload-again? set-master-reload-again?!) ; SIGHUP during a reload
   (failed? master-failed? set-master-failed?!) ; the first workers could not start
-  (timers master-timers set-master-timers!)) ; ((due . thunk) …)
+  (timers master-timers set-master-timers!) ; ((due . thunk) …)
+  (settle-timer master-settle-timer set-master-settle-timer!)) ; a timer, or #f
 
 (define master-signals (list SIGTERM SIGINT SIGCHLD SIGHUP SIGUSR1))
 
 (define* (make-master #:key count make-child prepare grace on-reopen
-                      unblock-in-child? retire-delay start-timeout notify status)
+                      unblock-in-child? retire-delay start-timeout notify status
+                      watch)
   ;; -> a master with no worker yet, reading `master-signals' (blocked
   ;; by the caller) from a signalfd of its own.
   (let ((signal-fd (open-signalfd master-signals))
         (epfd (epoll-create)))
     (epoll-add! epfd signal-fd EPOLLIN)
+    (when watch
+      (epoll-add! epfd (change-watch-fd watch) EPOLLIN))
     (%make-master count make-child prepare grace on-reopen unblock-in-child?
-                  retire-delay start-timeout notify status
+                  retire-delay start-timeout notify status watch
                   (getpid) signal-fd epfd (make-epoll-events 16) (make-bytevector 16)
-                  '() 0 #f 0 #f #f #f #f '())))
+                  '() 0 #f 0 #f #f #f #f '() #f)))
 
 (define (notify! m . args)
   (let ((notify (master-notify m)))
@@ -169,7 +198,13 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
 ;;;
 
 (define (after! m seconds thunk)
-  (set-master-timers! m (cons (cons (+ (now) seconds) thunk) (master-timers m))))
+  ;; -> the timer, for `cancel!'
+  (let ((timer (cons (+ (now) seconds) thunk)))
+    (set-master-timers! m (cons timer (master-timers m)))
+    timer))
+
+(define (cancel! m timer)
+  (set-master-timers! m (delete timer (master-timers m) eq?)))
 
 (define (run-due-timers! m)
   (let* ((t (now))
@@ -237,6 +272,8 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
            (lambda ()
              (fd-close (master-signal-fd m))
              (fd-close (master-epfd m))
+             (when (master-watch m)
+               (fd-close (change-watch-fd (master-watch m))))
              (notify! m 'close)
              (for-each (lambda (w) (stop-watching! m w)) (master-workers m))
              (close-port (car ready))
@@ -460,18 +497,42 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
                         (master-workers m)))))
   (for-each (lambda (w) (signal! m w signal)) (master-workers m)))
 
+(define (reload! m)
+  (cond
+   ((master-stopping? m) #t)
+   ;; during a reload, or before the first workers all serve: once they do
+   ((or (master-next m) (not (master-serving? m)))
+    (set-master-reload-again?! m #t))
+   (else (start-generation! m))))
+
+(define (calling-hook m what hook)
+  ;; -> HOOK's value, or #f once an exception it raised is logged: the
+  ;; master must not die of a watch's failure
+  (with-exception-handler
+      (lambda (exception) (report-exception what exception) #f)
+    hook
+    #:unwind? #t))
+
+(define (changes! m)
+  ;; The watch's descriptor is readable: once no change has come for its
+  ;; quiet period (a burst of saves is one reload), reload if it agrees.
+  (let ((watch (master-watch m)))
+    (when (calling-hook m "reading the changes" (change-watch-read-changes watch))
+      (when (master-settle-timer m)
+        (cancel! m (master-settle-timer m)))
+      (set-master-settle-timer!
+       m (after! m (change-watch-quiet watch)
+                 (lambda ()
+                   (set-master-settle-timer! m #f)
+                   (when (calling-hook m "checking the changes"
+                                       (change-watch-settled watch))
+                     (reload! m))))))))
+
 (define (on-signal! m signal)
   (cond
    ((= signal SIGCHLD) (reap! m))
    ((or (= signal SIGTERM) (= signal SIGINT)) (stop! m signal))
-   ((= signal SIGHUP)
-    (cond
-     ((master-stopping? m) #t)
-     ;; during a reload, or before the first workers all serve: once
-     ;; they do
-     ((or (master-next m) (not (master-serving? m)))
-      (set-master-reload-again?! m #t))
-     (else (start-generation! m))))
+   ((= signal SIGHUP) (reload! m))
    ((= signal SIGUSR1)
     (let ((on-reopen (master-on-reopen m)))
       (when on-reopen
@@ -492,9 +553,11 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
           (let lp ((i 0))
             (when (< i n)
               (let ((fd (epoll-event-fd events i)))
-                (if (= fd signal-fd)
-                    (on-signal! m (read-signal signal-fd))
-                    (ready-event! m fd)))
+                (cond
+                 ((= fd signal-fd) (on-signal! m (read-signal signal-fd)))
+                 ((and (master-watch m) (= fd (change-watch-fd (master-watch m))))
+                  (changes! m))
+                 (else (ready-event! m fd))))
               (lp (+ i 1))))
           (run-due-timers! m)
           (loop))))))
@@ -506,7 +569,7 @@ them to split exec-to-first-answer into its steps.  Otherwise nothing."
 (define* (supervise count make-child
                     #:key (prepare #f) (grace 30) (on-reopen #f)
                     (unblock-in-child? #f) (retire-delay 1) (start-timeout 60)
-                    (notify #f) (status "serving"))
+                    (notify #f) (status "serving") (watch #f))
   "Keep COUNT workers running (see the commentary) until they have all
 exited after SIGTERM or SIGINT; return #f if the first workers could not
 start, else #t.  (MAKE-CHILD generation slot) runs in each new worker,
@@ -519,14 +582,15 @@ seconds from SIGUSR2 to SIGTERM for a retiring worker.  START-TIMEOUT:
 the seconds a reload's workers have to load.  NOTIFY (from
 `open-service-notifier'), if given, hears when the first workers all
 serve (with STATUS), when a reload starts and ends, and when the workers
-drain."
+drain.  WATCH, a <change-watch> (`make-change-watch'), if given, reloads
+when files change; its descriptor stays the caller's to close."
   (stop-finalizer-thread!)
   (block-signals! master-signals)
   (let ((m (make-master #:count count #:make-child make-child #:prepare prepare
                         #:grace grace #:on-reopen on-reopen
                         #:unblock-in-child? unblock-in-child?
                         #:retire-delay retire-delay #:start-timeout start-timeout
-                        #:notify notify #:status status)))
+                        #:notify notify #:status status #:watch watch)))
     ;; The first worker alone, the others once it is ready: forked at
     ;; once, the second's fork and start delayed the first's, which
     ;; serves first (its socket alone listens until the others are

@@ -53,7 +53,8 @@
             errno-ECONNRESET
             errno-EMFILE
             errno-ENFILE
-            errno->string))
+            errno->string
+            call-retrying-eintr))
 
 (define errno-EAGAIN EAGAIN)
 (define errno-EPIPE EPIPE)
@@ -83,6 +84,13 @@ must keep BV reachable while it uses the address."
            ((>= result 0) result)
            ((= errno errno-EINTR) (retry))
            (else (- errno))))))))
+
+;; For the wrappers of other modules, off the hot path: a procedure.
+(define (call-retrying-eintr procedure . args)
+  "Return the C result of (PROCEDURE ARG …), PROCEDURE from
+`libc-procedure', calling it again while it fails with EINTR; a failure
+as the negated errno."
+  (retrying-eintr (apply procedure args)))
 
 (define %read (libc-procedure ssize_t "read" (list int uintptr_t size_t)))
 (define %write (libc-procedure ssize_t "write" (list int uintptr_t size_t)))

@@ -53,6 +53,8 @@ async def scenario(base, out, password):
         await b.goto(base)
         count = await b.eval("document.querySelectorAll('article').length")
         check("the index shows 10 posts", count == 10, count)
+        side = await b.eval("getComputedStyle(document.querySelector('main')).cssFloat")
+        check("the inline stylesheet applies: the posts float left", side == "left", side)
         await b.screenshot(os.path.join(out, "blog-index.png"))
 
         href = await b.eval("document.querySelector('article h2 a').getAttribute('href')")

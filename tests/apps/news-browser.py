@@ -51,6 +51,10 @@ async def scenario(base, out):
         await b.goto(base)
         check("the front page lists 30 stories",
               await b.eval("document.querySelectorAll('tr.athing').length") == 30)
+        color = await b.eval(
+            "getComputedStyle(document.querySelector('#top')).backgroundColor")
+        check("the linked stylesheet applies: the top bar is orange",
+              color == "rgb(255, 102, 0)", color)
         await b.screenshot(os.path.join(out, "news-front.png"))
 
         await sign_up(b, base, "alice", "short")

@@ -189,7 +189,16 @@
   (refused '("--host" "unix:") "--host")
   (refused '("--inetd" "--access-log" "-") "--access-log")
   (refused '("--user" "no-such-user-here") "no such user: no-such-user-here")
-  (refused '("--fd" "x") "--fd"))
+  (refused '("--fd" "x") "--fd")
+  (refused '("--reload" "--inetd") "--reload needs a master process")
+  (refused '("--reload" "--user" "nobody") "--reload needs the master to load the app")
+  (let ((status out err (run plucky (append (list "static" (string-append root "/apps")
+                                                  "--port" "0" "--reload")
+                                            allow-root))))
+    (test-equal "static --reload: exit 2" 2 status)
+    (test-assert "static --reload: says why, on one line"
+      (and (string-contains err "--reload is for serve")
+           (not (string-index (string-trim-right err) #\newline))))))
 
 (test-group "a numeric option out of its range exits 2, naming it and the value"
   ;; Each bound of each numeric option, one past it: never wrapped (a

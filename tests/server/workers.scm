@@ -36,7 +36,8 @@
              (web response)
              (tests lib harness)
              (tests lib server)
-             (tests lib command))
+             (tests lib command)
+             (tests lib hammer))
 
 (test-begin "server/workers")
 
@@ -102,74 +103,6 @@ handler
   ;; -> the N of every "worker PID served N requests" line in LOG
   (map (lambda (m) (string->number (match:substring m 1)))
        (list-matches "worker [0-9]+ served ([0-9]+) requests" log)))
-
-;;;
-;;; A client that hammers the server from another process
-;;;
-
-(define (hammer port deadline)
-  ;; Send requests until DEADLINE, up to 20 on each keep-alive connection
-  ;; (a new one when the server closes it).  -> (ok failed bodies
-  ;; first-failures)
-  (let ((ok 0) (failed 0) (bodies '()) (failures '()))
-    (define (fail! why)
-      (set! failed (+ failed 1))
-      (set! failures (cons why failures)))
-    (define (session client)
-      ;; -> when to stop using CLIENT
-      (let lp ((i 0))
-        (when (and (< i 20) (< (now-seconds) deadline))
-          (let ((response body (if (client-send! client (request-text "/"))
-                                   (client-read-response client #:timeout 5)
-                                   (values #f #f))))
-            (cond
-             ((not response)
-              (fail! (format #f "no answer to request ~a on a connection: ~a"
-                             (+ i 1) (or (client-error client) "closed"))))
-             ((= 200 (response-code response))
-              (set! ok (+ ok 1))
-              (set! bodies (lset-adjoin string=? bodies (utf8->string body)))
-              (unless (memq 'close (response-connection response))
-                (lp (+ i 1))))
-             (else
-              (fail! (format #f "status ~a" (response-code response)))))))))
-    (let lp ()
-      (when (< (now-seconds) deadline)
-        (let ((client (false-if-exception (connect-client port))))
-          (if client
-              (begin (session client) (client-close! client))
-              (fail! "connect failed")))
-        (lp)))
-    (list ok failed bodies (list-head failures (min 5 (length failures))))))
-
-(define (start-hammer port seconds)
-  ;; Fork a client that hammers PORT for SECONDS and writes its results
-  ;; to a pipe.  -> (pid . input-port)
-  (let ((channel (pipe)))
-    (flush-all-ports)
-    (let ((pid (primitive-fork)))
-      (if (zero? pid)
-          (begin
-            (close-port (car channel))
-            (write (hammer port (+ (now-seconds) seconds)) (cdr channel))
-            (newline (cdr channel))
-            (close-port (cdr channel))
-            (primitive-exit 0))
-          (begin
-            (close-port (cdr channel))
-            (cons pid (car channel)))))))
-
-(define (hammer-results hammer seconds)
-  ;; -> (ok failed bodies failures), or #f if none came within SECONDS
-  (let ((line (read-line-before (cdr hammer) (+ (now-seconds) seconds))))
-    (close-port (cdr hammer))
-    (unless (wait-until (lambda () (match (waitpid (car hammer) WNOHANG)
-                                     ((0 . _) #f)
-                                     (_ #t)))
-                        #:timeout 5)
-      (kill (car hammer) SIGKILL)
-      (waitpid (car hammer)))
-    (and (string? line) (with-input-from-string line read))))
 
 ;;;
 ;;; The tests

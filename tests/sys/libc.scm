@@ -17,6 +17,7 @@
              (rnrs bytevectors)
              ((rnrs io ports) #:select (put-bytevector))
              (plucky sys libc)
+             ((plucky sys foreign) #:select (libc-procedure int))
              (plucky sys epoll))
 
 (test-begin "sys/libc")
@@ -345,5 +346,11 @@
         (sort (map (lambda (i) (epoll-event-fd events i)) (iota n)) <)))
     (fd-close epfd)
     (for-each (lambda (p) (close-port (caddr p)) (close-port (cadddr p))) pipes)))
+
+(test-group "call-retrying-eintr"
+  (let ((%close (libc-procedure int "close" (list int)))
+        (%getpid (libc-procedure int "getpid" '())))
+    (test-equal "a result" (getpid) (call-retrying-eintr %getpid))
+    (test-equal "a failure: the negated errno" (- EBADF) (call-retrying-eintr %close -1))))
 
 (test-end "sys/libc")
