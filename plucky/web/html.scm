@@ -133,11 +133,6 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
         bytes
         (grow! sink at (+ n 8)))))
 
-(define (put-bytes sink at from)
-  (let ((n (bytevector-length from)))
-    (bytevector-copy! from 0 (room sink at n) at n)
-    (+ at n)))
-
 (define-inlinable (put-byte sink at byte)
   (bytevector-u8-set! (room sink at 1) at byte)
   (+ at 1))
@@ -277,9 +272,10 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
   ;; the escape of CLASS (see `ascii-classes') at AT -> the index after it
   (copy-piece! (vector-ref escapes class) bytes at))
 
-(define (escape! bytes at text)
-  ;; TEXT as UTF-8, escaped, into BYTES at AT, which has room for
-  ;; (text-room TEXT) bytes -> the index after it.
+(define (escape! bytes at text classes)
+  ;; TEXT as UTF-8, escaped as CLASSES says (`ascii-classes' or
+  ;; `no-escapes'), into BYTES at AT, which has room for it -> the index
+  ;; after it.
   ;;
   ;; The writer's hottest loop, shaped for Guile's compiler
   ;; (bench/html): the inner loop copies a run of characters that stand
@@ -287,8 +283,7 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
   ;; index is I plus DELTA, fixed for the run, and the mask (a no-op: AT
   ;; indexes a bytevector) tells the compiler that DELTA is a machine
   ;; integer.  With both unboxed, no generic arithmetic is left in it.
-  (let ((end (string-length text))
-        (classes ascii-classes))
+  (let ((end (string-length text)))
     (let run ((i 0) (at at))
       (let ((delta (- (logand at #xFFFFFFFFFFFF) i)))
         (let copy ((i i))
@@ -311,15 +306,23 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
   (* 6 (string-length text)))
 
 (define (put-text sink at text)
-  (escape! (room sink at (text-room text)) at text))
+  (escape! (room sink at (text-room text)) at text ascii-classes))
+
+;; For text written as it is: raw HTML, a script's or a style's text.
+(define no-escapes (make-bytevector 128 0))
+
+(define (put-unescaped sink at text)
+  ;; four bytes a character at most, unescaped
+  (escape! (room sink at (* 4 (string-length text))) at text no-escapes))
 
 (define (put-raw-text sink at tag text)
   ;; The content of a script or style element: as it is, unless it could
   ;; end the element or holds a NUL.
-  (let ((end-tag (string-append "</" (symbol->string tag))))
-    (when (or (string-contains-ci text end-tag) (string-index text #\nul))
-      (error "write-html: text that would end the element early" tag text))
-    (put-bytes sink at (string->utf8 text))))
+  (when (or (and (string-index text #\<) ; most scripts and styles have none
+                 (string-contains-ci text (string-append "</" (symbol->string tag))))
+            (string-index text #\nul))
+    (error "write-html: text that would end the element early" tag text))
+  (put-unescaped sink at text))
 
 ;;;
 ;;; Elements
@@ -336,7 +339,7 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
      ((string? value)
       (let* ((open (cdr (attribute-info name)))
              (bytes (room sink at (+ (cdr open) (text-room value) 1)))
-             (at (escape! bytes (copy-piece! open bytes at) value)))
+             (at (escape! bytes (copy-piece! open bytes at) value ascii-classes)))
         (bytevector-u8-set! bytes at 34) ; "
         (+ at 1)))
      ((eq? value #f) at)
@@ -374,7 +377,7 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
            (let ((child (car children)))
              (lp (cdr children)
                  (cond ((string? child) (put-raw-text sink at tag child))
-                       ((raw? child) (put-bytes sink at (string->utf8 (raw-html child))))
+                       ((raw? child) (put-unescaped sink at (raw-html child)))
                        (else (error "write-html: script and style hold text only"
                                     tag child)))))
            (put-piece sink at (tag-end info)))))))
@@ -398,7 +401,7 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
         (put-nodes sink at node)))
    ((or (null? node) (not node)) at)
    ((number? node) (put-text sink at (number->string node)))
-   ((raw? node) (put-bytes sink at (string->utf8 (raw-html node))))
+   ((raw? node) (put-unescaped sink at (raw-html node)))
    ((unspecified? node) at)
    (else (error "write-html: not an SXML node" node))))
 
