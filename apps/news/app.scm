@@ -21,7 +21,9 @@
 ;;; itself re-ranks a random story every 30 seconds).  For visitors who
 ;;; are not logged in, the whole page is kept as bytes, as news.arc does
 ;;; for them, under the same key and the minute (its "N minutes ago").
-;;; Each worker keeps its own copy.
+;;; A logged-in viewer's page is kept too, per viewer, split where the
+;;; CSRF token goes, and each response gets a token masked afresh there
+;;; (`cached-user-page').  Each worker keeps its own copy.
 ;;;
 ;;; All links are relative, so the site works mounted under any prefix
 ;;; (the demo serves it at /news/).
