@@ -9,9 +9,12 @@
 ;;; with Guile's `sxml->xml', both to a fresh string port per page (what
 ;;; a handler's body procedure is given), and prints the time per page
 ;;; in microseconds, the bytes allocated per page, and the ratio Guile /
-;;; plucky.  Time is the fastest of 5 rounds of N/5, the rounds of the two
-;;; writers alternating (the machine is shared); bytes are the last
-;;; round's.
+;;; plucky; then the time of `html->bytevector' (what `html-response'
+;;; does: no port) and its ratio.  Time is this process's CPU time, which
+;;; the other load of a shared machine disturbs less than the wall
+;;; clock's, the fastest of 5 rounds of N/5, the rounds of the writers
+;;; alternating; bytes are the last round's.  The last column is the
+;;; share of all CPUs that other processes used meanwhile.
 ;;;
 ;;;   headers   the page of apps/headers.scm for a browser's request of
 ;;;             14 header fields (its `headers-page', loaded from the app)
@@ -28,7 +31,9 @@
              (web request)
              (web uri)
              (srfi srfi-11)
-             (ice-9 format))
+             (ice-9 format)
+             (ice-9 rdelim)
+             (ice-9 threads))
 
 (define n (if (> (length (command-line)) 1) (string->number (cadr (command-line))) 2000))
 
@@ -111,31 +116,64 @@
 (define (time-round thunk count)
   ;; -> (values nanoseconds-per-call bytes-per-call) over COUNT calls
   (let ((allocated (assq-ref (gc-stats) 'heap-total-allocated))
-        (start (get-internal-real-time)))
+        (start (get-internal-run-time)))
     (do ((i 0 (+ i 1))) ((= i count)) (thunk))
-    (values (/ (* (- (get-internal-real-time) start) (/ 1e9 internal-time-units-per-second))
+    (values (/ (* (- (get-internal-run-time) start) (/ 1e9 internal-time-units-per-second))
                count)
             (/ (- (assq-ref (gc-stats) 'heap-total-allocated) allocated) count))))
+
+(define (cpu-ticks)
+  ;; -> (all CPUs' busy ticks . this process's ticks), from /proc
+  (let ((machine (call-with-input-file "/proc/stat"
+                   (lambda (port)
+                     ;; cpu user nice system idle iowait irq softirq steal
+                     (let ((fields (map string->number (cdr (string-tokenize (read-line port))))))
+                       (+ (list-ref fields 0) (list-ref fields 1) (list-ref fields 2)
+                          (list-ref fields 5) (list-ref fields 6) (list-ref fields 7))))))
+        (self (call-with-input-file "/proc/self/stat"
+                (lambda (port)
+                  ;; utime and stime: fields 14 and 15, after "(comm)"
+                  (let* ((line (read-line port))
+                         (fields (string-tokenize (substring line (string-rindex line #\))))))
+                    (+ (string->number (list-ref fields 12))
+                       (string->number (list-ref fields 13))))))))
+    (cons machine self)))
+
+(define (others-share before after seconds)
+  ;; -> the percent of all CPUs that other processes used over SECONDS
+  (let ((others (- (- (car after) (car before)) (- (cdr after) (cdr before)))))
+    (* 100.0 (/ (max 0 others) (* seconds 100 (current-processor-count))))))
+
+(define (round-percent x) (inexact->exact (round x)))
 
 (define (compare name tree)
   ;; Rounds of each writer alternate, so that both see the same load.
   (let ((plucky (lambda () (call-with-output-string (lambda (port) (write-html tree port)))))
+        (bytes (lambda () (html->bytevector tree)))
         (guile (lambda ()
                  (call-with-output-string
                    (lambda (port)
                      (display "<!DOCTYPE html>\n" port)
                      (sxml->xml tree port)))))
         (per-round (max 1 (quotient n 5))))
-    (plucky) (guile)                    ; warm up the JIT and the tables
-    (let lp ((i 0) (p-ns #f) (p-bytes 0) (g-ns #f) (g-bytes 0))
-      (if (< i 5)
-          (let*-values (((p b) (time-round plucky per-round))
-                        ((g gb) (time-round guile per-round)))
-            (lp (+ i 1) (if p-ns (min p p-ns) p) b (if g-ns (min g g-ns) g) gb))
-          (format #t "~8a ~7d bytes  plucky ~8,1f us ~8d B   sxml->xml ~8,1f us ~8d B   ratio ~5,2fx~%"
-                  name (string-length (plucky))
-                  (/ p-ns 1000) (round p-bytes) (/ g-ns 1000) (round g-bytes)
-                  (/ g-ns p-ns))))))
+    (plucky) (guile) (bytes)            ; warm up the JIT and the tables
+    (let ((ticks (cpu-ticks))
+          (start (get-internal-real-time)))
+      (let lp ((i 0) (p-ns #f) (p-bytes 0) (g-ns #f) (g-bytes 0) (v-ns #f))
+        (if (< i 5)
+            (let*-values (((p b) (time-round plucky per-round))
+                          ((g gb) (time-round guile per-round))
+                          ((v vb) (time-round bytes per-round)))
+              (lp (+ i 1) (if p-ns (min p p-ns) p) b (if g-ns (min g g-ns) g) gb
+                  (if v-ns (min v v-ns) v)))
+            (format #t "~8a ~6d B  plucky ~7,1f us ~6d B  sxml->xml ~7,1f us ~6d B  ratio ~5,2fx  \
+bytevector ~6,1f us ratio ~5,2fx  others ~d%~%"
+                    name (string-length (plucky))
+                    (/ p-ns 1000) (round p-bytes) (/ g-ns 1000) (round g-bytes)
+                    (/ g-ns p-ns) (/ v-ns 1000) (/ g-ns v-ns)
+                    (round-percent (others-share ticks (cpu-ticks)
+                                  (/ (- (get-internal-real-time) start)
+                                     internal-time-units-per-second 1.0)))))))))
 
 (format #t "pages written ~a times each (fastest of 5 rounds), Guile ~a~%~%" n (version))
 (compare "headers" (headers-page browser-request))

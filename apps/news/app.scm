@@ -21,7 +21,9 @@
 ;;; itself re-ranks a random story every 30 seconds).  For visitors who
 ;;; are not logged in, the whole page is kept as bytes, as news.arc does
 ;;; for them, under the same key and the minute (its "N minutes ago").
-;;; Each worker keeps its own copy.
+;;; A logged-in viewer's page is kept too, per viewer, split where the
+;;; CSRF token goes, and each response gets a token masked afresh there
+;;; (`cached-user-page').  Each worker keeps its own copy.
 ;;;
 ;;; All links are relative, so the site works mounted under any prefix
 ;;; (the demo serves it at /news/).
@@ -182,7 +184,22 @@ seeding are one transaction."
     (and name (user-ref (site-db site) name))))
 
 (define (csrf-or-empty site)
-  (if (current-user site) (csrf-token) ""))
+  (if (current-user site) (form-token) ""))
+
+;; What the pages below put in their forms and logout link: the session's
+;; CSRF token, masked afresh for each response, or, while a page is
+;; rendered for `cached-user-page', a marker that it replaces with one.
+;; The marker is made of letters, as the token is of base64url's
+;; characters: both are written into the page as they are.
+(define token-marker
+  (let ((state (random-state-from-platform)))
+    (list->string (map (lambda (_) (integer->char (+ 97 (random 26 state))))
+                       (iota 40)))))
+
+(define rendering-for-cache? (make-parameter #f))
+
+(define (form-token)
+  (if (rendering-for-cache?) token-marker (csrf-token)))
 
 (define (ranked site)
   (let* ((db (site-db site))
@@ -215,7 +232,7 @@ seeding are one transaction."
       (html (story-list-page
              #:items items #:user user
              #:voted (voted-on (site-db site) user items)
-             #:csrf (if user (csrf-token) "")
+             #:csrf (if user (form-token) "")
              #:now (now) #:title title #:label label
              #:start (+ 1 (* (- page 1) per-page))
              #:whence (if (= page 1) path (format #f "~a?p=~a" path page))
@@ -248,6 +265,67 @@ seeding are one transaction."
                 (hash-clear! (site-pages site)))
               (hash-set! (site-pages site) key (cons response body)))
             (values response body))))))
+
+(define (cached-user-page site request name make)
+  ;; The page of viewer NAME, who is logged in: theirs alone (their
+  ;; votes' arrows, their name and karma, their token in every form), yet
+  ;; it changes no more often than a visitor's.  Kept per viewer under
+  ;; the visitors' key, as the bytes between the places of the CSRF
+  ;; token; each response gets a token masked afresh in those places
+  ;; (bench/news: the front page logged in).
+  (let* ((key (list (uri->string (request-uri request))
+                    (db-version (site-db site))
+                    (quotient (now) 60)
+                    name))
+         (hit (hash-ref (site-pages site) key)))
+    (if hit
+        (values (car hit) (splice-token (cdr hit)))
+        (call-with-values (lambda () (parameterize ((rendering-for-cache? #t)) (make)))
+          (lambda (response body)
+            (if (bytevector? body)
+                (let ((chunks (split-at-marker body)))
+                  (when (or (not (response? response)) (= 200 (response-code response)))
+                    (when (> (hash-count (const #t) (site-pages site)) 1000)
+                      (hash-clear! (site-pages site)))
+                    (hash-set! (site-pages site) key (cons response chunks)))
+                  (values response (splice-token chunks)))
+                ;; not a page with forms (a feed, JSON): no token in it
+                (values response body)))))))
+
+(define marker-bytes (string->utf8 token-marker))
+
+(define (split-at-marker bytes)
+  ;; -> the bytevectors of BYTES between the occurrences of the marker
+  (let ((n (bytevector-length marker-bytes)))
+    (define (marker-at? i)
+      (let lp ((j 0))
+        (or (= j n)
+            (and (= (bytevector-u8-ref bytes (+ i j)) (bytevector-u8-ref marker-bytes j))
+                 (lp (+ j 1))))))
+    (define (chunk start end)
+      (let ((out (make-bytevector (- end start))))
+        (bytevector-copy! bytes start out 0 (- end start))
+        out))
+    (let lp ((i 0) (start 0) (chunks '()))
+      (cond
+       ((> (+ i n) (bytevector-length bytes))
+        (reverse (cons (chunk start (bytevector-length bytes)) chunks)))
+       ((marker-at? i) (lp (+ i n) (+ i n) (cons (chunk start i) chunks)))
+       (else (lp (+ i 1) start chunks))))))
+
+(define (splice-token chunks)
+  ;; -> CHUNKS joined by a freshly masked CSRF token
+  (let* ((token (string->utf8 (csrf-token)))
+         (t (bytevector-length token))
+         (out (make-bytevector (+ (apply + (map bytevector-length chunks))
+                                  (* t (- (length chunks) 1))))))
+    (let lp ((chunks chunks) (at 0))
+      (let ((n (bytevector-length (car chunks))))
+        (bytevector-copy! (car chunks) 0 out at n)
+        (unless (null? (cdr chunks))
+          (bytevector-copy! token 0 out (+ at n) t)
+          (lp (cdr chunks) (+ at n t)))))
+    out))
 
 (define (cached-thread site story)
   ;; STORY's comments, read again only when the data has changed.
@@ -302,7 +380,7 @@ seeding are one transaction."
                                items))))
     (html (comments-page #:items items #:stories stories #:user user
                          #:voted (voted-on db user items)
-                         #:csrf (if user (csrf-token) "")
+                         #:csrf (if user (form-token) "")
                          #:now (now) #:title title #:label label
                          #:more #f))))
 
@@ -332,7 +410,7 @@ seeding are one transaction."
     (html-status code
                  (item-page #:item item #:tree tree #:user user
                             #:voted (voted-on db user (cons item comments))
-                            #:csrf (if user (csrf-token) "")
+                            #:csrf (if user (form-token) "")
                             #:now (now) #:error error #:text text))))
 
 (define (item site request body)
@@ -346,7 +424,7 @@ seeding are one transaction."
         (user (current-user site)))
     (if subject
         (html (user-page #:subject subject #:user user
-                         #:csrf (if user (csrf-token) "") #:now (now)))
+                         #:csrf (if user (form-token) "") #:now (now)))
         (not-found site request "No such user."))))
 
 ;;; Accounts.
@@ -705,11 +783,15 @@ count by."
                       (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
                                                      #:title "Logout"
                                                      #:message "That logout link is stale.")))
-                  (if (and (member name cacheable-pages)
-                           (not (session-ref "user")))
-                      (cached-page site request
-                                   (lambda () (handler site request body)))
-                      (handler site request body))))
+                  (cond
+                   ((not (member name cacheable-pages)) (handler site request body))
+                   ((session-ref "user")
+                    => (lambda (user)
+                         (cached-user-page site request user
+                                           (lambda () (handler site request body)))))
+                   (else
+                    (cached-page site request
+                                 (lambda () (handler site request body)))))))
              (#f (not-found site request "No such page."))))
           ((eq? method 'POST)
            (match (assoc name post-routes)

@@ -93,12 +93,16 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
 ;; one by one to a string port made write-html slower than sxml->xml
 ;; (bench/html).  Tags and attribute names are copied as bytes made
 ;; once; text is encoded here, a character at a time, with the escapes.
+;;
+;; Every put-X below takes the sink and AT, the index of the page's next
+;; byte, and returns the index after what it wrote: the position lives
+;; in the VM's registers, not in a record field written at each piece
+;; (bench/html).  The bytevector is only replaced, bigger, by `room'.
 
 (define-record-type <sink>
-  (make-sink bytes fill)
+  (make-sink bytes)
   sink?
-  (bytes sink-bytes set-sink-bytes!)    ; bytevector, grown by doubling
-  (fill sink-fill set-sink-fill!))      ; bytes used
+  (bytes sink-bytes set-sink-bytes!))   ; bytevector, grown by doubling
 
 ;; One buffer is kept between pages and reused, a page's worth of
 ;; garbage fewer for each (bench/html shows the collector's share of a
@@ -106,45 +110,60 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
 (define spare-sink (make-atomic-box #f))
 
 (define (take-sink)
-  (let ((sink (atomic-box-swap! spare-sink #f)))
-    (if sink
-        (begin (set-sink-fill! sink 0) sink)
-        (make-sink (make-bytevector 16384) 0))))
+  (or (atomic-box-swap! spare-sink #f)
+      (make-sink (make-bytevector 16384))))
 
 (define (give-back-sink! sink)
   ;; a buffer grown past 1 MiB for one huge page is not kept
   (when (<= (bytevector-length (sink-bytes sink)) (* 1024 1024))
     (atomic-box-set! spare-sink sink)))
 
-(define (reserve! sink n)
-  ;; -> the index to write N more bytes at, the room being there
-  (let* ((bytes (sink-bytes sink))
-         (fill (sink-fill sink))
-         (size (bytevector-length bytes)))
-    (when (> (+ fill n) size)
-      (let ((new (make-bytevector (max (* 2 size) (+ fill n)))))
-        (bytevector-copy! bytes 0 new 0 fill)
-        (set-sink-bytes! sink new)))
-    fill))
+(define (grow! sink at n)
+  (let* ((old (sink-bytes sink))
+         (new (make-bytevector (max (* 2 (bytevector-length old)) (+ at n)))))
+    (bytevector-copy! old 0 new 0 at)
+    (set-sink-bytes! sink new)
+    new))
 
-(define (put-bytes! sink bv)
-  (let* ((n (bytevector-length bv))
-         (at (reserve! sink n))
-         (bytes (sink-bytes sink)))
-    (if (< n 32)
-        ;; A tag or a name: a loop of the VM's own byte operations costs
-        ;; a fraction of a call of bytevector-copy! (bench/html).
-        (let lp ((i 0))
-          (when (< i n)
-            (bytevector-u8-set! bytes (+ at i) (bytevector-u8-ref bv i))
-            (lp (+ i 1))))
-        (bytevector-copy! bv 0 bytes at n))
-    (set-sink-fill! sink (+ at n))))
+(define-inlinable (room sink at n)
+  ;; -> SINK's bytevector, with room for N bytes at AT and a word more,
+  ;; which `copy-piece!' may write past its piece
+  (let ((bytes (sink-bytes sink)))
+    (if (<= (+ at n 8) (bytevector-length bytes))
+        bytes
+        (grow! sink at (+ n 8)))))
 
-(define (put-byte! sink byte)
-  (let ((at (reserve! sink 1)))
-    (bytevector-u8-set! (sink-bytes sink) at byte)
-    (set-sink-fill! sink (+ at 1))))
+(define-inlinable (put-byte sink at byte)
+  (bytevector-u8-set! (room sink at 1) at byte)
+  (+ at 1))
+
+;; A piece is the bytes of a tag, an attribute's name or an escape, made
+;; once: (BYTES . N), N bytes of UTF-8 in BYTES padded with zeros to a
+;; whole number of 8-byte words.  It is copied a word at a time, which
+;; for these few bytes costs less than a byte loop or a call of
+;; bytevector-copy! (bench/html).
+
+(define (string->piece text)
+  (let* ((utf8 (string->utf8 text))
+         (n (bytevector-length utf8))
+         (bytes (make-bytevector (* 8 (quotient (+ n 7) 8)) 0)))
+    (bytevector-copy! utf8 0 bytes 0 n)
+    (cons bytes n)))
+
+(define-inlinable (copy-piece! piece bytes at)
+  ;; PIECE into BYTES at AT, with the room of `room' -> the index after
+  ;; it.  The mask, a no-op on an index, lets the compiler keep AT in a
+  ;; machine register.
+  (let ((from (car piece))
+        (at (logand at #xFFFFFFFFFFFF)))
+    (let lp ((i 0))
+      (when (< i (bytevector-length from))
+        (bytevector-u64-native-set! bytes (+ at i) (bytevector-u64-native-ref from i))
+        (lp (+ i 8))))
+    (+ at (cdr piece))))
+
+(define-inlinable (put-piece sink at piece)
+  (copy-piece! piece (room sink at (cdr piece)) at))
 
 ;;;
 ;;; Names
@@ -171,21 +190,29 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
       (error (string-append "write-html: not a valid " what " name") symbol))
     name))
 
-;; tag symbol -> #(start-open end-tag kind): the bytes of "<div" and of
-;; "</div>", and 'void, 'raw-text or 'normal.  Filled as tags are first
-;; seen; names are checked then, not at each use.  A hash table, shared
-;; by threads: an entry is added whole, and two threads adding the same
-;; one add equal values.
+;; What a tag name is written as, made and checked once.
+(define-record-type <tag>
+  (make-tag open start end kind)
+  tag?
+  (open tag-open)                       ; bytes of "<div", attributes follow
+  (start tag-start)                     ; bytes of "<div>"
+  (end tag-end)                         ; bytes of "</div>"
+  (kind tag-kind))                      ; 'void, 'raw-text or 'normal
+
+;; tag symbol -> <tag>, filled as tags are first seen.  A hash table,
+;; shared by threads: an entry is added whole, and two threads adding
+;; the same one add equal values.
 (define tags (make-hash-table 64))
 
 (define (tag-info tag)
   (or (hashq-ref tags tag)
       (let* ((name (check-name! "tag" tag))
-             (info (vector (string->utf8 (string-append "<" name))
-                           (string->utf8 (string-append "</" name ">"))
-                           (cond ((memq tag void-elements) 'void)
-                                 ((memq tag raw-text-elements) 'raw-text)
-                                 (else 'normal)))))
+             (info (make-tag (string->piece (string-append "<" name))
+                             (string->piece (string-append "<" name ">"))
+                             (string->piece (string-append "</" name ">"))
+                             (cond ((memq tag void-elements) 'void)
+                                   ((memq tag raw-text-elements) 'raw-text)
+                                   (else 'normal)))))
         (hashq-set! tags tag info)
         info)))
 
@@ -195,8 +222,8 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
 (define (attribute-info name)
   (or (hashq-ref attributes name)
       (let* ((text (check-name! "attribute" name))
-             (info (cons (string->utf8 (string-append " " text))
-                         (string->utf8 (string-append " " text "=\"")))))
+             (info (cons (string->piece (string-append " " text))
+                         (string->piece (string-append " " text "=\"")))))
         (hashq-set! attributes name info)
         info)))
 
@@ -204,150 +231,192 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
 ;;; Text
 ;;;
 
-;; What the characters below 128 become: #f for themselves, else the
-;; bytes of their escape.  NUL and the C0 controls an HTML parser
-;; rejects become U+FFFD; tab, newline, form feed and return stay.
-(define ascii-escapes
-  (let ((table (make-vector 128 #f))
-        (fffd (string->utf8 "\uFFFD")))
+;; The characters below 128 that are not written as themselves: their
+;; index in `escapes', 0 for the others.  & < > " ' become character
+;; references; NUL and the C0 controls an HTML parser rejects become
+;; U+FFFD; tab, newline, form feed and return stay.
+(define ascii-classes
+  (let ((table (make-bytevector 128 0)))
     (do ((i 0 (+ i 1))) ((= i 32))
       (unless (memv i '(9 10 12 13))
-        (vector-set! table i fffd)))
-    (vector-set! table 127 fffd)
-    (for-each (lambda (c+text)
-                (vector-set! table (char->integer (car c+text)) (string->utf8 (cdr c+text))))
-              '((#\& . "&amp;") (#\< . "&lt;") (#\> . "&gt;")
-                (#\" . "&quot;") (#\' . "&#39;")))
+        (bytevector-u8-set! table i 1)))
+    (bytevector-u8-set! table 127 1)
+    (for-each (lambda (c i) (bytevector-u8-set! table (char->integer c) i))
+              '(#\& #\< #\> #\" #\') '(2 3 4 5 6))
     table))
 
-(define (put-escaped! sink text)
-  ;; TEXT as UTF-8, escaped.  Room for the worst case is made once: six
-  ;; bytes a character ("&quot;"); a character past U+FFFF is two of
-  ;; UTF-16's but one here, of four bytes.
-  (let ((end (string-length text)))
-    (reserve! sink (* 6 end))
-    (let ((bytes (sink-bytes sink)))
-      (let lp ((i 0) (at (sink-fill sink)))
-        (if (= i end)
-            (set-sink-fill! sink at)
-            (let ((n (char->integer (string-ref text i))))
-              (cond
-               ((< n 128)
-                (let ((escape (vector-ref ascii-escapes n)))
-                  (if escape
-                      (let ((m (bytevector-length escape)))
-                        (bytevector-copy! escape 0 bytes at m)
-                        (lp (+ i 1) (+ at m)))
-                      (begin
-                        (bytevector-u8-set! bytes at n)
-                        (lp (+ i 1) (+ at 1))))))
-               ((< n #x800)
-                (bytevector-u8-set! bytes at (logior #xC0 (ash n -6)))
-                (bytevector-u8-set! bytes (+ at 1) (logior #x80 (logand n #x3F)))
-                (lp (+ i 1) (+ at 2)))
-               ((< n #x10000)
-                (bytevector-u8-set! bytes at (logior #xE0 (ash n -12)))
-                (bytevector-u8-set! bytes (+ at 1) (logior #x80 (logand (ash n -6) #x3F)))
-                (bytevector-u8-set! bytes (+ at 2) (logior #x80 (logand n #x3F)))
-                (lp (+ i 1) (+ at 3)))
-               (else
-                (bytevector-u8-set! bytes at (logior #xF0 (ash n -18)))
-                (bytevector-u8-set! bytes (+ at 1) (logior #x80 (logand (ash n -12) #x3F)))
-                (bytevector-u8-set! bytes (+ at 2) (logior #x80 (logand (ash n -6) #x3F)))
-                (bytevector-u8-set! bytes (+ at 3) (logior #x80 (logand n #x3F)))
-                (lp (+ i 1) (+ at 4))))))))))
+(define escapes
+  (list->vector
+   (cons #f (map string->piece '("\uFFFD" "&amp;" "&lt;" "&gt;" "&quot;" "&#39;")))))
 
-(define (put-raw-text! sink tag text)
+(define (put-utf8 bytes at n)
+  ;; code point N (at least 128) as UTF-8 at AT -> the index after it
+  (cond
+   ((< n #x800)
+    (bytevector-u8-set! bytes at (logior #xC0 (ash n -6)))
+    (bytevector-u8-set! bytes (+ at 1) (logior #x80 (logand n #x3F)))
+    (+ at 2))
+   ((< n #x10000)
+    (bytevector-u8-set! bytes at (logior #xE0 (ash n -12)))
+    (bytevector-u8-set! bytes (+ at 1) (logior #x80 (logand (ash n -6) #x3F)))
+    (bytevector-u8-set! bytes (+ at 2) (logior #x80 (logand n #x3F)))
+    (+ at 3))
+   (else
+    (bytevector-u8-set! bytes at (logior #xF0 (ash n -18)))
+    (bytevector-u8-set! bytes (+ at 1) (logior #x80 (logand (ash n -12) #x3F)))
+    (bytevector-u8-set! bytes (+ at 2) (logior #x80 (logand (ash n -6) #x3F)))
+    (bytevector-u8-set! bytes (+ at 3) (logior #x80 (logand n #x3F)))
+    (+ at 4))))
+
+(define (put-escape bytes at class)
+  ;; the escape of CLASS (see `ascii-classes') at AT -> the index after it
+  (copy-piece! (vector-ref escapes class) bytes at))
+
+(define (escape! bytes at text classes)
+  ;; TEXT as UTF-8, escaped as CLASSES says (`ascii-classes' or
+  ;; `no-escapes'), into BYTES at AT, which has room for it -> the index
+  ;; after it.
+  ;;
+  ;; The writer's hottest loop, shaped for Guile's compiler
+  ;; (bench/html): the inner loop copies a run of characters that stand
+  ;; for themselves and counts only I, the string's index; the byte
+  ;; index is I plus DELTA, fixed for the run, and the mask (a no-op: AT
+  ;; indexes a bytevector) tells the compiler that DELTA is a machine
+  ;; integer.  With both unboxed, no generic arithmetic is left in it.
+  (let ((end (string-length text)))
+    (let run ((i 0) (at at))
+      (let ((delta (- (logand at #xFFFFFFFFFFFF) i)))
+        (let copy ((i i))
+          (if (< i end)
+              (let ((n (char->integer (string-ref text i))))
+                (cond
+                 ((>= n 128)
+                  (run (+ i 1) (put-utf8 bytes (+ delta i) n)))
+                 ((eqv? (bytevector-u8-ref classes n) 0)
+                  (bytevector-u8-set! bytes (+ delta i) n)
+                  (copy (+ i 1)))
+                 (else
+                  (run (+ i 1) (put-escape bytes (+ delta i)
+                                           (bytevector-u8-ref classes n))))))
+              (+ delta i)))))))
+
+(define-inlinable (text-room text)
+  ;; The most bytes TEXT can take escaped: six a character ("&quot;"); a
+  ;; character past U+FFFF is two of UTF-16's but one here, of four bytes.
+  (* 6 (string-length text)))
+
+(define (put-text sink at text)
+  (escape! (room sink at (text-room text)) at text ascii-classes))
+
+;; For text written as it is: raw HTML, a script's or a style's text.
+(define no-escapes (make-bytevector 128 0))
+
+(define (put-unescaped sink at text)
+  ;; four bytes a character at most, unescaped
+  (escape! (room sink at (* 4 (string-length text))) at text no-escapes))
+
+(define (put-raw-text sink at tag text)
   ;; The content of a script or style element: as it is, unless it could
   ;; end the element or holds a NUL.
-  (let ((end-tag (string-append "</" (symbol->string tag))))
-    (when (or (string-contains-ci text end-tag) (string-index text #\nul))
-      (error "write-html: text that would end the element early" tag text))
-    (put-bytes! sink (string->utf8 text))))
+  (when (or (and (string-index text #\<) ; most scripts and styles have none
+                 (string-contains-ci text (string-append "</" (symbol->string tag))))
+            (string-index text #\nul))
+    (error "write-html: text that would end the element early" tag text))
+  (put-unescaped sink at text))
 
 ;;;
 ;;; Elements
 ;;;
 
-(define (put-attributes! sink attributes)
-  (for-each
-   (lambda (attribute)
-     (unless (and (pair? attribute) (pair? (cdr attribute)) (null? (cddr attribute)))
-       (error "write-html: an attribute is (NAME VALUE)" attribute))
-     (let ((name (car attribute))
-           (value (cadr attribute)))
-       (cond
-        ((eq? value #f) #t)
-        ((eq? value #t) (put-bytes! sink (car (attribute-info name))))
-        (else
-         (let ((open (cdr (attribute-info name))))
-           (cond
-            ((string? value) (put-bytes! sink open) (put-escaped! sink value))
-            ((number? value) (put-bytes! sink open) (put-escaped! sink (number->string value)))
-            ((symbol? value) (put-bytes! sink open) (put-escaped! sink (symbol->string value)))
-            (else (error "write-html: an attribute value is a string, a number or a boolean"
-                         name value))))
-         (put-byte! sink 34)))))          ; "
-   attributes))
+(define (put-attribute sink at attribute)
+  ;; One room check for the name, the value and the quote: an attribute
+  ;; is the commonest piece of a page after text (bench/html).
+  (unless (and (pair? attribute) (pair? (cdr attribute)) (null? (cddr attribute)))
+    (error "write-html: an attribute is (NAME VALUE)" attribute))
+  (let ((name (car attribute))
+        (value (cadr attribute)))
+    (cond
+     ((string? value)
+      (let* ((open (cdr (attribute-info name)))
+             (bytes (room sink at (+ (cdr open) (text-room value) 1)))
+             (at (escape! bytes (copy-piece! open bytes at) value ascii-classes)))
+        (bytevector-u8-set! bytes at 34) ; "
+        (+ at 1)))
+     ((eq? value #f) at)
+     ((eq? value #t) (put-piece sink at (car (attribute-info name))))
+     ((or (number? value) (symbol? value))
+      (put-attribute sink at (list name (if (number? value)
+                                            (number->string value)
+                                            (symbol->string value)))))
+     (else (error "write-html: an attribute value is a string, a number or a boolean"
+                  name value)))))
 
-(define (put-element! sink node)
+(define (put-element sink at node)
   (let* ((tag (car node))
          (info (tag-info tag))
          (rest (cdr node)))
-    (put-bytes! sink (vector-ref info 0))
-    (let ((children (if (and (pair? rest) (pair? (car rest)) (eq? (caar rest) '@))
-                        (begin (put-attributes! sink (cdar rest)) (cdr rest))
-                        rest)))
-      (put-byte! sink 62)                ; >
-      (case (vector-ref info 2)
-        ((void)
-         (unless (null? children)
-           (error "write-html: a void element has no content" tag children)))
-        ((raw-text)
-         (for-each (lambda (child)
-                     (cond ((string? child) (put-raw-text! sink tag child))
-                           ((raw? child) (put-bytes! sink (string->utf8 (raw-html child))))
-                           (else (error "write-html: script and style hold text only"
-                                        tag child))))
-                   children)
-         (put-bytes! sink (vector-ref info 1)))
-        (else
-         (put-nodes! sink children)
-         (put-bytes! sink (vector-ref info 1)))))))
+    (if (and (pair? rest) (pair? (car rest)) (eq? (caar rest) '@))
+        (let lp ((attributes (cdar rest))
+                         (at (put-piece sink at (tag-open info))))
+          (if (pair? attributes)
+              (lp (cdr attributes) (put-attribute sink at (car attributes)))
+              (put-content sink (put-byte sink at 62) tag info (cdr rest)))) ; >
+        (put-content sink (put-piece sink at (tag-start info)) tag info rest))))
 
-(define (put-nodes! sink nodes)
-  (let lp ((nodes nodes))
-    (when (pair? nodes)
-      (put-node! sink (car nodes))
-      (lp (cdr nodes)))))
+(define (put-content sink at tag info children)
+  ;; CHILDREN of the element TAG and its end tag
+  (case (tag-kind info)
+    ((normal) (put-piece sink (put-nodes sink at children) (tag-end info)))
+    ((void)
+     (unless (null? children)
+       (error "write-html: a void element has no content" tag children))
+     at)
+    (else                               ; raw-text
+     (let lp ((children children) (at at))
+       (if (pair? children)
+           (let ((child (car children)))
+             (lp (cdr children)
+                 (cond ((string? child) (put-raw-text sink at tag child))
+                       ((raw? child) (put-unescaped sink at (raw-html child)))
+                       (else (error "write-html: script and style hold text only"
+                                    tag child)))))
+           (put-piece sink at (tag-end info)))))))
 
-(define (put-node! sink node)
+(define (put-nodes sink at nodes)
+  (if (pair? nodes)
+      (put-nodes sink (put-node sink at (car nodes)) (cdr nodes))
+      at))
+
+(define (put-node sink at node)
   (cond
-   ((string? node) (put-escaped! sink node))
+   ((string? node) (put-text sink at node))
    ((pair? node)
     (if (symbol? (car node))
         (case (car node)
           ;; (*TOP* …) as (sxml simple) makes; comments and processing
           ;; instructions are not HTML's and are left out.
-          ((*TOP*) (put-nodes! sink (cdr node)))
-          ((*COMMENT* *PI* @) #t)
-          (else (put-element! sink node)))
-        (put-nodes! sink node)))
-   ((or (null? node) (not node)) #t)
-   ((number? node) (put-escaped! sink (number->string node)))
-   ((raw? node) (put-bytes! sink (string->utf8 (raw-html node))))
-   ((unspecified? node) #t)
+          ((*TOP*) (put-nodes sink at (cdr node)))
+          ((*COMMENT* *PI* @) at)
+          (else (put-element sink at node)))
+        (put-nodes sink at node)))
+   ((or (null? node) (not node)) at)
+   ((number? node) (put-text sink at (number->string node)))
+   ((raw? node) (put-unescaped sink at (raw-html node)))
+   ((unspecified? node) at)
    (else (error "write-html: not an SXML node" node))))
 
-(define doctype (string->utf8 "<!DOCTYPE html>\n"))
+(define doctype (string->piece "<!DOCTYPE html>\n"))
 
-(define (tree->sink tree)
-  ;; -> a sink taken with `take-sink' holding TREE's bytes: give it back
-  (let ((sink (take-sink)))
-    (when (and (pair? tree) (eq? (car tree) 'html))
-      (put-bytes! sink doctype))
-    (put-node! sink tree)
-    sink))
+(define (call-with-page tree proc)
+  ;; -> what (PROC BYTES END) returns, BYTES[0, END) being TREE's page
+  (let* ((sink (take-sink))
+         (at (if (and (pair? tree) (eq? (car tree) 'html))
+                 (put-piece sink 0 doctype)
+                 0))
+         (end (put-node sink at tree))
+         (result (proc (sink-bytes sink) end)))
+    (give-back-sink! sink)
+    result))
 
 (define* (write-html tree #:optional (port (current-output-port)))
   "Write TREE, SXML, to PORT as HTML5 in UTF-8 (see the commentary of
@@ -355,9 +424,7 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
 element.  Return an unspecified value.  Raise an error, and write
 nothing, for a tag or attribute name HTML cannot carry or a node that is
 not SXML."
-  (let ((sink (tree->sink tree)))
-    (put-bytevector port (sink-bytes sink) 0 (sink-fill sink))
-    (give-back-sink! sink)))
+  (call-with-page tree (lambda (bytes end) (put-bytevector port bytes 0 end))))
 
 (define (html->string tree)
   "Return the HTML5 text of TREE, SXML, as `write-html' writes it."
@@ -366,12 +433,11 @@ not SXML."
 (define (html->bytevector tree)
   "Return the UTF-8 bytes of the HTML5 text of TREE, SXML, as
 `write-html' writes it."
-  (let* ((sink (tree->sink tree))
-         (fill (sink-fill sink))
-         (copy (make-bytevector fill)))
-    (bytevector-copy! (sink-bytes sink) 0 copy 0 fill)
-    (give-back-sink! sink)
-    copy))
+  (call-with-page tree
+                  (lambda (bytes end)
+                    (let ((copy (make-bytevector end)))
+                      (bytevector-copy! bytes 0 copy 0 end)
+                      copy))))
 
 (define html-type '((content-type . (text/html (charset . "utf-8")))))
 

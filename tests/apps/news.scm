@@ -17,6 +17,7 @@
 (add-to-load-path (string-append (getcwd) "/apps"))
 
 (use-modules (srfi srfi-1)
+             (srfi srfi-26)
              (srfi srfi-64)
              (srfi srfi-71)
              (ice-9 match)
@@ -189,6 +190,47 @@
     (test-equal "a vote on one's own story is a 403" 403
       (status-of alice 'POST "/vote" #:form `(("id" . ,(number->string story)) ("dir" . "up"))))
     (test-equal "alice's karma: 1 + bob's vote" 2 (user-karma (user-ref db "alice")))))
+
+;;; The pages of a viewer who is logged in are kept per viewer
+;;; (`cached-user-page'), each response with a token masked afresh.
+
+(define (logout-token text)
+  (match:substring (string-match "logout\\?csrf=([^\"]+)\"" text) 1))
+
+(define (without token text)
+  (regexp-substitute/global #f (regexp-quote token) text 'pre "TOKEN" 'post))
+
+(define (form-tokens text)
+  (map (lambda (m) (match:substring m 1))
+       (list-matches "name=\"csrf\" value=\"([^\"]+)\"" text)))
+
+(test-group "cached-user-page"
+  (let ((carol (make-visitor)))
+    (signup! carol "carol" "carol's long password")
+    (text-of carol 'GET "/submit")
+    (location-of carol 'POST "/submit" #:form '(("title" . "A second story")
+                                               ("url" . "https://plucky.example/second")
+                                               ("text" . ""))))
+  (let* ((second (item-id (car (newest-stories db 1 0))))
+         (one (text-of bob 'GET "/"))
+         (two (text-of bob 'GET "/")))
+    (test-assert "an arrow on the new story" (string-contains two (format #f "value=\"~a\"" second)))
+    (test-assert "a fresh token in each response"
+      (not (string=? (logout-token one) (logout-token two))))
+    (test-assert "every form holds the response's token"
+      (every (cut string=? (logout-token two) <>) (cons (logout-token two) (form-tokens two))))
+    (test-equal "the pages differ only by their tokens"
+      (without (logout-token one) one) (without (logout-token two) two))
+    (test-equal "the first token is still good" "news"
+      (location-of bob 'POST "/vote" #:form `(("id" . ,(number->string second)) ("dir" . "up")
+                                             ("whence" . "news") ("csrf" . ,(logout-token one)))))
+    (test-assert "the next page shows the vote: no arrow"
+      (not (string-contains (text-of bob 'GET "/") (format #f "value=\"~a\"" second))))
+    (let ((alice-page (text-of alice 'GET "/")))
+      (test-assert "alice's page is alice's" (string-contains alice-page ">alice<"))
+      (test-assert "with none of bob's"
+        (not (or (string-contains alice-page ">bob<")
+                 (string-contains alice-page (logout-token two))))))))
 
 (test-group "editing and deleting"
   (text-of bob 'GET "/")

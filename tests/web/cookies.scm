@@ -1,6 +1,7 @@
 ;;; tests/web/cookies.scm --- (plucky web cookies) and (plucky web crypto)
 
-(use-modules (srfi srfi-64)
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
              (rnrs bytevectors)
              (web request)
              (web response)
@@ -40,7 +41,25 @@
   (test-equal #f (base64url->bytes "AQL/+w"))
   (test-equal #f (base64url->bytes "AQL_-w=="))
   (test-equal #f (base64url->bytes "A"))
-  (test-equal #vu8() (base64url->bytes "")))
+  (test-equal #vu8() (base64url->bytes ""))
+  ;; RFC 4648's vectors, unpadded
+  (for-each (lambda (plain encoded)
+              (test-equal encoded (bytes->base64url (string->utf8 plain)))
+              (test-equal plain (utf8->string (base64url->bytes encoded))))
+            '("" "f" "fo" "foo" "foob" "fooba" "foobar")
+            '("" "Zg" "Zm8" "Zm9v" "Zm9vYg" "Zm9vYmE" "Zm9vYmFy"))
+  (test-equal "every byte value, every alphabet character"
+    "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0-P0BBQkNERUZHSElKS0xNTk9QUVJTVFVWV1hZWltcXV5fYGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6e3x9fn-AgYKDhIWGh4iJiouMjY6PkJGSk5SVlpeYmZqbnJ2en6ChoqOkpaanqKmqq6ytrq-wsbKztLW2t7i5uru8vb6_wMHCw8TFxsfIycrLzM3Oz9DR0tPU1dbX2Nna29zd3t_g4eLj5OXm5-jp6uvs7e7v8PHy8_T19vf4-fr7_P3-_w"
+    (bytes->base64url (u8-list->bytevector (iota 256))))
+  (test-equal "and back" (u8-list->bytevector (iota 256))
+    (base64url->bytes (bytes->base64url (u8-list->bytevector (iota 256)))))
+  (test-assert "random bytes of every length up to 64 round-trip"
+    (every (lambda (n) (let ((bytes (random-bytes n)))
+                         (equal? bytes (base64url->bytes (bytes->base64url bytes)))))
+           (iota 65)))
+  (test-equal "a character past ASCII" #f (base64url->bytes "AQ\u00e9w"))
+  (test-equal "a space" #f (base64url->bytes "AQ w"))
+  (test-equal "not a string" #f (base64url->bytes 42)))
 
 (test-group "hmac-sha256"
   ;; RFC 4231, test case 2

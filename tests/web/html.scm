@@ -33,7 +33,27 @@
      (test-equal "UTF-8 bytes" (string->utf8 "<p>é€𝄞</p>") (html->bytevector '(p "é€𝄞")))
      (test-html "numbers" '(p 42 " " 1.5) "<p>42 1.5</p>")
      (test-html "a long text (the buffer grows)" `(p ,(make-string 100000 #\<))
-                (string-append "<p>" (string-join (make-list 100000 "&lt;") "") "</p>")))))
+                (string-append "<p>" (string-join (make-list 100000 "&lt;") "") "</p>"))
+     ;; Each special character alone, at the start, in the middle and at
+     ;; the end of a run, and beside characters of every UTF-8 width.
+     (for-each
+      (lambda (c escape)
+        (let ((s (string c)))
+          (test-html (string-append "alone: " escape) `(p ,s) (string-append "<p>" escape "</p>"))
+          (test-html (string-append "in runs: " escape) `(p ,(string-append s "ab" s "cd" s))
+                     (string-append "<p>" escape "ab" escape "cd" escape "</p>"))
+          (test-html (string-append "beside UTF-8: " escape) `(p ,(string-append "é" s "€" s "𝄞"))
+                     (string-append "<p>é" escape "€" escape "𝄞</p>"))))
+      '(#\& #\< #\> #\" #\' #\x00 #\x08 #\x0b #\x1f #\x7f)
+      '("&amp;" "&lt;" "&gt;" "&quot;" "&#39;" "\uFFFD" "\uFFFD" "\uFFFD" "\uFFFD" "\uFFFD"))
+     (test-html "every ASCII character but the special ones stays"
+                `(p ,(list->string (map integer->char (append '(9 10 12 13) (iota 95 32)))))
+                (string-append "<p>\t\n\f\r !&quot;#$%&amp;&#39;()*+,-./0123456789:;&lt;=&gt;?@"
+                               "ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~</p>"))
+     (test-html "text nodes side by side" '(p "a" "<" "b" "" "&") "<p>a&lt;b&amp;</p>")
+     (test-equal "non-ASCII text as UTF-8 bytes"
+       (string->utf8 "<p>ĉu ŝi? 日本語 🙂 &lt;ok&gt;</p>")
+       (html->bytevector '(p "ĉu ŝi? 日本語 🙂 <ok>"))))))
 
 (test-group "write-html: elements"
   (call-guarded
@@ -68,6 +88,20 @@
      (test-html "a number" '(td (@ (colspan 2))) "<td colspan=\"2\"></td>")
      (test-html "data- and aria- names" '(div (@ (data-id "1") (aria-label "l")))
                 "<div data-id=\"1\" aria-label=\"l\"></div>")
+     (test-html "every special character in a value"
+                '(a (@ (title "&<>\"'\x00\x7f")) "x")
+                "<a title=\"&amp;&lt;&gt;&quot;&#39;\uFFFD\uFFFD\">x</a>")
+     (test-html "non-ASCII in a value" '(a (@ (title "é€𝄞\"ü")) "x")
+                "<a title=\"é€𝄞&quot;ü\">x</a>")
+     (test-html "an empty value" '(input (@ (value ""))) "<input value=\"\">")
+     (test-html "a symbol" '(p (@ (dir rtl))) "<p dir=\"rtl\"></p>")
+     (test-html "boolean attributes among others"
+                '(input (@ (type "checkbox") (checked #t) (disabled #f) (required #t) (name "n")))
+                "<input type=\"checkbox\" checked required name=\"n\">")
+     (test-html "long attribute names"
+                '(p (@ (aria-describedby "d") (data-a-rather-long-attribute-name "v")))
+                "<p aria-describedby=\"d\" data-a-rather-long-attribute-name=\"v\"></p>")
+     (test-refused "raw HTML is not an attribute value" `(a (@ (href ,(raw "x\"y"))) "x"))
      (test-refused "an attribute name with a space" '(p (@ (|on click| "x"))))
      (test-refused "an attribute name with =" '(p (@ (|a=b| "x"))))
      (test-refused "an attribute name with a quote" `(p (@ (,(string->symbol "a\"") "x"))))
@@ -82,7 +116,12 @@
      (test-assert "raw?" (raw? (raw "x")))
      (test-error "raw of a non-string" #t (raw 'x))
      (test-html "a list that looks like raw is an element" '(div (raw "<b>"))
-                "<div><raw>&lt;b&gt;</raw></div>"))))
+                "<div><raw>&lt;b&gt;</raw></div>")
+     (test-html "a string that looks like HTML is text" '(div "<b>ok</b>")
+                "<div>&lt;b&gt;ok&lt;/b&gt;</div>")
+     (test-html "raw beside text, each as asked" `(p "<i>" ,(raw "<i>") "</i>" ,(raw "</i>"))
+                "<p>&lt;i&gt;<i>&lt;/i&gt;</i></p>")
+     (test-html "raw non-ASCII" `(p ,(raw "<b>é€𝄞</b>")) "<p><b>é€𝄞</b></p>"))))
 
 (test-group "write-html"
   (call-guarded
