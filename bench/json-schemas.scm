@@ -12,7 +12,8 @@
 ;;; tests/web/json.scm can check them against the generic codec.  Every
 ;;; field of the documents is declared: encoding a decoded document
 ;;; gives the same JSON value back.  Fields that only some objects have
-;;; take json-absent.
+;;; take json-absent.  The news site's JSON view is declared the same
+;;; way where it is used: news-item in apps/news/feeds.scm.
 ;;;
 ;;; Code:
 

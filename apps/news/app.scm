@@ -50,6 +50,7 @@
   #:use-module (news db)
   #:use-module (news seed)
   #:use-module (news views)
+  #:use-module ((plucky web json) #:select (json-response))
   #:use-module (news feeds)
   #:export (make-news-app
             seed-news-db!))
@@ -728,11 +729,9 @@ seeding are one transaction."
     (if id
         (let ((it (item-ref db id)))
           (if (and it (not (item-deleted? it)) (not (item-dead? it)))
-              (json-response (item->json-alist it))
-              (values (build-response #:code 404 #:headers '((content-type . (application/json))))
-                      "{\"error\":\"no such item\"}")))
-        (json-response (list->vector (map item->json-alist
-                                          (list-head* (ranked site) per-page)))))))
+              (json-response it #:encoder item->json)
+              (json-response '(("error" . "no such item")) #:status 404)))
+        (json-response (list-head* (ranked site) per-page) #:encoder items->json))))
 
 ;;; The CSRF check, before any handler that changes something: the
 ;;; token of a form (or the X-CSRF-Token header of a script) must be a

@@ -8,21 +8,21 @@
 ;;; /rss is the front page as RSS 2.0, as news.arc gives it; /items.json
 ;;; the front page's stories, and /items.json?id=N one item, as JSON
 ;;; objects with HN's API field names (id, type, by, time, url, title,
-;;; text, score, descendants, parent).  JSON is written by Debian's
-;;; guile-json for now; (plucky web json) will take its place.
+;;; text, score, descendants, parent; a field an item has not is left
+;;; out).  The object is a JSON type of (plucky web json), `news-item',
+;;; whose encoder writes the record straight to bytes.
 ;;;
 ;;; Code:
 
 (define-module (news feeds)
-  #:use-module (ice-9 match)
   #:use-module (sxml simple)
-  #:use-module (web response)
-  #:use-module (json)
+  #:use-module (ice-9 binary-ports)
+  #:use-module (plucky web json)
   #:use-module (news db)
   #:use-module (news views)
   #:export (rss-feed
-            item->json-alist
-            json-response))
+            item->json
+            items->json))
 
 (define (rss-feed stories now)
   "Return STORIES as an RSS 2.0 document, a string."
@@ -44,24 +44,47 @@
                   stories)))
        port))))
 
-(define (item->json-alist item)
-  "Return ITEM as an alist guile-json writes as an object."
-  (filter-pairs
-   `(("id" . ,(item-id item))
-     ("type" . ,(symbol->string (item-type item)))
-     ("by" . ,(item-by item))
-     ("time" . ,(item-time item))
-     ("url" . ,(item-url item))
-     ("title" . ,(item-title item))
-     ("text" . ,(item-text item))
-     ("score" . ,(item-score item))
-     ("descendants" . ,(and (eq? (item-type item) 'story) (item-descendants item)))
-     ("parent" . ,(item-parent item)))))
+(define-json-type news-item (<news-item> make-news-item news-item?)
+  #:encoder news-item->json
+  (id news-item-id "id" integer)
+  (type news-item-type "type" string)
+  (by news-item-by "by" string json-absent)
+  (time news-item-time "time" integer)
+  (url news-item-url "url" string json-absent)
+  (title news-item-title "title" string json-absent)
+  (text news-item-text "text" string json-absent)
+  (score news-item-score "score" integer json-absent)
+  (descendants news-item-descendants "descendants" integer json-absent)
+  (parent news-item-parent "parent" integer json-absent))
 
-(define (filter-pairs alist)
-  (filter (match-lambda ((_ . value) value)) alist))
+(define (item->news-item item)
+  (define (field value) (or value json-absent))
+  (make-news-item (item-id item)
+                  (symbol->string (item-type item))
+                  (field (item-by item))
+                  (item-time item)
+                  (field (item-url item))
+                  (field (item-title item))
+                  (field (item-text item))
+                  (field (item-score item))
+                  (if (eq? (item-type item) 'story) (field (item-descendants item)) json-absent)
+                  (field (item-parent item))))
 
-(define (json-response value)
-  "Return a 200 response and VALUE written as JSON."
-  (values (build-response #:headers '((content-type . (application/json))))
-          (scm->json-string value)))
+(define (item->json item)
+  "Return ITEM as a JSON object, UTF-8 in a bytevector."
+  (news-item->json (item->news-item item)))
+
+(define (items->json items)
+  "Return the list ITEMS as a JSON array of objects, UTF-8 in a
+bytevector."
+  (call-with-values open-bytevector-output-port
+    (lambda (port get-bytes)
+      (put-u8 port 91)                  ; [
+      (let lp ((items items) (first? #t))
+        (unless (null? items)
+          (unless first? (put-u8 port 44)) ; ,
+          (news-item->json (item->news-item (car items)) port)
+          (lp (cdr items) #f)))
+      (put-u8 port 93)                  ; ]
+      (get-bytes))))
+

@@ -18,7 +18,9 @@
 ;;; reaches one of them, and the label keeps their series apart.
 ;;;
 ;;; JSON: `status->json-value' builds the value as nested alists (objects)
-;;; and vectors (arrays); `write-json' prints it.
+;;; and vectors (arrays); `json->string' writes it with the encoder of
+;;; (plucky web json write), which depends on nothing of plucky's
+;;; server or web toolkit.
 ;;;
 ;;; Code:
 
@@ -27,7 +29,8 @@
   #:use-module (ice-9 format)
   #:use-module (ice-9 match)
   #:use-module ((ice-9 textual-ports) #:select (put-string put-char))
-  #:use-module ((plucky server log) #:select (write-json-string))
+  #:use-module ((rnrs bytevectors) #:select (utf8->string))
+  #:use-module ((plucky web json write) #:select (encode-json))
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe inbox)
@@ -359,45 +362,28 @@ p99.9 and max (exact integers, in H's unit)."
                     (message . ,(failure-message f))))
                 (inbox-failures (observer-inbox observer))))))))
 
-(define (write-json value port)
-  "Write VALUE as JSON to PORT: an alist is an object (keys symbols or
-strings), a vector an array, #t/#f booleans, #nil or *unspecified* null,
--1 in a series stands for \"not sampled\" as it is."
+(define (json-mapped value)
+  ;; -> VALUE in the mapping of (plucky web json): #f, #nil and reals
+  ;; that are not finite as null, symbols as strings, anything else that
+  ;; has no JSON form as the string `write' gives
   (cond
-   ((eq? value #nil) (display "null" port))
-   ((eq? value #t) (display "true" port))
-   ((eq? value #f) (display "null" port))
-   ((string? value) (write-json-string value port))
-   ((symbol? value) (write-json-string (symbol->string value) port))
-   ((and (number? value) (exact-integer? value)) (display value port))
-   ((real? value)
-    (let ((x (exact->inexact value)))
-      (if (finite? x) (display x port) (display "null" port))))
-   ((vector? value)
-    (write-char #\[ port)
-    (let ((n (vector-length value)))
-      (let lp ((i 0))
-        (when (< i n)
-          (unless (zero? i) (write-char #\, port))
-          (write-json (vector-ref value i) port)
-          (lp (+ i 1)))))
-    (write-char #\] port))
+   ((or (eq? value #nil) (eq? value #f)) 'null)
+   ((or (eq? value #t) (string? value) (exact-integer? value)) value)
+   ((symbol? value) (symbol->string value))
+   ((real? value) (if (finite? value) value 'null))
+   ((vector? value) (list->vector (map json-mapped (vector->list value))))
    ((or (null? value) (pair? value))
-    (write-char #\{ port)
-    (let lp ((fields value) (first? #t))
-      (match fields
-        (() #t)
-        (((key . v) . rest)
-         (unless first? (write-char #\, port))
-         (write-json-string (if (symbol? key) (symbol->string key) key) port)
-         (write-char #\: port)
-         (write-json v port)
-         (lp rest #f))))
-    (write-char #\} port))
-   (else (write-json-string (object->string value) port))))
+    (map (match-lambda ((key . v) (cons key (json-mapped v)))) value))
+   (else (object->string value))))
+
+(define (write-json value port)
+  "Write VALUE as JSON to the textual PORT: an alist is an object (keys
+symbols or strings), a vector an array, #t true, #f, #nil and reals
+that are not finite null.  Written by (plucky web json write)."
+  (put-string port (json->string value)))
 
 (define (json->string value)
   "Return VALUE (see `write-json') as JSON text."
-  (call-with-output-string (lambda (port) (write-json value port))))
+  (utf8->string (encode-json (json-mapped value))))
 
 ;;; (plucky observe metrics) ends here

@@ -27,6 +27,7 @@
              (web response)
              (web uri)
              (tests lib harness)
+             ((plucky web json) #:select (decode-json))
              (news db)
              (news app))
 
@@ -176,6 +177,32 @@
   (test-assert "the thread shows both"
     (let ((page (text-of anonymous 'GET (format #f "/item?id=~a" story))))
       (and (string-contains page "First!") (string-contains page "Welcome, bob.")))))
+
+(test-group "items.json"
+  (define (json-of path)
+    (let ((status headers text (call anonymous 'GET path)))
+      (list status (assq-ref headers 'content-type) (decode-json (string->utf8 text)))))
+  (define (keys alist) (map car alist))
+  (match (json-of (format #f "/items.json?id=~a" story))
+    ((status type item)
+     (test-equal "a story: 200" 200 status)
+     (test-equal "as application/json" '(application/json) type)
+     (test-equal "HN's fields, in order, those it has"
+       '("id" "type" "by" "time" "url" "title" "score" "descendants") (keys item))
+     (test-equal "its values" `(,story "story" "alice" "https://plucky.example/news" "Plucky serves news" 2)
+       (map (lambda (k) (assoc-ref item k)) '("id" "type" "by" "url" "title" "descendants")))))
+  (match (json-of (format #f "/items.json?id=~a" comment))
+    ((status type item)
+     (test-equal "a comment: text and parent, no url, title nor descendants"
+       '("id" "type" "by" "time" "text" "score" "parent") (keys item))
+     (test-equal "its parent" story (assoc-ref item "parent"))))
+  (match (json-of "/items.json")
+    ((status type items)
+     (test-equal "the front page: an array of objects" 200 status)
+     (test-assert "with the story" (any (lambda (it) (equal? story (assoc-ref it "id")))
+                                        (vector->list items)))))
+  (test-equal "no such item: a 404 that says so" '(404 (("error" . "no such item")))
+    (match (json-of "/items.json?id=999999") ((status type body) (list status body)))))
 
 (test-group "voting"
   (text-of bob 'GET "/")

@@ -10,8 +10,8 @@
 ;;; bytes into a sink, a bytevector that doubles when full, and from
 ;;; there to a port in one `put-bytevector' or out as a bytevector: a
 ;;; string is written char by char, an integer digit by digit, with no
-;;; intermediate string; a real goes through `number->string', Guile's
-;;; shortest printing that reads back to the same double.
+;;; intermediate string; a real as its shortest decimal that reads back
+;;; to the same double, written in place by (plucky web json float).
 ;;;
 ;;; The mapping is the decoder's (see (plucky web json read)):
 ;;;
@@ -31,6 +31,7 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 binary-ports)
+  #:use-module (plucky web json float)
   #:export (make-json-sink
             json-sink-bytes
             json-sink-flush!
@@ -187,13 +188,10 @@ useful."
   "Append the real number X to SINK: an exact integer as such, anything
 else as the shortest decimal that reads back to its nearest double.
 Raises an error if X is infinite or not a number."
-  (cond
-   ((and (exact? x) (integer? x)) (sink-put-integer! sink x))
-   (else
-    (let ((x (exact->inexact x)))
-      (unless (and (not (inf? x)) (not (nan? x)))
-        (error "JSON has no infinities nor NaN:" x))
-      (sink-put-ascii! sink (number->string x))))))
+  (if (and (exact? x) (integer? x))
+      (sink-put-integer! sink x)
+      (let ((bytes (room! sink 32)))
+        (set-sink-fill! sink (put-flonum! bytes (sink-fill sink) (exact->inexact x))))))
 
 (define true-bytes (string->utf8 "true"))
 (define false-bytes (string->utf8 "false"))
