@@ -20,11 +20,15 @@ or driver is downloaded.
       await b.screenshot("tests/out/news.png")
 
 Every wait is bounded (TIMEOUT seconds); Chromium runs with a throw-away
-profile and is stopped by its PID when the block ends.
+profile and is stopped by its PID when the block ends.  Browser(home=DIR)
+runs it with HOME=DIR, where a test may have put an NSS database that
+trusts its own CA; `await b.new_tab()' gives a second page of the same
+browser, with the same methods.
 """
 
 import asyncio
 import base64
+import copy
 import itertools
 import json
 import os
@@ -46,11 +50,13 @@ def find_chromium():
 
 
 class Browser:
-    def __init__(self, width=1200, height=900):
+    def __init__(self, width=1200, height=900, home=None):
         self.width, self.height = width, height
+        self.home = home
         self.ids = itertools.count(1)
         self.pending = {}
         self.events = asyncio.Queue()
+        self.queues = {}                # session id -> its tab's events
 
     async def __aenter__(self):
         self.profile = tempfile.mkdtemp(prefix="plucky-chromium-")
@@ -62,7 +68,8 @@ class Browser:
              "--remote-debugging-port=0",
              f"--user-data-dir={self.profile}",
              f"--window-size={self.width},{self.height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=dict(os.environ, HOME=self.home) if self.home else None)
         port_file = os.path.join(self.profile, "DevToolsActivePort")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TIMEOUT
@@ -75,16 +82,27 @@ class Browser:
         self.ws = await websockets.connect(f"ws://127.0.0.1:{port}{path}",
                                            max_size=None)
         self.reader = asyncio.create_task(self._read())
+        await self._open_page()
+        return self
+
+    async def _open_page(self):
         target = await self.send("Target.createTarget", {"url": "about:blank"})
         attached = await self.send("Target.attachToTarget",
                                    {"targetId": target["targetId"], "flatten": True})
         self.session = attached["sessionId"]
+        self.queues[self.session] = self.events
         await self.send("Page.enable", session=True)
         await self.send("Runtime.enable", session=True)
         await self.send("Emulation.setDeviceMetricsOverride",
                         {"width": self.width, "height": self.height,
                          "deviceScaleFactor": 1, "mobile": False}, session=True)
-        return self
+
+    async def new_tab(self):
+        """Return another page of this browser, driven as this one is."""
+        tab = copy.copy(self)           # shares the connection and ids
+        tab.events = asyncio.Queue()
+        await tab._open_page()
+        return tab
 
     async def __aexit__(self, *exc):
         self.reader.cancel()
@@ -106,7 +124,7 @@ class Browser:
             if "id" in data and data["id"] in self.pending:
                 self.pending.pop(data["id"]).set_result(data)
             elif "method" in data:
-                await self.events.put(data)
+                await self.queues.get(data.get("sessionId"), self.events).put(data)
 
     async def send(self, method, params=None, session=False):
         """Send METHOD with PARAMS; return its result or raise its error."""

@@ -233,7 +233,7 @@ name its own PID, as LISTEN_PID must).  Return the child's PID."
   (read-file (plucky-log-file plucky)))
 
 (define listening-rx
-  (make-regexp "listening on http://(127\\.0\\.0\\.1|\\[::1\\]):([0-9]+)/"))
+  (make-regexp "listening on https?://(127\\.0\\.0\\.1|\\[::1\\]):([0-9]+)/"))
 
 (define* (start-plucky app args #:key (fds '()) (environment #f) (log-file #f)
                        (timeout 20) (wait? #t) (error-log #f))
