@@ -24,18 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from cdp import Browser  # noqa: E402
-
-failures = 0
-
-
-def check(what, condition, why=""):
-    global failures
-    if condition:
-        print(f"ok - {what}", flush=True)
-    else:
-        failures += 1
-        print(f"not ok - {what}: {why}", flush=True)
+from cdp import Browser, check, run  # noqa: E402
 
 
 def trusting_home(ca):
@@ -129,15 +118,6 @@ async def scenario(base, ca, out):
         shutil.rmtree(home, ignore_errors=True)
 
 
-def main():
-    base, ca, out = sys.argv[1], sys.argv[2], sys.argv[3]
-    os.makedirs(out, exist_ok=True)
-    try:
-        asyncio.run(scenario(base, ca, out))
-    except Exception as e:  # a step that could not run is a failure
-        check("the scenario ran to its end", False, repr(e))
-    sys.exit(1 if failures else 0)
-
-
 if __name__ == "__main__":
-    main()
+    os.makedirs(sys.argv[3], exist_ok=True)
+    run(scenario, *sys.argv[1:4])

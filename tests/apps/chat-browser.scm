@@ -19,9 +19,6 @@
 ;;; Code:
 
 (use-modules (srfi srfi-64)
-             (ice-9 popen)
-             (ice-9 rdelim)
-             (ice-9 regex)
              (tests lib harness)
              (tests lib command))
 
@@ -56,22 +53,10 @@
                allow-root)
        (lambda (plucky)
          (test-assert "plucky serves the demo over HTTPS" (plucky-port plucky))
-         (let* ((base (format #f "https://127.0.0.1:~a/" (plucky-port plucky)))
-                (pipe (open-pipe* OPEN_READ "timeout" "300" "/usr/bin/python3"
-                                  (string-append source-root "/tests/apps/chat-browser.py")
-                                  base (string-append certs "/ca.pem")
-                                  (string-append source-root "/tests/out"))))
-           (let loop ()
-             (let ((line (read-line pipe)))
-               (unless (eof-object? line)
-                 (cond
-                  ((string-match "^ok - (.*)$" line)
-                   => (lambda (m) (test-assert (match:substring m 1) #t)))
-                  ((string-match "^not ok - (.*)$" line)
-                   => (lambda (m) (test-assert (match:substring m 1) #f))))
-                 (loop))))
-           (test-equal "the browser scenario exited 0" 0
-             (status:exit-val (close-pipe pipe)))))
+         (run-browser-script "tests/apps/chat-browser.py"
+                             (format #f "https://127.0.0.1:~a/" (plucky-port plucky))
+                             (string-append certs "/ca.pem")
+                             (string-append source-root "/tests/out")))
        #:environment (cons (string-append "PLUCKY_DATA=" data) (environ))
        #:timeout 120)
       (remove-tree data)

@@ -24,6 +24,11 @@ profile and is stopped by its PID when the block ends.  Browser(home=DIR)
 runs it with HOME=DIR, where a test may have put an NSS database that
 trusts its own CA; `await b.new_tab()' gives a second page of the same
 browser, with the same methods.
+
+A scenario reports with check(WHAT, CONDITION, WHY), a line "ok - WHAT"
+or "not ok - WHAT: WHY" each, which (tests lib command)'s
+`run-browser-script' makes tests of; run(scenario, *args) runs it and
+exits 1 if a check failed or a step raised.
 """
 
 import asyncio
@@ -37,8 +42,30 @@ import subprocess
 import tempfile
 
 import websockets
+import sys
 
 TIMEOUT = 20
+
+failures = 0
+
+
+def check(what, condition, why=""):
+    """Print whether WHAT holds (CONDITION true); WHY says what was seen."""
+    global failures
+    if condition:
+        print(f"ok - {what}", flush=True)
+    else:
+        failures += 1
+        print(f"not ok - {what}: {why}", flush=True)
+
+
+def run(scenario, *args):
+    """Run the coroutine function SCENARIO with ARGS; exit 0 if all checks held."""
+    try:
+        asyncio.run(scenario(*args))
+    except Exception as e:  # a step that could not run is a failure
+        check("the scenario ran to its end", False, repr(e))
+    sys.exit(1 if failures else 0)
 
 
 def find_chromium():
