@@ -1,6 +1,6 @@
 ;;; apps/chat.scm --- a chat room over WebSocket, server-sent events as fallback
 ;;;
-;;; Serve it:  bin/plucky serve apps/chat.scm --workers 1
+;;; Serve it:  bin/plucky serve apps/chat.scm
 ;;; then open http://127.0.0.1:8080/ in two browsers.
 ;;;
 ;;;   GET  /         the page: a message list and a form
@@ -9,23 +9,46 @@
 ;;;   GET  /events   server-sent events, for a browser without WebSocket
 ;;;                  (or a proxy that refuses the upgrade), one thread each
 ;;;   POST /say      text=… : what such a browser says
+;;;   GET  /worker   the process id of the worker that answers
 ;;;
-;;; One worker: the room is this process's memory.  Workers are separate
-;;; processes, so with several a message reaches only the clients of the
-;;; worker it arrived on; a room across workers needs a channel between
-;;; them (a pipe to the master, or a Unix socket each), not written here.
+;;; The page's links are relative, and the handler looks at the last
+;;; segment of the path only, so it can be mounted under a prefix
+;;; (apps/demo.scm serves it under /chat/).
+;;;
+;;; Workers.  Each worker is a process with its own clients, so a
+;;; message must cross to the others.  Each worker binds a Unix datagram
+;;; socket in a directory named after the master (its parent process),
+;;; watched by its own loop (`loop-watch!'), and sends what is said to
+;;; every socket in that directory.  Why datagrams: a message is one
+;;; sendto per worker and one read, no framing, no connection to keep,
+;;; no process in the middle (the master reads no request and need not
+;;; learn about chats), and a worker that died or was replaced by a
+;;; reload shows as a refused send, whose socket file is then removed.
+;;; A shared SQLite table would need polling (latency or wasted wakeups);
+;;; relaying through the master would mean changing the server for one
+;;; app.  The price: a worker whose receive queue is full misses that
+;;; message (as a slow WebSocket client does), and two messages said at
+;;; once on two workers may show in either order.
+;;;
+;;; A worker joins the room when it handles its first request (the loop
+;;; must be running to watch the socket), and asks the others for their
+;;; history, so that its first client sees the same last messages.
 ;;;
 ;;; WebSocket callbacks run on the worker's loop thread, and so does POST
-;;; /say (a plain handler): both call `say!' there.  The event streams run
-;;; on threads of the pool and only read the history, under its mutex.
+;;; /say (a plain handler) and the room's socket: all call `say!' there.
+;;; The event streams run on threads of the pool and only read the
+;;; history, under its mutex.
 
 (use-modules (plucky server)
+             ((plucky server loop) #:select (loop-watch! loop-unwatch! log-line))
              (plucky web websocket)
              (plucky web forms)
              (web request)
              (web uri)
              (web response)
              (rnrs bytevectors)
+             ((srfi srfi-1) #:select (every))
+             (ice-9 ftw)
              (ice-9 threads))
 
 (define max-text 500)
@@ -41,22 +64,128 @@
 ;; The open WebSockets of this worker.
 (define sockets '())
 
+(define (hear! text)
+  ;; Keep TEXT in the history and send it to this worker's clients.  On
+  ;; the loop's thread.
+  (with-mutex lock
+    (set! last-id (+ last-id 1))
+    (set! history (cons (cons last-id text)
+                        (if (>= (length history) history-size)
+                            (list-head history (- history-size 1))
+                            history)))
+    (broadcast-condition-variable changed))
+  (for-each (lambda (ws)
+              ;; A client whose queue is full misses the message rather
+              ;; than slowing the room.
+              (websocket-send ws text))
+            sockets))
+
 (define (say! text)
-  ;; Keep TEXT in the history and send it to everyone.  On the loop's
-  ;; thread.
+  ;; TEXT is said on this worker: to its clients and the other workers.
   (let ((text (if (> (string-length text) max-text) (substring text 0 max-text) text)))
-    (with-mutex lock
-      (set! last-id (+ last-id 1))
-      (set! history (cons (cons last-id text)
-                          (if (>= (length history) history-size)
-                              (list-head history (- history-size 1))
-                              history)))
-      (broadcast-condition-variable changed))
-    (for-each (lambda (ws)
-                ;; A client whose queue is full misses the message rather
-                ;; than slowing the room.
-                (websocket-send ws text))
-              sockets)))
+    (hear! text)
+    (tell-others! `(say ,text))))
+
+;;;
+;;; The room: a datagram socket per worker
+;;;
+
+;; This worker's socket, once it joined, and the pid that joined: a
+;; worker forked from a process that had joined must join afresh.
+(define room #f)
+(define room-pid #f)
+
+(define (room-directory)
+  (string-append (or (getenv "XDG_RUNTIME_DIR") "/tmp")
+                 "/plucky-chat-" (number->string (getuid))
+                 "-" (number->string (getppid))))
+
+(define (room-path pid)
+  (string-append (room-directory) "/" (number->string pid)))
+
+(define (join-room!)
+  ;; On the loop's thread, at each request: the first one joins.
+  (unless (eqv? room-pid (getpid))
+    (set! room-pid (getpid))
+    (catch #t
+      (lambda ()
+        (let ((directory (room-directory))
+              (path (room-path (getpid)))
+              (s (socket AF_UNIX SOCK_DGRAM 0)))
+          (false-if-exception (mkdir directory #o700))
+          ;; Only a directory of ours that no one else may write to.
+          (let ((st (stat directory)))
+            (unless (and (= (stat:uid st) (getuid))
+                         (zero? (logand (stat:perms st) #o077)))
+              (error "room directory not private" directory)))
+          (false-if-exception (delete-file path))
+          (bind s AF_UNIX path)
+          (fcntl s F_SETFL (logior O_NONBLOCK (fcntl s F_GETFL)))
+          (set! room s)
+          (loop-watch! (port->fdes s)
+                       #:on-read listen!
+                       #:on-stop (lambda ()
+                                   (loop-unwatch! (port->fdes s))
+                                   (close-port s)
+                                   (false-if-exception (delete-file path))
+                                   ;; The last worker out removes it.
+                                   (false-if-exception (rmdir directory))))
+          (tell-others! `(history? ,(getpid)))))
+      (lambda args
+        ;; Alone, then: this worker's clients still talk among themselves.
+        (log-line "chat: no room across workers: ~s" args)
+        (set! room #f)))))
+
+(define (send-to! pid datum)
+  ;; Send DATUM to the worker PID; forget a worker that is gone.
+  (let ((bytes (string->utf8 (object->string datum))))
+    (catch 'system-error
+      (lambda () (sendto room bytes AF_UNIX (room-path pid) MSG_DONTWAIT))
+      (lambda args
+        (when (memv (system-error-errno args) (list ECONNREFUSED ENOENT))
+          (false-if-exception (delete-file (room-path pid))))))))
+
+(define (tell-others! datum)
+  (when room
+    (for-each (lambda (name)
+                (let ((pid (string->number name)))
+                  (when (and pid (not (= pid (getpid))))
+                    (send-to! pid datum))))
+              (or (scandir (room-directory)) '()))))
+
+(define room-buffer (make-bytevector (* 256 1024)))
+
+(define (listen!)
+  ;; The room's socket is readable: take every datagram waiting.
+  (let lp ()
+    (let ((n (catch 'system-error
+               (lambda () (recv! room room-buffer))
+               (lambda args #f))))
+      (when (and n (> n 0))
+        (let ((datum (false-if-exception
+                      (call-with-input-string
+                       (utf8->string (bytevector-slice room-buffer n)) read))))
+          (match-datum datum))
+        (lp)))))
+
+(define (match-datum datum)
+  (cond
+   ((and (pair? datum) (eq? (car datum) 'say) (pair? (cdr datum))
+         (string? (cadr datum)))
+    (hear! (cadr datum)))
+   ((and (pair? datum) (eq? (car datum) 'history?) (pair? (cdr datum))
+         (integer? (cadr datum)))
+    (send-to! (cadr datum) `(history ,@(map cdr (history-after 0)))))
+   ((and (pair? datum) (eq? (car datum) 'history) (null? history)
+         (every string? (cdr datum)))
+    ;; The first answer to our question, if nothing was said meanwhile.
+    (for-each hear! (cdr datum)))
+   (else #f)))
+
+(define (bytevector-slice bv n)
+  (let ((out (make-bytevector n)))
+    (bytevector-copy! bv 0 out 0 n)
+    out))
 
 (define (history-after id)
   ;; -> the messages newer than ID, oldest first
@@ -92,7 +221,7 @@
 #log li{padding:.2em .5em}#how{color:#888}</style></head>
 <body><h1>plucky chat</h1>
 <ul id=\"log\"></ul>
-<form id=\"say\" method=\"post\" action=\"/say\">
+<form id=\"say\" method=\"post\" action=\"say\">
 <input name=\"text\" id=\"text\" autocomplete=\"off\" maxlength=\"500\" autofocus>
 <button>Say</button></form>
 <p id=\"how\"></p>
@@ -105,11 +234,13 @@ function show(text) {
 }
 function fallback() {
   how.textContent = 'server-sent events';
-  var es = new EventSource('/events');
+  var es = new EventSource('events');
   es.onmessage = function (e) { show(e.data); };
 }
 if (window.WebSocket) {
-  ws = new WebSocket((location.protocol == 'https:' ? 'wss://' : 'ws://') + location.host + '/ws');
+  var url = new URL('ws', location.href);
+  url.protocol = location.protocol == 'https:' ? 'wss:' : 'ws:';
+  ws = new WebSocket(url);
   var opened = false;
   ws.onopen = function () { opened = true; how.textContent = 'WebSocket'; };
   ws.onmessage = function (e) { show(e.data); };
@@ -120,16 +251,23 @@ document.getElementById('say').onsubmit = function (e) {
   e.preventDefault();
   if (!input.value) return;
   if (ws && ws.readyState == 1) ws.send(input.value);
-  else fetch('/say', {method: 'POST', body: new URLSearchParams({text: input.value})});
+  else fetch('say', {method: 'POST', body: new URLSearchParams({text: input.value})});
   input.value = '';
 };
 </script></body></html>
 ")
 
+(define (last-segment path)
+  ;; "/chat/ws" -> "ws"; "/chat/" and "/" -> ""
+  (let ((slash (string-rindex path #\/)))
+    (if slash (substring path (+ slash 1)) path)))
+
 (define (chat request body)
-  (let ((path (uri-path (request-uri request))))
+  (join-room!)
+  (let* ((path (uri-path (request-uri request)))
+         (leaf (last-segment path)))
     (cond
-     ((and (string=? path "/ws") (websocket-request? request))
+     ((and (string=? leaf "ws") (websocket-request? request))
       (websocket-upgrade
        request
        #:max-message (* 4 max-text)
@@ -143,19 +281,21 @@ document.getElementById('say').onsubmit = function (e) {
                           (websocket-close ws 1003 "text only")))
        #:on-close (lambda (ws code reason)
                     (set! sockets (delq ws sockets)))))
-     ((string=? path "/events")
+     ((string=? leaf "events")
       (values '((content-type . (text/event-stream))
                 (cache-control . (no-cache)))
               events))
-     ((and (string=? path "/say") (eq? (request-method request) 'POST))
+     ((and (string=? leaf "say") (eq? (request-method request) 'POST))
       (let* ((fields (urlencoded->alist (if body (utf8->string body) "")))
              (text (assoc-ref fields "text")))
         (when (and text (not (string-null? text)))
           (say! text))
         (values (build-response #:code 303
-                                #:headers `((location . ,(string->uri-reference "/"))))
+                                #:headers `((location . ,(string->uri-reference "./"))))
                 "")))
-     ((string=? path "/")
+     ((string=? leaf "worker")
+      (values '((content-type . (text/plain))) (number->string (getpid))))
+     ((string=? leaf "")
       (values '((content-type . (text/html (charset . "utf-8")))) page))
      (else
       (values (build-response #:code 404 #:headers '((content-type . (text/plain))))

@@ -7,6 +7,8 @@
 ;;;   /blog/      the blog (apps/blog/), whose database is the git
 ;;;               repository var/blog.git, made with a sample blog on the
 ;;;               first start (the admin's password is printed then)
+;;;   /chat/      apps/chat.scm: a chat room over WebSocket (server-sent
+;;;               events where WebSocket is missing), across workers
 ;;;   /hello      apps/hello.scm
 ;;;   /headers    apps/headers.scm
 ;;;   /static/, /news/static/, /blog/static/
@@ -58,6 +60,7 @@
 
 (define hello (load-app "hello.scm"))
 (define headers (load-app "headers.scm"))
+(define chat (load-app "chat.scm"))
 
 (define data-directory (or (getenv "PLUCKY_DATA") "var"))
 (unless (file-exists? data-directory)
@@ -139,6 +142,11 @@
               "layout: posts, comments, tags, archives, an Atom feed and an "
               "admin. Pages are cached by commit; a push shows at once."))
          (div (@ (class "card"))
+           (h2 (a (@ (href "/chat/")) "Chat"))
+           (p "A chat room over WebSocket, compressed (permessage-deflate), "
+              "on each worker's event loop, with server-sent events as the "
+              "fallback; messages cross between workers."))
+         (div (@ (class "card"))
            (h2 (a (@ (href "/_plucky/status")) "Status"))
            (p "Requests per second, latency percentiles and where each "
               "request's time goes, per route, live."))
@@ -170,7 +178,8 @@
      ((string-prefix? "/blog/" path)
       (parameterize ((blog-stylesheet "/blog/static/blog.css"))
         (blog request body)))
-     ((member path '("/news" "/blog"))
+     ((string-prefix? "/chat/" path) (chat request body))
+     ((member path '("/news" "/blog" "/chat"))
       (values (build-response #:code 301
                               #:headers `((location . ,(string->uri-reference
                                                         (string-append path "/")))))

@@ -24,7 +24,7 @@
 
 (define-module (plucky command)
   #:use-module (plucky server)
-  #:use-module ((srfi srfi-1) #:select (filter-map))
+  #:use-module ((srfi srfi-1) #:select (filter-map any every))
   ;; (web response) and the rest only for --hsts and --redirect-https:
   ;; the start of an app that does not import them must not load them
   ;; (tests/server/startup).
@@ -62,6 +62,11 @@ Options of serve — where:
                          address (\"::\" for all of both), or unix:PATH
                          for a Unix-domain socket (default 127.0.0.1)
   --port PORT            TCP port; 0 picks a free one (default 8080)
+  --listen ADDRESS       instead of --host and --port, and repeatable:
+                         HOST:PORT, [IPV6]:PORT or unix:PATH, with tls:
+                         before it for HTTPS there (--tls-cert), e.g.
+                         --listen :8080 --listen tls::8443 (HOST empty:
+                         127.0.0.1)
   --fd N                 serve the listening socket inherited as
                          descriptor N instead of opening one
   --inetd                serve the one connection on standard input and
@@ -73,7 +78,8 @@ Options of serve — where:
                          max-age S seconds, on every response
   --redirect-https PORT  answer every request with a 301 to the same
                          URL over https on PORT (a plain-HTTP server
-                         beside an HTTPS one)
+                         beside an HTTPS one; with --listen, on its
+                         addresses without tls:)
 Sockets passed by systemd or GNU Shepherd (LISTEN_FDS, LISTEN_PID,
 LISTEN_FDNAMES) are served instead of --host and --port.  Under systemd's
 Type=notify (NOTIFY_SOCKET), plucky says READY=1 once it serves,
@@ -190,7 +196,7 @@ fresh module where `app-directory' names the directory FILE is in.
   ;; every option serve accepts
   (append
    '("--host" "--user" "--group" "--access-log" "--log-format" "--error-log"
-     "--status-token" "--tls-cert" "--tls-key")
+     "--status-token" "--tls-cert" "--tls-key" "--listen")
    (map car numeric-options)
    flag-names static-flag-names))
 
@@ -350,11 +356,15 @@ fresh module where `app-directory' names the directory FILE is in.
              (fd (option "--fd" #f))
              (tls (tls-pairs options))
              (hsts (option "--hsts" #f))
-             (redirect (option "--redirect-https" #f)))
+             (redirect (option "--redirect-https" #f))
+             (listen (listen-addresses options tls))
+             ;; HTTP and HTTPS addresses both: tell requests apart
+             (mixed? (and listen (any caddr listen) (not (every caddr listen)))))
         (when (and hsts (not tls))
           (fail "--hsts needs --tls-cert and --tls-key"))
-        (when (and redirect tls)
-          (fail "--redirect-https is for a plain-HTTP server; not with --tls-cert"))
+        (when (and redirect tls (not mixed?))
+          (fail "--redirect-https is for a plain-HTTP server; not with --tls-cert \
+(unless --listen gives it a plain address too)"))
         (when tls
           ;; Read here, to refuse a bad file with exit status 2; each
           ;; worker reads them again (a reload's workers, afresh).
@@ -370,6 +380,8 @@ fresh module where `app-directory' names the directory FILE is in.
           (fail "--status-token needs a token, not an empty string"))
         (unless (listener-host? host)
           (fail "--host expects an address, a name or unix:PATH, not ~s" host))
+        (when (and listen (or (value "--host") (value "--port") fd))
+          (fail "--listen replaces --host, --port and --fd: give addresses one way"))
         (when (and inetd? (equal? (value "--access-log") "-"))
           (fail "--access-log - would write into the connection under --inetd; give a file"))
         ;; Who will serve: refuse root unless asked for.
@@ -413,6 +425,13 @@ USER once the sockets are bound, or --allow-root"))))
                             (status-wrapper workers (value "--status-token"))))
                (wrap (let ((wrap (if status (car status) (lambda (handler) handler))))
                        (cond
+                        (mixed? (lambda (handler)
+                                  (by-scheme (if redirect
+                                                 (https-redirect redirect)
+                                                 (wrap handler))
+                                             (if hsts
+                                                 (with-hsts hsts (wrap handler))
+                                                 (wrap handler)))))
                         (redirect (lambda (handler) (https-redirect redirect)))
                         (hsts (lambda (handler) (with-hsts hsts (wrap handler))))
                         (else wrap))))
@@ -443,6 +462,7 @@ USER once the sockets are bound, or --allow-root"))))
                         (run-server handler
                                     #:host host
                                     #:port port
+                                    #:listen listen
                                     #:sockets sockets
                                     #:connections (if inetd? (list (cons 0 1)) '())
                                     #:workers workers
@@ -479,6 +499,51 @@ USER once the sockets are bound, or --allow-root"))))
      ((= (length certs) (length keys)) (map cons certs keys))
      (else (fail "--tls-cert and --tls-key come in pairs: ~a certificates, ~a keys"
                  (length certs) (length keys))))))
+
+(define (listen-addresses options tls)
+  ;; -> the --listen addresses in the order given, each (HOST PORT TLS?),
+  ;; or #f; exit 2 for one that is malformed, or when TLS (the --tls-cert
+  ;; pairs) and the tls: addresses do not go together
+  (let ((texts (reverse (filter-map (lambda (o) (and (equal? (car o) "--listen") (cdr o)))
+                                    options))))
+    (and (pair? texts)
+         (let ((listen (map listen-address texts)))
+           (when (and (any caddr listen) (not tls))
+             (fail "--listen tls:… needs --tls-cert and --tls-key"))
+           (when (and tls (not (any caddr listen)))
+             (fail "--tls-cert with --listen needs a tls: address"))
+           listen))))
+
+(define (listen-address text)
+  ;; "tls:[::1]:8443" -> ("::1" 8443 #t); "unix:/run/a.sock" -> ("unix:/run/a.sock" 0 #f)
+  (let* ((tls? (string-prefix? "tls:" text))
+         (address (if tls? (substring text 4) text))
+         (bad (lambda ()
+                (fail "--listen expects [tls:]HOST:PORT, [tls:][IPV6]:PORT or [tls:]unix:PATH, not ~s"
+                      text))))
+    (if (string-prefix? "unix:" address)
+        (begin
+          (unless (listener-host? address) (bad))
+          (list address 0 tls?))
+        (let* ((colon (or (string-rindex address #\:) (bad)))
+               (host (substring address 0 colon))
+               (host (cond
+                      ((string-null? host) "127.0.0.1")
+                      ((and (string-prefix? "[" host) (string-suffix? "]" host))
+                       (substring host 1 (- (string-length host) 1)))
+                      ((string-index host #\:) (bad)) ; IPv6 without brackets
+                      (else host)))
+               (port (string->number (substring address (+ colon 1)))))
+          (unless (and port (exact-integer? port) (<= 0 port 65535)
+                       (listener-host? host))
+            (bad))
+          (list host port tls?)))))
+
+(define (by-scheme plain secure)
+  ;; -> a handler that gives each request to SECURE when it came over
+  ;; TLS, to PLAIN otherwise
+  (lambda (request body . state)
+    (apply (if (eq? (current-request-scheme) 'https) secure plain) request body state)))
 
 (define (tls-procedure name)
   ;; (plucky server tls) loads GnuTLS: resolved only when HTTPS is asked

@@ -46,6 +46,7 @@
 
 (define-module (plucky server)
   ;; (web response) is loaded only when needed: see (plucky http response).
+  #:use-module ((srfi srfi-1) #:select (any every concatenate))
   #:use-module ((plucky http response) #:select (response-record?))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys signal)
@@ -70,6 +71,7 @@
                connect-handler?
                stop-loop!
                drain-loop!
+               current-request-scheme
                open-listener
                listener-port
                supervise-workers
@@ -238,6 +240,21 @@ until a restart"
 ;;; run-server
 ;;;
 
+(define (open-groups listen count)
+  ;; -> the sockets of each address of LISTEN, COUNT each where
+  ;; SO_REUSEPORT spreads them; those opened are closed if one fails
+  (let lp ((listen listen) (groups '()))
+    (if (null? listen)
+        (reverse groups)
+        (lp (cdr listen)
+            (cons (with-exception-handler
+                      (lambda (exception)
+                        (for-each (lambda (g) (for-each close-listener g)) groups)
+                        (raise-exception exception))
+                    (lambda ()
+                      (open-listeners (car (car listen)) (cadr (car listen)) count)))
+                  groups)))))
+
 (define* (run-server handler #:key
                      (host "127.0.0.1")
                      (port 8080)
@@ -257,6 +274,7 @@ until a restart"
                      (group #f)
                      (notify 'environment)
                      (tls #f)
+                     (listen #f)
                      (handler-timeout 30)
                      (watch #f))
   "Serve HTTP with HANDLER until SIGINT or SIGTERM.  HANDLER is called as
@@ -264,7 +282,8 @@ until a restart"
 . STATE), as under Guile's `run-server'.
 
 Where: HOST and PORT (an address, a name, or \"unix:PATH\"; port 0 picks
-a free one), or SOCKETS, a list of listening sockets to use instead, or
+a free one), or LISTEN, a list of addresses (HOST PORT TLS?) to listen
+on each, or SOCKETS, a list of listening sockets to use instead, or
 CONNECTIONS, a list of connections already accepted (descriptors, or
 pairs (input . output) such as (0 . 1) for inetd): the server then
 returns once they are done.  ON-LISTEN, if given, is called with the
@@ -301,7 +320,8 @@ observe accounting)).
 
 TLS: TLS, if given, is a thunk returning the procedure of a connection's
 descriptor that gives its transport (see `tls-transport-maker' in
-(plucky server tls)): every connection is then HTTPS.  Each worker calls
+(plucky server tls)): every connection is then HTTPS, or, with LISTEN,
+those of the addresses whose TLS? is true.  Each worker calls
 it as it starts, after dropping privileges, so that the workers of a
 reload read the certificates afresh.
 
@@ -316,13 +336,37 @@ caller's policy (see `plucky serve')."
          (inetd? (pair? connections))
          (master? (and (not inetd?) (or (> workers 1) (and watch #t))))
          (own-sockets? (and (not sockets) (not inetd?)))
-         (sockets (cond (inetd? '())
-                        (sockets sockets)
-                        (else (open-listeners host port (if master? workers 1)))))
-         ;; one socket per worker (SO_REUSEPORT), or all shared
-         (per-worker? (and own-sockets? (> (length sockets) 1)))
+         ;; (HOST PORT TLS?) each; TLS? #t: HTTPS when TLS is given
+         (listen (or listen (list (list host port #t))))
+         ;; the sockets of each address: one per worker (SO_REUSEPORT),
+         ;; or one shared
+         (groups (cond (inetd? '())
+                       (sockets (list sockets))
+                       (else (open-groups listen (if master? workers 1)))))
+         (sockets (concatenate groups))
+         (per-worker? (and own-sockets? (any (lambda (g) (> (length g) 1)) groups)))
          ;; the addresses served, each once (the workers' sockets share one)
-         (addresses (if per-worker? (list (car sockets)) sockets)))
+         (addresses (if own-sockets? (map car groups) sockets))
+         (secure? (lambda (sock)
+                    (and tls (or (not own-sockets?)
+                                 (let lp ((groups groups) (listen listen))
+                                   (if (memq sock (car groups))
+                                       (caddr (car listen))
+                                       (lp (cdr groups) (cdr listen))))))))
+         (make-transport
+          ;; for `run-loop', given the worker's sockets: the maker for all,
+          ;; or, when only some speak TLS, a maker per listener
+          (lambda (sockets maker)
+            (cond
+             ((not maker) #f)
+             ((every secure? sockets) maker)
+             (else (map (lambda (sock) (cons (port->fdes sock) (and (secure? sock) maker)))
+                        sockets)))))
+         (worker-sockets (lambda (slot)
+                           (if per-worker?
+                               (map (lambda (g) (if (> (length g) 1) (list-ref g slot) (car g)))
+                                    groups)
+                               sockets))))
     (when (and identity own-sockets?)
       ;; A Unix-domain socket bound as root: connecting takes write
       ;; permission on its file, so give it to the user who serves (a
@@ -336,7 +380,7 @@ caller's policy (see `plucky serve')."
       (for-each (lambda (sock)
                   (log-line "listening on ~a (~a worker~a~a)"
                             (let ((url (listener-url sock)))
-                              (if (and tls (string-prefix? "http:" url))
+                              (if (and (secure? sock) (string-prefix? "http:" url))
                                   (string-append "https:" (substring url 5))
                                   url))
                             workers (if (= workers 1) "" "s")
@@ -360,7 +404,8 @@ caller's policy (see `plucky serve')."
                   (when identity (drop-privileges! identity))
                   (serve-in-this-process sockets (or handler (handler-from reload))
                                          state settings
-                                         #:make-transport (and tls (tls))
+                                         #:make-transport (make-transport
+                                                           sockets (and tls (tls)))
                                          #:grace grace #:reload reload #:access-log log
                                          #:error-log error-log #:observer observer
                                          #:connections connections
@@ -372,11 +417,12 @@ caller's policy (see `plucky serve')."
                    (let ((handler (if (and handler (or (zero? generation) (not reload)))
                                       handler
                                       (handler-from reload)))
-                         (sockets (if per-worker? (list (list-ref sockets slot)) sockets))
-                         (make-transport (and tls (tls))))
+                         (sockets (worker-sockets slot))
+                         (make-transport (make-transport (worker-sockets slot)
+                                                         (and tls (tls)))))
                      (when per-worker?
-                       ;; ready to accept: connections may come to this socket now
-                       (start-listening! (car sockets)))
+                       ;; ready to accept: connections may come to these sockets now
+                       (for-each start-listening! sockets))
                      (lambda ()
                        (serve-in-this-process sockets handler state settings
                                               #:worker? #t #:grace grace

@@ -26,6 +26,14 @@
 ;;; the fragment that holds it), 1009 for a message over the size limit
 ;;; (caught from the frame's header, before its payload is read).
 ;;;
+;;; permessage-deflate (RFC 7692): `websocket-deflate-offer' reads a
+;;; client's Sec-WebSocket-Extensions and picks the first offer plucky
+;;; can honour; a reader made with #:inflate accepts RSV1 on the first
+;;; frame of a message and gives the joined payload to that procedure,
+;;; which inflates it within the size limit (this module calls no libz:
+;;; the caller passes (plucky sys zlib)'s).  The size limit then bounds
+;;; the inflated message too, so a deflate bomb is a 1009, not memory.
+;;;
 ;;; Events: (text . STRING), (binary . BYTEVECTOR), (ping . BYTEVECTOR),
 ;;; (pong . BYTEVECTOR), (close CODE . REASON) with CODE #f when the
 ;;; client's close frame had no payload, (error CODE . REASON).
@@ -33,6 +41,7 @@
 ;;; Code:
 
 (define-module (plucky http websocket)
+  #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module ((gcrypt hash) #:select (bytevector-hash hash-algorithm sha1))
@@ -47,6 +56,13 @@
             websocket-frame
             websocket-close-frame
             websocket-close-code-valid?
+            websocket-deflate-offer
+            deflate-params?
+            deflate-params-server-bits
+            deflate-params-server-reset?
+            deflate-params-client-bits
+            deflate-params-client-reset?
+            deflate-params-response
             utf8-valid?
             opcode-continuation opcode-text opcode-binary
             opcode-close opcode-ping opcode-pong))
@@ -139,8 +155,8 @@ GUID."
 ;;;
 
 (define-record-type <websocket-reader>
-  (%make-websocket-reader buffer start end max-message require-mask?
-                          kind parts size utf8 failed?)
+  (%make-websocket-reader buffer start end max-message require-mask? inflate
+                          kind compressed? parts size utf8 failed?)
   websocket-reader?
   ;; bytes fed and not yet parsed: BUFFER from START to END
   (buffer reader-buffer set-reader-buffer!)
@@ -148,20 +164,28 @@ GUID."
   (end reader-end set-reader-end!)
   (max-message reader-max-message)      ; bytes of a message, at most
   (require-mask? reader-require-mask?)  ; #t for a server's reader
+  ;; #f, or (payload limit) -> bytevector, too-big or invalid
+  (inflate reader-inflate)
   ;; the message being assembled from fragments: #f, 'text or 'binary
   (kind reader-kind set-reader-kind!)
+  (compressed? reader-compressed? set-reader-compressed!) ; RSV1 on its first
+  ;; frame
   (parts reader-parts set-reader-parts!) ; its payloads so far, last first
   (size reader-size set-reader-size!)    ; and their bytes
   (utf8 reader-utf8 set-reader-utf8!)    ; the UTF-8 check's state (text)
   (failed? reader-failed? set-reader-failed!))
 
 (define* (make-websocket-reader #:key (max-message (* 1024 1024))
-                                (require-mask? #t))
+                                (require-mask? #t) (inflate #f))
   "Return a reader of the frames a client sends on one connection.
-MAX-MESSAGE bounds a message, all its fragments together, in bytes;
-REQUIRE-MASK? (the default, as a server must) makes an unmasked frame a
-protocol error."
-  (%make-websocket-reader #vu8() 0 0 max-message require-mask? #f '() 0 0 #f))
+MAX-MESSAGE bounds a message, all its fragments together, in bytes,
+before and after inflating; REQUIRE-MASK? (the default, as a server
+must) makes an unmasked frame a protocol error.  INFLATE, when
+permessage-deflate was agreed, is a procedure (payload limit) that
+returns the inflated PAYLOAD, or the symbol too-big past LIMIT bytes, or
+invalid."
+  (%make-websocket-reader #vu8() 0 0 max-message require-mask? inflate
+                          #f #f '() 0 0 #f))
 
 (define (websocket-reader-buffered reader)
   "Return the number of bytes READER holds that are not yet part of an
@@ -226,7 +250,12 @@ needs more bytes.  After an error it returns #f for good."
                     (len7 (logand b1 #x7F))
                     (control? (>= opcode 8)))
                (cond
-                ((not (zero? (logand b0 #x70)))
+                ;; RSV1 marks a compressed message: on its first frame
+                ;; only, and only when permessage-deflate was agreed.
+                ((not (zero? (logand b0 (if (and (reader-inflate reader)
+                                                 (memv opcode '(1 2)))
+                                            #x30
+                                            #x70))))
                  (fail! reader 1002 "reserved bits set without an extension"))
                 ((not (memv opcode '(0 1 2 8 9 10)))
                  (fail! reader 1002 "unknown opcode"))
@@ -264,9 +293,9 @@ needs more bytes.  After an error it returns #f for good."
                                                   bv (- (+ start header) 4)
                                                   (endianness big))))
                               (set-reader-start! reader (+ start header length))
-                              (frame-event reader fin? opcode payload))))))))))))))
+                              (frame-event reader fin? (logand b0 #x70) opcode payload))))))))))))))
 
-(define (frame-event reader fin? opcode payload)
+(define (frame-event reader fin? rsv opcode payload)
   ;; A whole frame is read: -> the event it makes, or, for a fragment
   ;; that is not the last, the next event (a control frame may come
   ;; between fragments).
@@ -283,11 +312,14 @@ needs more bytes.  After an error it returns #f for good."
          (fail! reader 1002 "new message inside a fragmented one")
          (begin
            (set-reader-kind! reader (if (= opcode 1) 'text 'binary))
+           (set-reader-compressed! reader (logbit? 6 rsv))
            (set-reader-utf8! reader 0)
            (add-fragment reader fin? payload))))))
 
 (define (add-fragment reader fin? payload)
-  (let ((utf8 (if (eq? (reader-kind reader) 'text)
+  ;; Compressed text is checked once inflated.
+  (let ((utf8 (if (and (eq? (reader-kind reader) 'text)
+                       (not (reader-compressed? reader)))
                   (utf8-scan (reader-utf8 reader) payload 0 (bytevector-length payload))
                   0)))
     (cond
@@ -303,8 +335,19 @@ needs more bytes.  After an error it returns #f for good."
             (set-reader-kind! reader #f)
             (set-reader-parts! reader '())
             (set-reader-size! reader 0)
-            (cons kind (if (eq? kind 'text) (utf8->string whole) whole)))
+            (if (reader-compressed? reader)
+                (inflated-event reader kind whole)
+                (cons kind (if (eq? kind 'text) (utf8->string whole) whole))))
           (websocket-reader-next! reader))))))
+
+(define (inflated-event reader kind payload)
+  (let ((whole ((reader-inflate reader) payload (reader-max-message reader))))
+    (cond
+     ((eq? whole 'too-big) (fail! reader 1009 "message too big once inflated"))
+     ((not (bytevector? whole)) (fail! reader 1007 "compressed data not deflate"))
+     ((eq? kind 'binary) (cons kind whole))
+     ((utf8-valid? whole) (cons kind (utf8->string whole)))
+     (else (fail! reader 1007 "text message not UTF-8")))))
 
 (define (join-parts parts size)
   ;; PARTS last first -> one bytevector
@@ -339,6 +382,106 @@ needs more bytes.  After an error it returns #f for good."
          ((not (utf8-valid? reason))
           (fail! reader 1007 "close reason not UTF-8"))
          (else (cons 'close (cons code (utf8->string reason))))))))))
+
+;;;
+;;; permessage-deflate's negotiation (RFC 7692, 5 and 7.1)
+;;;
+
+(define-record-type <deflate-params>
+  (make-deflate-params server-bits server-reset? client-bits client-reset?
+                       response)
+  deflate-params?
+  (server-bits deflate-params-server-bits)     ; our deflater's window bits
+  (server-reset? deflate-params-server-reset?) ; no context takeover for us
+  (client-bits deflate-params-client-bits)     ; our inflater's window bits
+  (client-reset? deflate-params-client-reset?) ; nor for the client
+  (response deflate-params-response))          ; Sec-WebSocket-Extensions
+
+(define (split-trim string char)
+  (map string-trim-both (string-split string char)))
+
+(define (parse-offer text)
+  ;; "name; a; b=1" -> ("name" ("a" . #f) ("b" . "1")), a quoted value
+  ;; unquoted (RFC 6455, 9.1).
+  (let ((parts (split-trim text #\;)))
+    (cons (string-downcase (car parts))
+          (map (lambda (param)
+                 (let ((eq (string-index param #\=)))
+                   (if eq
+                       (let ((value (string-trim-both (substring param (+ eq 1)))))
+                         (cons (string-downcase
+                                (string-trim-both (substring param 0 eq)))
+                               (if (and (> (string-length value) 1)
+                                        (string-prefix? "\"" value)
+                                        (string-suffix? "\"" value))
+                                   (substring value 1 (- (string-length value) 1))
+                                   value)))
+                       (cons (string-downcase param) #f))))
+               (filter (negate string-null?) (cdr parts))))))
+
+(define (window-bits value)
+  ;; A value of *_max_window_bits: 8 to 15, no leading zero; else #f.
+  (and (string? value)
+       (member value '("8" "9" "10" "11" "12" "13" "14" "15"))
+       (string->number value)))
+
+(define (accept-offer params max-bits)
+  ;; PARAMS of one permessage-deflate offer -> <deflate-params>, or #f
+  ;; to decline it: a parameter unknown, repeated or with a bad value
+  ;; (RFC 7692, 5.1), or a server window zlib cannot make (raw deflate
+  ;; has no 256-byte window).
+  (let ((names (map car params)))
+    (and
+     (every (lambda (name) (member name '("server_no_context_takeover"
+                                          "client_no_context_takeover"
+                                          "server_max_window_bits"
+                                          "client_max_window_bits")))
+            names)
+     (= (length names) (length (delete-duplicates names)))
+     (let ((server-reset (assoc "server_no_context_takeover" params))
+           (client-reset (assoc "client_no_context_takeover" params))
+           (server-max (assoc "server_max_window_bits" params))
+           (client-max (assoc "client_max_window_bits" params)))
+       (and
+        (not (and server-reset (cdr server-reset)))
+        (not (and client-reset (cdr client-reset)))
+        (or (not server-max) (window-bits (cdr server-max)))
+        (or (not client-max) (not (cdr client-max)) (window-bits (cdr client-max)))
+        (not (and server-max (= (window-bits (cdr server-max)) 8)))
+        ;; Our window: the client's bound or ours, the smaller; said in
+        ;; the response when under 15 (7.1.2.1 allows it unasked).
+        (let ((server-bits (min max-bits (if server-max
+                                             (window-bits (cdr server-max))
+                                             15))))
+          (make-deflate-params
+           server-bits (and server-reset #t)
+           15 (and client-reset #t)
+           (string-append
+            "permessage-deflate"
+            (if server-reset "; server_no_context_takeover" "")
+            (if client-reset "; client_no_context_takeover" "")
+            (if (< server-bits 15)
+                (string-append "; server_max_window_bits="
+                               (number->string server-bits))
+                "")))))))))
+
+(define* (websocket-deflate-offer extensions #:key (max-window-bits 15))
+  "Return the <deflate-params> of the first permessage-deflate offer in
+EXTENSIONS, the client's Sec-WebSocket-Extensions (a string, or #f),
+that can be accepted, or #f when there is none.  Our compressor's window
+is at most 2^MAX-WINDOW-BITS bytes (9 to 15).  The params hold the
+response header's value (`deflate-params-response'), the window bits of
+each side and whether each side resets its context after every
+message."
+  (and (string? extensions)
+       (let lp ((offers (map parse-offer
+                             (filter (negate string-null?)
+                                     (split-trim extensions #\,)))))
+         (cond
+          ((null? offers) #f)
+          ((and (string=? (caar offers) "permessage-deflate")
+                (accept-offer (cdar offers) max-window-bits)))
+          (else (lp (cdr offers)))))))
 
 ;;;
 ;;; Writing

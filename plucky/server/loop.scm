@@ -78,6 +78,7 @@
             stop-accepting!
             log-line
             current-request-peer
+            current-request-scheme
             close-loop-connections!))
 
 ;;;
@@ -107,7 +108,8 @@
   (signal-fd poller-signal-fd)               ; #f or a signalfd, watched by epoll
   (on-signal poller-on-signal)               ; signal number -> _, on the loop's thread
   (accept-resume poller-accept-resume set-poller-accept-resume!) ; ms to accept again
-  (make-transport poller-make-transport))    ; #f, or fd -> <transport>
+  ;; #f, or fd -> <transport>, or ((listener . #f or fd -> <transport>) …)
+  (make-transport poller-make-transport))
 
 (define* (make-poller #:key loop listeners events exclusive? exit-when-idle?
                       signal-fd on-signal make-transport)
@@ -116,6 +118,16 @@
                   exclusive? exit-when-idle? #f
                   (cons peer-buffer (bytevector-address peer-buffer))
                   signal-fd on-signal 0 make-transport)))
+
+(define (transport-for p listener fd)
+  ;; The transport of FD, accepted on LISTENER: by MAKE-TRANSPORT, for
+  ;; every listener or this one (a server with HTTP and HTTPS ports).
+  (let ((make (poller-make-transport p)))
+    (cond
+     ((not make) plain-transport)
+     ((procedure? make) (make fd))
+     ((assv-ref make listener) => (lambda (make) (make fd)))
+     (else plain-transport))))
 
 (define max-events 256)
 
@@ -130,15 +142,27 @@ return.  Safe to call from a signal handler."
       (set-poller-running! p #f)
       (wake! (poller-loop p)))))
 
+(define (current-connection)
+  ;; -> the connection whose request the calling handler answers, or #f
+  (or (fluid-ref thread-connection)     ; on a thread (see run-job!)
+      (let ((p current-poller))
+        (and p (loop-serving (poller-loop p))))))
+
+(define (current-request-scheme)
+  "Return the scheme of the request the calling handler is answering:
+https when its connection speaks TLS, http otherwise, or #f outside a
+handler.  A server with HTTP and HTTPS listeners tells them apart so."
+  (let ((conn (current-connection)))
+    (and conn
+         (if (eq? (connection-transport conn) plain-transport) 'http 'https))))
+
 (define (current-request-peer)
   "Return the address of the client whose request the calling handler is
 answering, as a string (\"127.0.0.1\", \"::1\", \"unix\"), or #f when it
 is not known: the address is learnt only when the loop has an ON-RESPONSE
 or OBSERVER (see `run-loop'), and inetd connections have none."
-  (let ((peer (or (fluid-ref thread-peer)   ; on a thread (see run-job!)
-                  (let* ((p current-poller)
-                         (conn (and p (loop-serving (poller-loop p)))))
-                    (and conn (connection-peer conn))))))
+  (let ((peer (let ((conn (current-connection)))
+                (and conn (connection-peer conn)))))
     ;; an IPv4 address kept as a number (see sockaddr->peer)
     (if (integer? peer) (inet-ntop AF_INET peer) peer)))
 
@@ -215,8 +239,7 @@ current error port, as one line, and flush it."
             (let ((conn (make-connection
                          #:fd fd
                          #:deadline never
-                         #:transport (let ((make (poller-make-transport p)))
-                                       (if make (make fd) plain-transport))
+                         #:transport (transport-for p listener fd)
                          #:peer (cond
                                  ((loop-on-response loop)
                                   (sockaddr->string (car (poller-peer-buffer p))))
@@ -431,7 +454,9 @@ where the time goes, on the loop's thread: see `make-observer-hooks'.
 
 MAKE-TRANSPORT, if given, is called with each accepted descriptor and
 returns the transport (plucky server transport) the loop reads, writes
-and closes it through; by default, `plain-transport'."
+and closes it through; by default, `plain-transport'.  It may also be an
+alist of listeners' descriptors and such procedures (or #f for plain),
+when the listeners do not all speak the same protocol."
   (let* ((epfd (epoll-create))
          (events (make-epoll-events max-events))
          (input (make-bytevector input-size))

@@ -51,7 +51,7 @@
             body-port-handler?
             with-connect
             connect-handler?
-            thread-peer
+            thread-connection
             report-handler-error
             make-job
             ;; Procedures, not the record's macros: see <job>.
@@ -119,8 +119,9 @@ plucky refuses CONNECT (501) for any other handler."
   "Return true when HANDLER was marked by `with-connect'."
   (hashq-ref connect-handlers handler #f))
 
-;; The peer of the connection a thread serves, for `current-request-peer'.
-(define thread-peer (make-thread-local-fluid #f))
+;; The connection a thread serves, for `current-request-peer' and
+;; `current-request-scheme'.
+(define thread-connection (make-thread-local-fluid #f))
 
 ;;;
 ;;; Reporting a handler's failure (from the loop's thread or a pool's)
@@ -431,7 +432,7 @@ for them; return nothing."
         (report-handler-error request exception stack)
         (set-job-failure! job (cons exception stack))
         (answer-error! 500 (if (complete? (job-reader job)) 'close 'linger)))))
-    (fluid-set! thread-peer (connection-peer conn))
+    (fluid-set! thread-connection conn)
     (match (call-caught
             (lambda ()
               (for-each (match-lambda ((bv start . end) (send! bv start (- end start))))
@@ -471,7 +472,7 @@ for them; return nothing."
           (lambda (bv start end)
             (when (< start end)
               (set-job-leftover! job (bytevector-copy-range bv start end)))))))
-    (fluid-set! thread-peer #f)))
+    (fluid-set! thread-connection #f)))
 
 (define (stream-body! job send! out-fd timeout response body framing)
   ;; Call the body procedure with a port that sends as it is written.

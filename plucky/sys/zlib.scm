@@ -14,6 +14,14 @@
 ;;; it exactly once, never from a finalizer.  libz is opened the first
 ;;; time a deflater is made.
 ;;;
+;;; WebSocket's permessage-deflate (RFC 7692) wants raw deflate (no gzip
+;;; or zlib wrapper) with a window of its own size, each message ended by
+;;; a sync flush whose empty stored block's tail (00 00 FF FF) is left
+;;; off the wire: `make-deflater #:format 'raw' and `deflate-message',
+;;; and on the way in an <inflater> (`inflate-message' puts the tail
+;;; back) whose output is bounded, so that a small message that inflates
+;;; to gigabytes stops at the bound instead of filling memory.
+;;;
 ;;; Code:
 
 (define-module (plucky sys zlib)
@@ -28,7 +36,14 @@
             deflater?
             deflate!
             deflater-reset!
-            deflater-end!))
+            deflater-end!
+            deflate-message
+            make-inflater
+            inflater?
+            inflate!
+            inflate-message
+            inflater-reset!
+            inflater-end!))
 
 ;; struct z_stream on LP64 (zlib.h): 112 bytes.
 (define z-stream-size 112)
@@ -42,12 +57,17 @@
 (define Z_FINISH 4)
 (define Z_STREAM_END 1)
 (define Z_BUF_ERROR -5)
+(define Z_NEED_DICT 2)
 
 (define library #f)
 (define %deflate-init #f)
 (define %deflate #f)
 (define %deflate-reset #f)
 (define %deflate-end #f)
+(define %inflate-init #f)
+(define %inflate #f)
+(define %inflate-reset #f)
+(define %inflate-end #f)
 (define version #f)
 
 (define (open-libz!)
@@ -59,6 +79,10 @@
       (set! %deflate (fn "deflate" int (list uint64 int)))
       (set! %deflate-reset (fn "deflateReset" int (list uint64)))
       (set! %deflate-end (fn "deflateEnd" int (list uint64)))
+      (set! %inflate-init (fn "inflateInit2_" int (list uint64 int uint64 int)))
+      (set! %inflate (fn "inflate" int (list uint64 int)))
+      (set! %inflate-reset (fn "inflateReset" int (list uint64)))
+      (set! %inflate-end (fn "inflateEnd" int (list uint64)))
       (set! version (string->utf8 (string-append
                                    (pointer->string ((fn "zlibVersion" '* '())))
                                    "\x00")))
@@ -74,15 +98,21 @@
 
 (define out-size 16384)
 
-(define* (make-deflater #:key (level 6))
-  "Return a new deflater that writes the gzip format (RFC 1952) at
-compression LEVEL (1-9)."
+(define* (make-deflater #:key (level 6) (format 'gzip) (window-bits 15)
+                        (mem-level 8))
+  "Return a new deflater at compression LEVEL (1-9) that writes FORMAT:
+gzip (RFC 1952) or raw (RFC 1951, no header nor trailer).  WINDOW-BITS
+(9-15) and MEM-LEVEL (1-9) trade memory for ratio, as in deflateInit2(3)."
   (open-libz!)
   (let* ((stream (make-bytevector z-stream-size 0))
          (address (bytevector-address stream))
-         (out (make-bytevector out-size)))
-    (let ((status (%deflate-init address level 8 31 8 0 (bytevector-address version)
-                                 z-stream-size)))
+         (out (make-bytevector out-size))
+         (bits (case format
+                 ((gzip) (+ 16 window-bits))
+                 ((raw) (- window-bits))
+                 (else (error "unknown deflate format" format)))))
+    (let ((status (%deflate-init address level 8 bits mem-level 0
+                                 (bytevector-address version) z-stream-size)))
       (unless (zero? status)
         (error "deflateInit2 failed" status))
       (%make-deflater stream address out (bytevector-address out)))))
@@ -126,6 +156,114 @@ finish (the end of the stream)."
 (define (deflater-end! deflater)
   "Free zlib's state of DEFLATER; return nothing.  Call it once."
   (%deflate-end (deflater-address deflater))
+  (if #f #f))
+
+;; The tail of the empty stored block that ends a sync flush.
+(define sync-tail #vu8(0 0 #xFF #xFF))
+
+(define (join chunks)
+  ;; CHUNKS, in order -> one bytevector
+  (let ((whole (make-bytevector (apply + (map bytevector-length chunks)))))
+    (let lp ((chunks chunks) (at 0))
+      (if (null? chunks)
+          whole
+          (let ((n (bytevector-length (car chunks))))
+            (bytevector-copy! (car chunks) 0 whole at n)
+            (lp (cdr chunks) (+ at n)))))))
+
+(define (deflate-message deflater bv)
+  "Return the bytevector that carries BV, a whole message, compressed by
+DEFLATER, a raw deflater, as permessage-deflate sends it (RFC 7692,
+7.2.1): flushed, without the sync flush's final 00 00 FF FF."
+  (let* ((whole (join (deflate! deflater bv 0 (bytevector-length bv) 'flush)))
+         (n (bytevector-length whole)))
+    (if (and (>= n 4)
+             (= (bytevector-u32-ref whole (- n 4) (endianness big)) #x0000FFFF))
+        (let ((cut (make-bytevector (- n 4))))
+          (bytevector-copy! whole 0 cut 0 (- n 4))
+          cut)
+        whole)))
+
+(define-record-type <inflater>
+  (%make-inflater stream address out out-address)
+  inflater?
+  (stream inflater-stream)              ; bytevector: the z_stream
+  (address inflater-address)
+  (out inflater-out)                    ; bytevector: where inflate writes
+  (out-address inflater-out-address))
+
+(define* (make-inflater #:key (window-bits 15))
+  "Return a new inflater of raw deflate data (RFC 1951) made with a
+window of at most 2^WINDOW-BITS bytes."
+  (open-libz!)
+  (let* ((stream (make-bytevector z-stream-size 0))
+         (address (bytevector-address stream))
+         (out (make-bytevector out-size)))
+    (let ((status (%inflate-init address (- window-bits)
+                                 (bytevector-address version) z-stream-size)))
+      (unless (zero? status)
+        (error "inflateInit2 failed" status))
+      (%make-inflater stream address out (bytevector-address out)))))
+
+(define (inflate! inflater bv start end limit)
+  "Feed the bytes [START, END) of BV to INFLATER; return the list of
+bytevectors it produced, in order, the symbol too-big as soon as they
+pass LIMIT bytes (inflating stops there), or the symbol invalid when
+the data is not deflate."
+  (let ((stream (inflater-stream inflater)))
+    (bytevector-u64-native-set! stream offset-next-in (+ (bytevector-address bv) start))
+    (bytevector-u32-native-set! stream offset-avail-in (- end start))
+    (let lp ((chunks '()) (total 0))
+      (bytevector-u64-native-set! stream offset-next-out (inflater-out-address inflater))
+      (bytevector-u32-native-set! stream offset-avail-out out-size)
+      (let* ((status (%inflate (inflater-address inflater) Z_SYNC_FLUSH))
+             (left (bytevector-u32-native-ref stream offset-avail-out))
+             (made (- out-size left))
+             (total (+ total made)))
+        (cond
+         ((or (and (< status 0) (not (= status Z_BUF_ERROR)))
+              (= status Z_NEED_DICT))
+          'invalid)
+         ((> total limit) 'too-big)
+         (else
+          (let ((chunks (if (> made 0)
+                            (let ((chunk (make-bytevector made)))
+                              (bytevector-copy! (inflater-out inflater) 0 chunk 0 made)
+                              (cons chunk chunks))
+                            chunks)))
+            (if (and (zero? left) (not (= status Z_STREAM_END)))
+                ;; Output space ran out: there may be more.
+                (lp chunks total)
+                (begin
+                  ;; BV must stay alive until here: inflate read it by address.
+                  (bytevector-length bv)
+                  (when (= status Z_STREAM_END)
+                    ;; A final block ends the stream; a next message
+                    ;; starts a new one.
+                    (%inflate-reset (inflater-address inflater)))
+                  (reverse chunks))))))))))
+
+(define (inflate-message inflater bv limit)
+  "Return the message that BV, a payload of permessage-deflate (RFC
+7692, 7.2.2), inflates to with INFLATER, as a bytevector; the symbol
+too-big when it passes LIMIT bytes, invalid when BV is not deflate."
+  (let ((head (inflate! inflater bv 0 (bytevector-length bv) limit)))
+    (if (symbol? head)
+        head
+        (let ((tail (inflate! inflater sync-tail 0 4
+                              (- limit (apply + (map bytevector-length head))))))
+          (if (symbol? tail)
+              tail
+              (join (append head tail)))))))
+
+(define (inflater-reset! inflater)
+  "Make INFLATER ready for a new stream, keeping its memory; return it."
+  (%inflate-reset (inflater-address inflater))
+  inflater)
+
+(define (inflater-end! inflater)
+  "Free zlib's state of INFLATER; return nothing.  Call it once."
+  (%inflate-end (inflater-address inflater))
   (if #f #f))
 
 ;;; (plucky sys zlib) ends here

@@ -40,18 +40,27 @@
 ;;; PING-TIMEOUT, whose queue made no progress for as long, or whose
 ;;; close handshake did not finish.
 ;;;
-;;; Not done: permessage-deflate (RFC 7692); an offer of it is declined,
-;;; as the protocol allows.
+;;; Compression: when the client offers permessage-deflate (RFC 7692)
+;;; and the app did not say #:deflate? #f, the first offer plucky can
+;;; honour is accepted (plucky http websocket reads the offers) and the
+;;; connection gets a raw deflater and an inflater of its own (plucky sys
+;;; zlib), kept across messages (context takeover) unless the offer said
+;;; otherwise, freed when the socket closes.  Every message sent is
+;;; compressed, RSV1 set; the reader inflates within MAX-MESSAGE.
 ;;;
 ;;; Code:
 
 (define-module (plucky web websocket)
+  #:use-module ((srfi srfi-1) #:select (filter-map))
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module ((system foreign) #:select (bytevector->pointer pointer-address))
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (plucky http websocket)
+  #:use-module ((plucky sys zlib)
+                #:select (make-deflater deflate-message deflater-reset! deflater-end!
+                          make-inflater inflate-message inflater-reset! inflater-end!))
   #:use-module (plucky server transport)
   #:use-module ((plucky server loop)
                 #:select (make-takeover log-line loop-watch! loop-want-write!
@@ -93,6 +102,13 @@
   (let ((value (assq-ref (request-headers request) name)))
     (and (string? value) (string-trim-both value))))
 
+(define (header-joined request name)
+  ;; -> the values of every header NAME, joined by commas, or #f
+  (let ((values (filter-map (lambda (h) (and (eq? (car h) name) (string? (cdr h))
+                                             (cdr h)))
+                            (request-headers request))))
+    (and (pair? values) (string-join values ", "))))
+
 (define (websocket-request? request)
   "Return true when REQUEST asks to become a WebSocket: a GET with
 Upgrade: websocket and Connection: upgrade."
@@ -125,7 +141,8 @@ Upgrade: websocket and Connection: upgrade."
                             (max-message (* 1024 1024))
                             (max-buffer (* 1024 1024))
                             (ping-interval 30)
-                            (ping-timeout 30))
+                            (ping-timeout 30)
+                            (deflate? #t))
   "Return the two values a handler returns to accept REQUEST as a
 WebSocket: a 101 response and a takeover, or, for a request that is not
 a proper upgrade, a 400 (426 for a protocol version other than 13) and
@@ -140,7 +157,9 @@ client offers is chosen (`websocket-protocol').  MAX-MESSAGE bounds a
 message from the client (bytes; over it, close 1009), MAX-BUFFER the
 queue of bytes to send; an idle connection is pinged after PING-INTERVAL
 seconds and dropped PING-TIMEOUT seconds later without an answer.
-Checking Origin is the app's choice, before it calls this."
+DEFLATE? #f declines permessage-deflate, which is otherwise accepted
+when the client offers it.  Checking Origin is the app's choice, before
+it calls this."
   (let ((key (header-string request 'sec-websocket-key))
         (version (header-string request 'sec-websocket-version)))
     (cond
@@ -151,32 +170,73 @@ Checking Origin is the app's choice, before it calls this."
      ((not (websocket-key-valid? key))
       (refuse 400 "bad Sec-WebSocket-Key\n"))
      (else
-      (let ((protocol (choose-protocol request protocols)))
+      (let ((protocol (choose-protocol request protocols))
+            (deflate (and deflate?
+                          (websocket-deflate-offer
+                           (header-joined request 'sec-websocket-extensions)
+                           #:max-window-bits deflate-window-bits))))
         (values
          (build-response
           #:code 101
           #:headers `((upgrade . ("websocket"))
                       (connection . (upgrade))
                       (sec-websocket-accept . ,(websocket-accept key))
-                      ,@(if protocol `((sec-websocket-protocol . ,protocol)) '())))
+                      ,@(if protocol `((sec-websocket-protocol . ,protocol)) '())
+                      ,@(if deflate
+                            `((sec-websocket-extensions
+                               . ,(deflate-params-response deflate)))
+                            '())))
          (make-takeover
           (lambda (fd transport leftover)
-            (open-websocket! (make-websocket
-                              #:fd fd #:transport transport #:request request
-                              #:protocol protocol
-                              #:reader (make-websocket-reader #:max-message max-message)
-                              #:on-message on-message #:on-close on-close
-                              #:on-drain on-drain #:max-buffer max-buffer
-                              #:ping-ms (* 1000 ping-interval)
-                              #:timeout-ms (* 1000 ping-timeout))
-                             on-open leftover)))))))))
+            (let ((deflater (and deflate
+                                 (make-deflater #:format 'raw
+                                                #:window-bits
+                                                (deflate-params-server-bits deflate)
+                                                #:mem-level deflate-mem-level)))
+                  (inflater (and deflate
+                                 (make-inflater #:window-bits
+                                                (deflate-params-client-bits deflate)))))
+              (open-websocket! (make-websocket
+                                #:fd fd #:transport transport #:request request
+                                #:protocol protocol
+                                #:reader (make-websocket-reader
+                                          #:max-message max-message
+                                          #:inflate (and inflater
+                                                         (inflate-procedure
+                                                          inflater deflate)))
+                                #:deflater deflater
+                                #:deflate-reset? (and deflate
+                                                      (deflate-params-server-reset? deflate))
+                                #:inflater inflater
+                                #:on-message on-message #:on-close on-close
+                                #:on-drain on-drain #:max-buffer max-buffer
+                                #:ping-ms (* 1000 ping-interval)
+                                #:timeout-ms (* 1000 ping-timeout))
+                               on-open leftover))))))))))
+
+;; permessage-deflate's memory per connection: zlib's deflate state is
+;; 2^(window+2) + 2^(mem-level+9) bytes, 32 KiB with these rather than
+;; 256 KiB with zlib's defaults, for a ratio that differs little on
+;; messages of a few kilobytes (bench/websocket measures both ways).
+;; The inflater must take the client's window, up to 32 KiB.
+(define deflate-window-bits 12)
+(define deflate-mem-level 5)
+
+(define (inflate-procedure inflater deflate)
+  ;; -> the reader's #:inflate for this connection
+  (let ((reset? (deflate-params-client-reset? deflate)))
+    (lambda (payload limit)
+      (let ((message (inflate-message inflater payload limit)))
+        (when reset? (inflater-reset! inflater))
+        message))))
 
 ;;;
 ;;; A connection
 ;;;
 
 (define-record-type <websocket>
-  (%make-websocket fd transport request protocol reader on-message on-close
+  (%make-websocket fd transport request protocol reader deflater deflate-reset?
+                   inflater on-message on-close
                    on-drain max-buffer ping-ms timeout-ms state queue
                    queue-offset buffered refused? last-read pinged-at
                    stalled-since closing-since close-code close-reason data)
@@ -186,6 +246,9 @@ Checking Origin is the app's choice, before it calls this."
   (request websocket-request)           ; the upgrade request
   (protocol websocket-protocol)         ; the chosen subprotocol, or #f
   (reader websocket-reader)
+  (deflater websocket-deflater)         ; #f, or permessage-deflate's (raw)
+  (deflate-reset? websocket-deflate-reset?) ; reset it after each message
+  (inflater websocket-inflater)         ; #f, or the reader's, to free
   (on-message websocket-on-message)
   (on-close websocket-on-close)
   (on-drain websocket-on-drain)
@@ -208,9 +271,11 @@ Checking Origin is the app's choice, before it calls this."
   (close-reason websocket-close-reason set-websocket-close-reason!)
   (data websocket-data set-websocket-data!)) ; the app's
 
-(define* (make-websocket #:key fd transport request protocol reader on-message
+(define* (make-websocket #:key fd transport request protocol reader deflater
+                         deflate-reset? inflater on-message
                          on-close on-drain max-buffer ping-ms timeout-ms)
-  (%make-websocket fd transport request protocol reader on-message on-close
+  (%make-websocket fd transport request protocol reader deflater deflate-reset?
+                   inflater on-message on-close
                    on-drain max-buffer ping-ms timeout-ms 'open '() 0 0 #f
                    (loop-now-ms) #f #f #f #f #f #f))
 
@@ -292,7 +357,7 @@ Checking Origin is the app's choice, before it calls this."
             ((text binary)
              (when (websocket-open? ws)
                (guarded ws (lambda () ((websocket-on-message ws) ws (cdr event))))))
-            ((ping) (enqueue! ws (websocket-frame opcode-pong (cdr event)) #t))
+            ((ping) (enqueue! ws (websocket-frame opcode-pong (cdr event))))
             ((pong) #f)
             ((close)
              (let ((code (cadr event)) (reason (cddr event)))
@@ -300,7 +365,7 @@ Checking Origin is the app's choice, before it calls this."
                (set-websocket-close-reason! ws reason)
                (when (websocket-open? ws)
                  ;; Echo the code (RFC 6455, 5.5.1).
-                 (enqueue! ws (websocket-close-frame code) #t))
+                 (enqueue! ws (websocket-close-frame code)))
                (set-websocket-state! ws 'flushing)
                (close-if-flushed! ws)))
             ((error)
@@ -314,23 +379,20 @@ Checking Origin is the app's choice, before it calls this."
 ;;; Writing
 ;;;
 
-(define (enqueue! ws frame force?)
-  ;; -> #t when FRAME is queued (and as much of it sent as the socket
-  ;; takes), #f when the queue is full; FORCE? queues past the bound
-  ;; (control frames, which are small).
-  (cond
-   ((and (not force?)
-         (> (+ (websocket-buffered ws) (bytevector-length frame))
-            (websocket-max-buffer ws))
-         (> (websocket-buffered ws) 0))
-    (set-websocket-refused! ws #t)
-    #f)
-   (else
-    (let ((was-empty? (null? (websocket-queue ws))))
-      (set-websocket-queue! ws (append (websocket-queue ws) (list frame)))
-      (set-websocket-buffered! ws (+ (websocket-buffered ws) (bytevector-length frame)))
-      (when was-empty? (flush! ws))
-      #t))))
+(define (queue-full? ws bytes)
+  ;; -> #t, and the refusal noted for ON-DRAIN, when BYTES more would
+  ;; pass the queue's bound; a message is always taken by an empty queue.
+  (and (> (+ (websocket-buffered ws) bytes) (websocket-max-buffer ws))
+       (> (websocket-buffered ws) 0)
+       (begin (set-websocket-refused! ws #t) #t)))
+
+(define (enqueue! ws frame)
+  ;; Queue FRAME and send as much of it as the socket takes; -> #t.
+  (let ((was-empty? (null? (websocket-queue ws))))
+    (set-websocket-queue! ws (append (websocket-queue ws) (list frame)))
+    (set-websocket-buffered! ws (+ (websocket-buffered ws) (bytevector-length frame)))
+    (when was-empty? (flush! ws))
+    #t))
 
 (define (flush! ws)
   ;; Write what the socket takes; watch for writable while some is left.
@@ -373,7 +435,7 @@ Checking Origin is the app's choice, before it calls this."
   (unless (websocket-close-code ws)
     (set-websocket-close-code! ws code)
     (set-websocket-close-reason! ws reason))
-  (enqueue! ws (websocket-close-frame code reason) #t))
+  (enqueue! ws (websocket-close-frame code reason)))
 
 (define (close-if-flushed! ws)
   (when (and (eq? (websocket-state ws) 'flushing)
@@ -390,6 +452,8 @@ Checking Origin is the app's choice, before it calls this."
       (hashv-remove! websockets fd)
       (loop-unwatch! fd)
       ((transport-close (websocket-transport ws)) fd)
+      (when (websocket-deflater ws) (deflater-end! (websocket-deflater ws)))
+      (when (websocket-inflater ws) (inflater-end! (websocket-inflater ws)))
       (set-websocket-queue! ws '())
       (set-websocket-buffered! ws 0)
       (catch #t
@@ -417,16 +481,30 @@ binary one.  Return #t when it is sent or queued, #f when WS is closing
 or its queue is full (the client reads slowly; ON-DRAIN says when to
 send again)."
   (and (websocket-open? ws)
-       (enqueue! ws (if (string? message)
-                        (websocket-frame opcode-text (string->utf8 message))
-                        (websocket-frame opcode-binary message))
-                 #f)))
+       (let ((bytes (if (string? message) (string->utf8 message) message)))
+         ;; Checked before compressing: a compressed message must be sent
+         ;; once compressed, since the client's inflater follows ours.
+         ;; Deflate adds a few bytes at most, and the frame's head.
+         (and (not (queue-full? ws (bytevector-length bytes)))
+              (enqueue! ws (message-frame ws (if (string? message) opcode-text
+                                                 opcode-binary)
+                                          bytes))))))
+
+(define (message-frame ws opcode bytes)
+  (let ((deflater (websocket-deflater ws)))
+    (if deflater
+        (let ((frame (websocket-frame opcode (deflate-message deflater bytes)
+                                      #:rsv1? #t)))
+          (when (websocket-deflate-reset? ws)
+            (deflater-reset! deflater))
+          frame)
+        (websocket-frame opcode bytes))))
 
 (define* (websocket-ping ws #:optional (payload #vu8()))
   "Send a ping carrying PAYLOAD (at most 125 bytes) on WS; return #t, or
 #f when WS is closing."
   (and (websocket-open? ws)
-       (enqueue! ws (websocket-frame opcode-ping payload) #t)))
+       (enqueue! ws (websocket-frame opcode-ping payload))))
 
 (define* (websocket-close ws #:optional (code 1000) (reason ""))
   "Start the close handshake on WS with CODE and REASON: no message is
@@ -463,7 +541,7 @@ after the ping timeout).  Return nothing."
                 (not (websocket-pinged-at ws))
                 (>= now (+ (websocket-last-read ws) (websocket-ping-ms ws))))
            (set-websocket-pinged-at! ws now)
-           (enqueue! ws (websocket-frame opcode-ping #vu8()) #t)))))
+           (enqueue! ws (websocket-frame opcode-ping #vu8()))))))
      websockets)
     (for-each (lambda (entry) (close-now! (car entry) 1006 (cdr entry))) late)
     (set! sweep-timer

@@ -15,14 +15,11 @@ index, a post with the new comment, the refused form and the admin's
 editor under OUT-DIR.  Exit status 0 when every check passed.
 """
 
-import asyncio
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from cdp import Browser  # noqa: E402
-
-failures = 0
+from cdp import Browser, check, run  # noqa: E402
 
 
 async def submit(b, form):
@@ -36,15 +33,6 @@ async def submit(b, form):
     if not ok:
         raise RuntimeError(f"no form {form}")
     await b._wait_event("Page.loadEventFired")
-
-
-def check(what, condition, why=""):
-    global failures
-    if condition:
-        print(f"ok - {what}", flush=True)
-    else:
-        failures += 1
-        print(f"not ok - {what}: {why}", flush=True)
 
 
 async def scenario(base, out, password):
@@ -114,15 +102,6 @@ async def scenario(base, out, password):
         check("logged out", "log in" in (await b.text() or ""))
 
 
-def main():
-    base, out, password = sys.argv[1], sys.argv[2], sys.argv[3]
-    os.makedirs(out, exist_ok=True)
-    try:
-        asyncio.run(scenario(base, out, password))
-    except Exception as e:  # a step that could not run is a failure
-        check("the scenario ran to its end", False, repr(e))
-    sys.exit(1 if failures else 0)
-
-
 if __name__ == "__main__":
-    main()
+    os.makedirs(sys.argv[2], exist_ok=True)
+    run(scenario, *sys.argv[1:4])

@@ -18,16 +18,10 @@
 ;;; Code:
 
 (use-modules (srfi srfi-64)
-             (ice-9 popen)
-             (ice-9 rdelim)
-             (ice-9 regex)
              (tests lib harness)
              (tests lib command))
 
 (test-begin "apps/blog-browser")
-
-(define python
-  (or (search-path '("/usr/bin" "/bin") "python3") "python3"))
 
 (define password "browser test password")
 
@@ -40,21 +34,9 @@
        "apps/blog/main.scm" (append '("--port" "0" "--workers" "2") allow-root)
        (lambda (plucky)
          (test-assert "plucky serves the blog" (plucky-port plucky))
-         (let* ((base (format #f "http://127.0.0.1:~a/" (plucky-port plucky)))
-                (pipe (open-pipe* OPEN_READ "timeout" "300" python
-                                  (string-append source-root "/tests/apps/blog-browser.py")
-                                  base (string-append source-root "/tests/out") password)))
-           (let loop ()
-             (let ((line (read-line pipe)))
-               (unless (eof-object? line)
-                 (cond
-                  ((string-match "^ok - (.*)$" line)
-                   => (lambda (m) (test-assert (match:substring m 1) #t)))
-                  ((string-match "^not ok - (.*)$" line)
-                   => (lambda (m) (test-assert (match:substring m 1) #f))))
-                 (loop))))
-           (test-equal "the browser scenario exited 0" 0
-             (status:exit-val (close-pipe pipe)))))
+         (run-browser-script "tests/apps/blog-browser.py"
+                             (format #f "http://127.0.0.1:~a/" (plucky-port plucky))
+                             (string-append source-root "/tests/out") password))
        #:environment (append (list (string-append "PLUCKY_DATA=" data)
                                    (string-append "PLUCKY_BLOG_PASSWORD=" password))
                              (environ))

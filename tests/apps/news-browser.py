@@ -15,23 +15,11 @@ page, an item page and the form with a validation error under OUT-DIR.
 Exit status 0 when every check passed.
 """
 
-import asyncio
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from cdp import Browser  # noqa: E402
-
-failures = 0
-
-
-def check(what, condition, why=""):
-    global failures
-    if condition:
-        print(f"ok - {what}", flush=True)
-    else:
-        failures += 1
-        print(f"not ok - {what}: {why}", flush=True)
+from cdp import Browser, check, run  # noqa: E402
 
 
 async def sign_up(b, base, name, password):
@@ -122,15 +110,6 @@ async def scenario(base, out):
         check("logged out at the end", "login" in (await b.text("#top") or ""))
 
 
-def main():
-    base, out = sys.argv[1], sys.argv[2]
-    os.makedirs(out, exist_ok=True)
-    try:
-        asyncio.run(scenario(base, out))
-    except Exception as e:  # a step that could not run is a failure
-        check("the scenario ran to its end", False, repr(e))
-    sys.exit(1 if failures else 0)
-
-
 if __name__ == "__main__":
-    main()
+    os.makedirs(sys.argv[2], exist_ok=True)
+    run(scenario, *sys.argv[1:3])

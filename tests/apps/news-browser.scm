@@ -18,16 +18,10 @@
 ;;; Code:
 
 (use-modules (srfi srfi-64)
-             (ice-9 popen)
-             (ice-9 rdelim)
-             (ice-9 regex)
              (tests lib harness)
              (tests lib command))
 
 (test-begin "apps/news-browser")
-
-(define python
-  (or (search-path '("/usr/bin" "/bin") "python3") "python3"))
 
 (if (not (getenv "PLUCKY_BROWSER_TEST"))
     (begin
@@ -38,21 +32,9 @@
        "apps/demo.scm" (append '("--port" "0" "--workers" "2" "--status") allow-root)
        (lambda (plucky)
          (test-assert "plucky serves the demo" (plucky-port plucky))
-         (let* ((base (format #f "http://127.0.0.1:~a/news/" (plucky-port plucky)))
-                (pipe (open-pipe* OPEN_READ "timeout" "300" python
-                                  (string-append source-root "/tests/apps/news-browser.py")
-                                  base (string-append source-root "/tests/out"))))
-           (let loop ()
-             (let ((line (read-line pipe)))
-               (unless (eof-object? line)
-                 (cond
-                  ((string-match "^ok - (.*)$" line)
-                   => (lambda (m) (test-assert (match:substring m 1) #t)))
-                  ((string-match "^not ok - (.*)$" line)
-                   => (lambda (m) (test-assert (match:substring m 1) #f))))
-                 (loop))))
-           (test-equal "the browser scenario exited 0" 0
-             (status:exit-val (close-pipe pipe)))))
+         (run-browser-script "tests/apps/news-browser.py"
+                             (format #f "http://127.0.0.1:~a/news/" (plucky-port plucky))
+                             (string-append source-root "/tests/out")))
        #:environment (cons (string-append "PLUCKY_DATA=" data) (environ))
        #:timeout 120)
       (remove-tree data)))

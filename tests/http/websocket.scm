@@ -16,6 +16,7 @@
              (srfi srfi-64)
              (rnrs bytevectors)
              (tests lib harness)
+             (plucky sys zlib)
              (plucky http websocket))
 
 (test-begin "http/websocket")
@@ -54,9 +55,10 @@
           0 bvs)
     out))
 
-(define* (events bytes #:key (splits '()) (max-message 1000))
+(define* (events bytes #:key (splits '()) (max-message 1000) (inflate #f))
   ;; -> every event the reader makes of BYTES fed in pieces cut at SPLITS
-  (let ((reader (make-websocket-reader #:max-message max-message)))
+  (let ((reader (make-websocket-reader #:max-message max-message
+                                       #:inflate inflate)))
     (let lp ((bounds (append splits (list (bytevector-length bytes))))
              (start 0) (out '()))
       (if (null? bounds)
@@ -221,5 +223,128 @@
                                (and (list? got) (< (length got) 100))))))
                   (lp (+ n 1) (if ok? failures (+ failures 1))))))))
     (test-equal "3000 mutated frames, no exception" 0 failures)))
+
+;;; permessage-deflate
+
+(define (offer text)
+  ;; -> the response to the offers TEXT, or #f when all are declined
+  (let ((params (websocket-deflate-offer text)))
+    (and params (deflate-params-response params))))
+
+(define-syntax-rule (test-offer text expected)
+  (test-equal text expected (offer text)))
+
+(test-group "websocket-deflate-offer"
+  (test-offer "permessage-deflate" "permessage-deflate")
+  (test-offer "permessage-deflate; client_max_window_bits" "permessage-deflate")
+  (test-offer "permessage-deflate; server_no_context_takeover"
+              "permessage-deflate; server_no_context_takeover")
+  (test-offer "permessage-deflate; client_no_context_takeover"
+              "permessage-deflate; client_no_context_takeover")
+  (test-offer "permessage-deflate; server_max_window_bits=10"
+              "permessage-deflate; server_max_window_bits=10")
+  (test-offer "permessage-deflate; server_max_window_bits=\"10\""
+              "permessage-deflate; server_max_window_bits=10")
+  (test-offer "x-webkit-deflate-frame, permessage-deflate"
+              "permessage-deflate")
+  (test-offer #f #f)
+  (test-offer "" #f)
+  (test-offer "x-webkit-deflate-frame" #f)
+  (test-offer "permessage-deflate; server_max_window_bits=8" #f)
+  (test-offer "permessage-deflate; server_max_window_bits=8, permessage-deflate"
+              "permessage-deflate")
+  (test-offer "permessage-deflate; server_max_window_bits" #f)
+  (test-offer "permessage-deflate; server_max_window_bits=16" #f)
+  (test-offer "permessage-deflate; server_max_window_bits=010" #f)
+  (test-offer "permessage-deflate; client_max_window_bits=7" #f)
+  (test-offer "permessage-deflate; server_no_context_takeover=1" #f)
+  (test-offer "permessage-deflate; foo" #f)
+  (test-offer "permessage-deflate; server_no_context_takeover; server_no_context_takeover"
+              #f)
+  (test-equal "our window, under 15, is said unasked"
+    "permessage-deflate; server_max_window_bits=12"
+    (deflate-params-response
+     (websocket-deflate-offer "permessage-deflate" #:max-window-bits 12)))
+  (test-equal "the smaller of the two windows" 9
+    (deflate-params-server-bits
+     (websocket-deflate-offer "permessage-deflate; server_max_window_bits=9"
+                              #:max-window-bits 12)))
+  (test-equal "no context takeover, each side"  '(#t #f)
+    (let ((p (websocket-deflate-offer
+              "permessage-deflate; server_no_context_takeover")))
+      (list (deflate-params-server-reset? p) (deflate-params-client-reset? p)))))
+
+;; "Hello" compressed, then again with the context kept (RFC 7692, 7.2.3.1
+;; and 7.2.3.2).
+(define hello-1 #vu8(#xf2 #x48 #xcd #xc9 #xc9 #x07 #x00))
+(define hello-2 #vu8(#xf2 #x00 #x11 #x00 #x00))
+
+(define (inflate-with inflater)
+  (lambda (payload limit) (inflate-message inflater payload limit)))
+
+(define-syntax-rule (test-inflated-events name bytes expected)
+  ;; As test-events, with a new inflater for each reader.
+  (let ((b bytes))
+    (test-assert (string-append name ", whole and split at every byte")
+      (every (lambda (k)
+               (equal? expected
+                       (events b #:splits (if k (list k) '())
+                               #:inflate (inflate-with (make-inflater)))))
+             (cons #f (iota (+ 1 (bytevector-length b))))))))
+
+(test-group "websocket-reader-next!: compressed messages"
+  (test-inflated-events "the RFC's Hello"
+    (client-frame 1 hello-1 #:rsv 4)
+    '((text . "Hello")))
+  (test-equal "twice, the context kept" '((text . "Hello") (text . "Hello"))
+    (events (concat (client-frame 1 hello-1 #:rsv 4) (client-frame 1 hello-2 #:rsv 4))
+            #:inflate (inflate-with (make-inflater))))
+  (test-inflated-events "fragmented (7.2.3.3)"
+    (concat (client-frame 1 #vu8(#xf2 #x48 #xcd) #:rsv 4 #:fin? #f)
+            (client-frame 0 #vu8(#xc9 #xc9 #x07 #x00)))
+    '((text . "Hello")))
+  (test-equal "an uncompressed message beside" '((text . "Hello") (text . "hi"))
+    (events (concat (client-frame 1 hello-1 #:rsv 4) (client-frame 1 "hi"))
+            #:inflate (inflate-with (make-inflater))))
+  (test-equal "RSV1 on a continuation: 1002"
+    '((error 1002 . "reserved bits set without an extension"))
+    (events (concat (client-frame 1 #vu8(#xf2 #x48 #xcd) #:rsv 4 #:fin? #f)
+                    (client-frame 0 #vu8(#xc9 #xc9 #x07 #x00) #:rsv 4))
+            #:inflate (inflate-with (make-inflater))))
+  (test-equal "RSV1 on a ping: 1002"
+    '((error 1002 . "reserved bits set without an extension"))
+    (events (client-frame 9 #vu8() #:rsv 4) #:inflate (inflate-with (make-inflater))))
+  (test-equal "RSV1 when nothing was agreed: 1002"
+    '((error 1002 . "reserved bits set without an extension"))
+    (events (client-frame 1 hello-1 #:rsv 4)))
+  (test-equal "not deflate: 1007" '((error 1007 . "compressed data not deflate"))
+    (events (client-frame 2 #vu8(#xff #xff #xff #xff #xff) #:rsv 4)
+            #:inflate (inflate-with (make-inflater))))
+  (test-equal "inflated text not UTF-8: 1007" '((error 1007 . "text message not UTF-8"))
+    (events (client-frame 1 (deflate-message (make-deflater #:format 'raw) #vu8(#xff))
+                          #:rsv 4)
+            #:inflate (inflate-with (make-inflater))))
+  (test-equal "a deflate bomb: 1009, the limit on the inflated size"
+    '((error 1009 . "message too big once inflated"))
+    (let ((bomb (deflate-message (make-deflater #:format 'raw)
+                                 (make-bytevector (* 10 1024 1024) 0))))
+      (events (client-frame 2 bomb #:rsv 4) #:max-message 65536
+              #:inflate (inflate-with (make-inflater))))))
+
+(test-group "deflate-message"
+  (test-equal "the RFC's Hello, then again with the context kept"
+    (list hello-1 hello-2)
+    (let ((d (make-deflater #:format 'raw)))
+      (list (deflate-message d (string->utf8 "Hello"))
+            (deflate-message d (string->utf8 "Hello")))))
+  (test-equal "reset: the same bytes again" (list hello-1 hello-1)
+    (let ((d (make-deflater #:format 'raw)))
+      (list (deflate-message d (string->utf8 "Hello"))
+            (begin (deflater-reset! d) (deflate-message d (string->utf8 "Hello"))))))
+  (test-equal "a window of 2^9 bytes round-trips" (make-bytevector 5000 7)
+    (inflate-message (make-inflater #:window-bits 9)
+                     (deflate-message (make-deflater #:format 'raw #:window-bits 9)
+                                      (make-bytevector 5000 7))
+                     10000)))
 
 (test-end "http/websocket")

@@ -20,11 +20,20 @@ or driver is downloaded.
       await b.screenshot("tests/out/news.png")
 
 Every wait is bounded (TIMEOUT seconds); Chromium runs with a throw-away
-profile and is stopped by its PID when the block ends.
+profile and is stopped by its PID when the block ends.  Browser(home=DIR)
+runs it with HOME=DIR, where a test may have put an NSS database that
+trusts its own CA; `await b.new_tab()' gives a second page of the same
+browser, with the same methods.
+
+A scenario reports with check(WHAT, CONDITION, WHY), a line "ok - WHAT"
+or "not ok - WHAT: WHY" each, which (tests lib command)'s
+`run-browser-script' makes tests of; run(scenario, *args) runs it and
+exits 1 if a check failed or a step raised.
 """
 
 import asyncio
 import base64
+import copy
 import itertools
 import json
 import os
@@ -33,8 +42,30 @@ import subprocess
 import tempfile
 
 import websockets
+import sys
 
 TIMEOUT = 20
+
+failures = 0
+
+
+def check(what, condition, why=""):
+    """Print whether WHAT holds (CONDITION true); WHY says what was seen."""
+    global failures
+    if condition:
+        print(f"ok - {what}", flush=True)
+    else:
+        failures += 1
+        print(f"not ok - {what}: {why}", flush=True)
+
+
+def run(scenario, *args):
+    """Run the coroutine function SCENARIO with ARGS; exit 0 if all checks held."""
+    try:
+        asyncio.run(scenario(*args))
+    except Exception as e:  # a step that could not run is a failure
+        check("the scenario ran to its end", False, repr(e))
+    sys.exit(1 if failures else 0)
 
 
 def find_chromium():
@@ -46,11 +77,13 @@ def find_chromium():
 
 
 class Browser:
-    def __init__(self, width=1200, height=900):
+    def __init__(self, width=1200, height=900, home=None):
         self.width, self.height = width, height
+        self.home = home
         self.ids = itertools.count(1)
         self.pending = {}
         self.events = asyncio.Queue()
+        self.queues = {}                # session id -> its tab's events
 
     async def __aenter__(self):
         self.profile = tempfile.mkdtemp(prefix="plucky-chromium-")
@@ -62,7 +95,8 @@ class Browser:
              "--remote-debugging-port=0",
              f"--user-data-dir={self.profile}",
              f"--window-size={self.width},{self.height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=dict(os.environ, HOME=self.home) if self.home else None)
         port_file = os.path.join(self.profile, "DevToolsActivePort")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TIMEOUT
@@ -75,16 +109,27 @@ class Browser:
         self.ws = await websockets.connect(f"ws://127.0.0.1:{port}{path}",
                                            max_size=None)
         self.reader = asyncio.create_task(self._read())
+        await self._open_page()
+        return self
+
+    async def _open_page(self):
         target = await self.send("Target.createTarget", {"url": "about:blank"})
         attached = await self.send("Target.attachToTarget",
                                    {"targetId": target["targetId"], "flatten": True})
         self.session = attached["sessionId"]
+        self.queues[self.session] = self.events
         await self.send("Page.enable", session=True)
         await self.send("Runtime.enable", session=True)
         await self.send("Emulation.setDeviceMetricsOverride",
                         {"width": self.width, "height": self.height,
                          "deviceScaleFactor": 1, "mobile": False}, session=True)
-        return self
+
+    async def new_tab(self):
+        """Return another page of this browser, driven as this one is."""
+        tab = copy.copy(self)           # shares the connection and ids
+        tab.events = asyncio.Queue()
+        await tab._open_page()
+        return tab
 
     async def __aexit__(self, *exc):
         self.reader.cancel()
@@ -106,7 +151,7 @@ class Browser:
             if "id" in data and data["id"] in self.pending:
                 self.pending.pop(data["id"]).set_result(data)
             elif "method" in data:
-                await self.events.put(data)
+                await self.queues.get(data.get("sessionId"), self.events).put(data)
 
     async def send(self, method, params=None, session=False):
         """Send METHOD with PARAMS; return its result or raise its error."""

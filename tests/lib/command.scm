@@ -25,6 +25,8 @@
   #:use-module (ice-9 match)
   #:use-module (ice-9 rdelim)
   #:use-module (ice-9 regex)
+  #:use-module (ice-9 popen)
+  #:use-module (srfi srfi-64)
   #:use-module (tests lib server)
   ;; wait-until lives in (tests lib server), which uses it too
   #:re-export (wait-until)
@@ -53,6 +55,7 @@
 
             proc-status-field
             has-open?
+            run-browser-script
 
             allow-root
             write-text-app))
@@ -233,7 +236,7 @@ name its own PID, as LISTEN_PID must).  Return the child's PID."
   (read-file (plucky-log-file plucky)))
 
 (define listening-rx
-  (make-regexp "listening on http://(127\\.0\\.0\\.1|\\[::1\\]):([0-9]+)/"))
+  (make-regexp "listening on https?://(127\\.0\\.0\\.1|\\[::1\\]):([0-9]+)/"))
 
 (define* (start-plucky app args #:key (fds '()) (environment #f) (log-file #f)
                        (timeout 20) (wait? #t) (error-log #f))
@@ -329,5 +332,25 @@ a list of numbers, or #f."
                (closedir dir)
                #t)
               (else (lp))))))))
+
+(define (run-browser-script script . args)
+  "Run the Python SCRIPT (a file name under the source tree, with ARGS)
+and make a test of each line it prints, \"ok - WHAT\" or \"not ok -
+WHAT: WHY\", then one that it exited 0; return nothing.  The browser
+tests' scripts print so (see tests/lib/cdp.py's `check')."
+  (let ((pipe (apply open-pipe* OPEN_READ "timeout" "300" "/usr/bin/python3"
+                     (string-append source-root "/" script) args)))
+    (let loop ()
+      (let ((line (read-line pipe)))
+        (unless (eof-object? line)
+          (cond
+           ((string-match "^ok - (.*)$" line)
+            => (lambda (m) (test-assert (match:substring m 1) #t)))
+           ((string-match "^not ok - (.*)$" line)
+            => (lambda (m) (test-assert (match:substring m 1) #f))))
+          (loop))))
+    (test-equal (string-append script " exited 0") 0
+      (status:exit-val (close-pipe pipe)))
+    (values)))
 
 ;;; (tests lib command) ends here

@@ -323,6 +323,110 @@ print('closed' if data == b'' else 'answered', round(time.time() - t))
                (string-contains-ci out "location: https://127.0.0.1:8443/a/b?c=d"))))
       (process-stop process))))
 
+(test-group "serve --listen: refused at start-up"
+  (for-each
+   (lambda (args what)
+     (let ((status out err (run plucky (append (list "serve" (file "app.scm"))
+                                               allow-root args))))
+       (test-equal (string-append what ": exit 2") 2 status)
+       (test-assert (string-append what ": one line naming the option")
+         (and (= 1 (length (string-split (string-trim-right err) #\newline)))
+              (string-contains err "--")))))
+   (list (list "--listen" "tls::0")
+         (list "--listen" ":0" "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key"))
+         (list "--listen" "::1:0")
+         (list "--listen" "127.0.0.1")
+         (list "--listen" ":70000")
+         (list "--listen" ":0" "--port" "0")
+         (list "--listen" "tls::0" "--tls-cert" (file "ec.pem") "--tls-key" (file "ec.key")
+               "--redirect-https" "8443"))
+   '("tls: without a certificate" "a certificate without a tls: address"
+     "IPv6 without brackets" "no port" "a port past 65535" "with --port"
+     "--redirect-https with no plain address")))
+
+(define* (serve-listen args #:key (timeout 30) (app "app.scm"))
+  ;; -> (values process http-port https-port) of `plucky serve APP
+  ;; ARGS…', which gives its addresses with --listen
+  (let* ((process (spawn plucky (append (list "serve" (file app)) allow-root args)))
+         (deadline (+ (now-seconds) timeout)))
+    (let lp ((ports '()))
+      (if (and (assoc "http" ports) (assoc "https" ports))
+          (values process (assoc-ref ports "http") (assoc-ref ports "https"))
+          (let ((line (read-line-before (process-stderr process) deadline)))
+            (cond
+             ((not (string? line)) (process-stop process) (values process #f #f))
+             ((regexp-exec listening-rx line)
+              => (lambda (m) (lp (acons (match:substring m 1)
+                                        (string->number (match:substring m 2))
+                                        ports))))
+             (else (lp ports))))))))
+
+(define (head-of . args)
+  ;; -> the response head curl got
+  (let ((status out (apply curl "-D" "-" "-o" "/dev/null" args)))
+    out))
+
+(test-group "serve --listen: HTTP and HTTPS in one server"
+  (let ((process plain secure (serve-listen (list "--listen" ":0" "--listen" "tls::0"
+                                                "--tls-cert" (file "ec.pem")
+                                                "--tls-key" (file "ec.key")
+                                                "--hsts" "600" "--workers" "1"))))
+    (test-assert "both listen" (and plain secure))
+    (when (and plain secure)
+      (let ((status out (curl (format #f "http://127.0.0.1:~a/" plain))))
+        (test-equal "HTTP on one port" "Hello, World!" out))
+      (let ((status out (curl (https secure "/") "--resolve" (resolve secure))))
+        (test-equal "HTTPS on the other" "Hello, World!" out))
+      (test-assert "HSTS over HTTPS"
+        (string-contains-ci (head-of (https secure "/") "--resolve" (resolve secure))
+                            "strict-transport-security: max-age=600"))
+      (test-assert "not over plain HTTP (RFC 6797, 7.2)"
+        (not (string-contains-ci (head-of (format #f "http://127.0.0.1:~a/" plain))
+                                 "strict-transport-security")))
+      (process-stop process))))
+
+(test-group "serve --listen: a handler on the worker's threads"
+  ;; The scheme of a request is known on a thread too (with-body-port).
+  (let ((process plain secure (serve-listen (list "--listen" ":0" "--listen" "tls::0"
+                                                  "--tls-cert" (file "ec.pem")
+                                                  "--tls-key" (file "ec.key")
+                                                  "--hsts" "600" "--workers" "1")
+                                            #:app "threads.scm")))
+    (test-assert "both listen" (and plain secure))
+    (when (and plain secure)
+      (let ((head (head-of (https secure "/") "--resolve" (resolve secure)
+                           "--data-binary" (string-append "@" (file "big")))))
+        (test-assert "a body read as a port, over HTTPS, with HSTS"
+          (string-contains-ci head "strict-transport-security: max-age=600")))
+      (let ((head (head-of (format #f "http://127.0.0.1:~a/" plain)
+                           "--data-binary" (string-append "@" (file "big")))))
+        (test-assert "over HTTP, without"
+          (and (string-contains head " 200")
+               (not (string-contains-ci head "strict-transport-security")))))
+      (process-stop process))))
+
+(test-group "serve --listen with --redirect-https, two workers"
+  (let ((process plain secure (serve-listen (list "--listen" ":0" "--listen" "tls::0"
+                                                "--tls-cert" (file "ec.pem")
+                                                "--tls-key" (file "ec.key")
+                                                "--redirect-https" "8443"
+                                                "--workers" "2"))))
+    (test-assert "both listen" (and plain secure))
+    (when (and plain secure)
+      (for-each
+       (lambda (i)
+         (let ((head (head-of (format #f "http://127.0.0.1:~a/a?b=~a" plain i))))
+           (test-assert (format #f "plain HTTP: a 301 to https (~a)" i)
+             (and (string-contains head " 301")
+                  (string-contains-ci
+                   head (format #f "location: https://127.0.0.1:8443/a?b=~a" i)))))
+         (let ((status out (curl (https secure "/") "--resolve" (resolve secure))))
+           (test-equal (format #f "HTTPS serves the app (~a)" i) "Hello, World!" out)))
+       (iota 4))
+      (let ((status killed? (process-stop process)))
+        (test-equal "SIGTERM stops it, exit 0" '(0 #f)
+          (list (status:exit-val status) killed?))))))
+
 (shell (string-append "rm -rf " dir))
 
 (test-end "server/tls")

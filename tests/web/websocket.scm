@@ -8,9 +8,10 @@
 ;;; A real server on an ephemeral port echoes messages; Debian's
 ;;; python3-websockets (tests/web/websocket-client.py) and raw frames
 ;;; from the same script check echo, fragments, ping, close codes and
-;;; the errors.  Then many idle connections stay open on one worker while
-;;; HTTP requests are answered, and a client that does not read meets the
-;;; bounded queue.
+;;; the errors; tests/web/websocket-deflate.py does permessage-deflate
+;;; both ways, with and without context takeover.  Then many idle
+;;; connections stay open on one worker while HTTP requests are answered,
+;;; and a client that does not read meets the bounded queue.
 ;;;
 ;;; Code:
 
@@ -64,10 +65,10 @@
      (else
       (values '((content-type . (text/plain))) "Hello, World!")))))
 
-(define (python-checks port)
-  ;; -> the lines the client script printed
+(define* (python-checks port #:optional (script "tests/web/websocket-client.py"))
+  ;; -> the lines the client SCRIPT printed
   (let* ((pipe (open-pipe* OPEN_READ "timeout" "120" "/usr/bin/python3"
-                           "tests/web/websocket-client.py" (number->string port)))
+                           script (number->string port)))
          (lines (let lp ((out '()))
                   (let ((line (read-line pipe)))
                     (if (eof-object? line) (reverse out) (lp (cons line out)))))))
@@ -109,6 +110,18 @@
    (lambda (server)
      (let ((lines (python-checks (server-port server))))
        (test-assert "the client ran" (>= (length lines) 14))
+       (for-each (lambda (line)
+                   (test-assert line (string-prefix? "ok " line)))
+                 lines))
+     (let ((response body (http-get (server-port server) "/count")))
+       (test-equal "every socket closed" "0" (utf8->string body))))))
+
+(test-group "websocket-upgrade: permessage-deflate"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((lines (python-checks (server-port server) "tests/web/websocket-deflate.py")))
+       (test-assert "the client ran" (>= (length lines) 16))
        (for-each (lambda (line)
                    (test-assert line (string-prefix? "ok " line)))
                  lines))
