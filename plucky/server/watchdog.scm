@@ -39,7 +39,6 @@
   #:use-module (ice-9 threads)
   #:use-module ((web request) #:select (request-method request-uri))
   #:use-module ((web uri) #:select (uri->string))
-  #:use-module (ice-9 atomic)
   #:export (handler-call
             watchdog-log!
             start-watchdog!
@@ -56,20 +55,27 @@
 ;; time, so the request in the slot tells one call from the next.
 (define handler-call (vector #f))
 
-;; Log thunks the loop thread handed over (`watchdog-log!'), newest first.
-(define pending-logs (make-atomic-box '()))
+;; Log thunks the loop thread handed over (`watchdog-log!'), newest
+;; first, under their mutex.  Not an atomic box: (ice-9 atomic) loads
+;; Guile's tree-il modules, start-up time for every server
+;; (bench/startup-modules), where a handler's failure is rare and the
+;; lock is taken each tick only by the watchdog's thread.
+(define pending-logs '())
+(define pending-logs-mutex (make-mutex))
 
 (define (watchdog-log! thunk)
   "Have the watchdog's thread call THUNK soon, to log what the loop
 thread must not wait for; return unspecified.  Printing a backtrace
 reads the debugging information of each frame: tens of milliseconds the
 503 of a timed-out call would otherwise wait."
-  (let retry ((old (atomic-box-ref pending-logs)))
-    (let ((seen (atomic-box-compare-and-swap! pending-logs old (cons thunk old))))
-      (unless (eq? seen old) (retry seen)))))
+  (with-mutex pending-logs-mutex
+    (set! pending-logs (cons thunk pending-logs))))
 
 (define (run-pending-logs!)
-  (let ((thunks (atomic-box-swap! pending-logs '())))
+  (let ((thunks (with-mutex pending-logs-mutex
+                  (let ((thunks pending-logs))
+                    (set! pending-logs '())
+                    thunks))))
     (for-each (lambda (thunk) (false-if-exception (thunk))) (reverse thunks))))
 
 ;; How often the watchdog looks: a call is timed from when it was first
