@@ -100,6 +100,39 @@ reads the debugging information of each frame: tens of milliseconds the
           (let ((uri (request-uri request))) (if uri (uri->string uri) ""))
           (or (false-if-exception (peer)) "an unknown peer")))
 
+(define (call-with-collections-off thunk)
+  (dynamic-wind gc-disable thunk gc-enable))
+
+(define (watch loop-thread timeout grace peer exit? port)
+  ;; The watchdog thread's loop: -> never, or exits the process
+  (let watch ((timed #f) (since 0.) (interrupted? #f) (logged? #f))
+    (usleep tick-us)
+    (run-pending-logs!)
+    (let ((now (now-seconds))
+          (request (vector-ref handler-call 0)))
+      (cond
+       ((or (not request) (not (eq? request timed)))
+        (watch request now #f #f))
+       ((< (- now since) timeout)
+        (watch timed since interrupted? logged?))
+       ((not interrupted?)
+        (system-async-mark (lambda () (interrupt! timed timeout)) loop-thread)
+        (watch timed since #t logged?))
+       ((< (- now since) (+ timeout grace))
+        (watch timed since #t logged?))
+       (logged?
+        (watch timed since #t #t))
+       (else
+        (false-if-exception
+         (begin
+           (format port "plucky: handler stuck for ~a s on ~a, not interruptible~a~%"
+                   (/ (round (* 10 (- now since))) 10) (describe request peer)
+                   (if exit? ": worker exits, its master starts another" ""))
+           (force-output port)))
+        (when exit?
+          (primitive-_exit 70))
+        (watch timed since #t #t))))))
+
 (define* (start-watchdog! timeout #:key (grace (max 1 timeout))
                           (peer (lambda () #f)) (exit? #t))
   "Start a thread that ends the calling thread's handler calls that run
@@ -109,34 +142,14 @@ PEER (a thunk giving the client's address, or #f); then, with EXIT?, the
 process exits with status 70 so that its master replaces it."
   (let ((loop-thread (current-thread))
         (port (current-error-port)))
-    (call-with-new-thread
+    ;; With collections off while it starts: the first thread a process
+    ;; starts with them on sets off a full collection (libgc as Guile
+    ;; 3.0.8 uses it), on each worker's way to its first answer
+    ;; (bench/startup-instructions; tests/server/startup.scm checks).
+    ;; Later collections come as allocation calls for them.
+    (call-with-collections-off
      (lambda ()
-       (let watch ((timed #f) (since 0.) (interrupted? #f) (logged? #f))
-         (usleep tick-us)
-         (run-pending-logs!)
-         (let ((now (now-seconds))
-               (request (vector-ref handler-call 0)))
-           (cond
-            ((or (not request) (not (eq? request timed)))
-             (watch request now #f #f))
-            ((< (- now since) timeout)
-             (watch timed since interrupted? logged?))
-            ((not interrupted?)
-             (system-async-mark (lambda () (interrupt! timed timeout)) loop-thread)
-             (watch timed since #t logged?))
-            ((< (- now since) (+ timeout grace))
-             (watch timed since #t logged?))
-            (logged?
-             (watch timed since #t #t))
-            (else
-             (false-if-exception
-              (begin
-                (format port "plucky: handler stuck for ~a s on ~a, not interruptible~a~%"
-                        (/ (round (* 10 (- now since))) 10) (describe request peer)
-                        (if exit? ": worker exits, its master starts another" ""))
-                (force-output port)))
-             (when exit?
-               (primitive-_exit 70))
-             (watch timed since #t #t)))))))))
+       (call-with-new-thread
+        (lambda () (watch loop-thread timeout grace peer exit? port)))))))
 
 ;;; (plucky server watchdog) ends here

@@ -101,6 +101,33 @@
    '("1" "2"))
   (remove-tree dir))
 
+;; No collection between the app's load and its first answer: the heap
+;; has room (reserve-heap!), and starting the watchdog's thread must not
+;; set one off (plucky server watchdog).
+(let* ((dir (temporary-directory))
+       (app (string-append dir "/app.scm")))
+  (write-file app "
+(define collections-at-load (assq-ref (gc-stats) 'gc-times))
+(lambda (request body)
+  (values '((content-type . (text/plain)))
+          (number->string (- (assq-ref (gc-stats) 'gc-times) collections-at-load))))
+")
+  (for-each
+   (lambda (workers)
+     (call-with-plucky
+      app (append (list "--port" "0" "--workers" workers) allow-root)
+      (lambda (plucky)
+        (test-equal (string-append "no collection from the app's load to its first answer, --workers "
+                                   workers)
+          "0"
+          (call-with-values
+              (lambda ()
+                (http-get (string-append "http://127.0.0.1:"
+                                         (number->string (plucky-port plucky)) "/")))
+            (lambda (response body) body))))))
+   '("1" "2"))
+  (remove-tree dir))
+
 ;; PLUCKY_TRACE_STARTUP: the steps of start-up, each once per process
 ;; that reaches it, in order of time (bench/startup's breakdown); nothing
 ;; without it.
