@@ -39,7 +39,6 @@
   #:use-module (ice-9 threads)
   #:use-module ((web request) #:select (request-method request-uri))
   #:use-module ((web uri) #:select (uri->string))
-  #:use-module (ice-9 atomic)
   #:export (handler-call
             watchdog-log!
             start-watchdog!
@@ -56,20 +55,27 @@
 ;; time, so the request in the slot tells one call from the next.
 (define handler-call (vector #f))
 
-;; Log thunks the loop thread handed over (`watchdog-log!'), newest first.
-(define pending-logs (make-atomic-box '()))
+;; Log thunks the loop thread handed over (`watchdog-log!'), newest
+;; first, under their mutex.  Not an atomic box: (ice-9 atomic) loads
+;; Guile's tree-il modules, start-up time for every server
+;; (bench/startup-modules), where a handler's failure is rare and the
+;; lock is taken each tick only by the watchdog's thread.
+(define pending-logs '())
+(define pending-logs-mutex (make-mutex))
 
 (define (watchdog-log! thunk)
   "Have the watchdog's thread call THUNK soon, to log what the loop
 thread must not wait for; return unspecified.  Printing a backtrace
 reads the debugging information of each frame: tens of milliseconds the
 503 of a timed-out call would otherwise wait."
-  (let retry ((old (atomic-box-ref pending-logs)))
-    (let ((seen (atomic-box-compare-and-swap! pending-logs old (cons thunk old))))
-      (unless (eq? seen old) (retry seen)))))
+  (with-mutex pending-logs-mutex
+    (set! pending-logs (cons thunk pending-logs))))
 
 (define (run-pending-logs!)
-  (let ((thunks (atomic-box-swap! pending-logs '())))
+  (let ((thunks (with-mutex pending-logs-mutex
+                  (let ((thunks pending-logs))
+                    (set! pending-logs '())
+                    thunks))))
     (for-each (lambda (thunk) (false-if-exception (thunk))) (reverse thunks))))
 
 ;; How often the watchdog looks: a call is timed from when it was first
@@ -94,6 +100,39 @@ reads the debugging information of each frame: tens of milliseconds the
           (let ((uri (request-uri request))) (if uri (uri->string uri) ""))
           (or (false-if-exception (peer)) "an unknown peer")))
 
+(define (call-with-collections-off thunk)
+  (dynamic-wind gc-disable thunk gc-enable))
+
+(define (watch loop-thread timeout grace peer exit? port)
+  ;; The watchdog thread's loop: -> never, or exits the process
+  (let watch ((timed #f) (since 0.) (interrupted? #f) (logged? #f))
+    (usleep tick-us)
+    (run-pending-logs!)
+    (let ((now (now-seconds))
+          (request (vector-ref handler-call 0)))
+      (cond
+       ((or (not request) (not (eq? request timed)))
+        (watch request now #f #f))
+       ((< (- now since) timeout)
+        (watch timed since interrupted? logged?))
+       ((not interrupted?)
+        (system-async-mark (lambda () (interrupt! timed timeout)) loop-thread)
+        (watch timed since #t logged?))
+       ((< (- now since) (+ timeout grace))
+        (watch timed since #t logged?))
+       (logged?
+        (watch timed since #t #t))
+       (else
+        (false-if-exception
+         (begin
+           (format port "plucky: handler stuck for ~a s on ~a, not interruptible~a~%"
+                   (/ (round (* 10 (- now since))) 10) (describe request peer)
+                   (if exit? ": worker exits, its master starts another" ""))
+           (force-output port)))
+        (when exit?
+          (primitive-_exit 70))
+        (watch timed since #t #t))))))
+
 (define* (start-watchdog! timeout #:key (grace (max 1 timeout))
                           (peer (lambda () #f)) (exit? #t))
   "Start a thread that ends the calling thread's handler calls that run
@@ -103,34 +142,14 @@ PEER (a thunk giving the client's address, or #f); then, with EXIT?, the
 process exits with status 70 so that its master replaces it."
   (let ((loop-thread (current-thread))
         (port (current-error-port)))
-    (call-with-new-thread
+    ;; With collections off while it starts: the first thread a process
+    ;; starts with them on sets off a full collection (libgc as Guile
+    ;; 3.0.8 uses it), on each worker's way to its first answer
+    ;; (bench/startup-instructions; tests/server/startup.scm checks).
+    ;; Later collections come as allocation calls for them.
+    (call-with-collections-off
      (lambda ()
-       (let watch ((timed #f) (since 0.) (interrupted? #f) (logged? #f))
-         (usleep tick-us)
-         (run-pending-logs!)
-         (let ((now (now-seconds))
-               (request (vector-ref handler-call 0)))
-           (cond
-            ((or (not request) (not (eq? request timed)))
-             (watch request now #f #f))
-            ((< (- now since) timeout)
-             (watch timed since interrupted? logged?))
-            ((not interrupted?)
-             (system-async-mark (lambda () (interrupt! timed timeout)) loop-thread)
-             (watch timed since #t logged?))
-            ((< (- now since) (+ timeout grace))
-             (watch timed since #t logged?))
-            (logged?
-             (watch timed since #t #t))
-            (else
-             (false-if-exception
-              (begin
-                (format port "plucky: handler stuck for ~a s on ~a, not interruptible~a~%"
-                        (/ (round (* 10 (- now since))) 10) (describe request peer)
-                        (if exit? ": worker exits, its master starts another" ""))
-                (force-output port)))
-             (when exit?
-               (primitive-_exit 70))
-             (watch timed since #t #t)))))))))
+       (call-with-new-thread
+        (lambda () (watch loop-thread timeout grace peer exit? port)))))))
 
 ;;; (plucky server watchdog) ends here

@@ -12,8 +12,10 @@
 ;;; usual; and not loaded before it asks for them: (web response), which
 ;;; (plucky http response) loads only when a response record has to be
 ;;; made or read; nor (system foreign) and
-;;; (system foreign-library), which (plucky sys foreign) does without.
-;;; The app reports what it saw in its answer.
+;;; (system foreign-library), which (plucky sys foreign) does without;
+;;; nor, once it has answered, the modules in `unneeded' below, which
+;;; only some servers or requests need.  The app reports what it saw in
+;;; its answer.
 ;;;
 ;;; Code:
 
@@ -25,6 +27,14 @@
              (tests lib command))
 
 (test-begin "server/startup")
+
+;; Modules a server answering a hello app does without, each for a
+;; reason of its own, none of them loaded when it has answered.
+(define unneeded
+  '(;; (plucky server watchdog) uses a mutex: (ice-9 atomic) loads
+    ;; Guile's compiler's tree-il modules
+    (ice-9 atomic)
+    (language tree-il)))
 
 (define app-text "
 (define (collects?)
@@ -46,10 +56,12 @@
   ;; (plucky sys foreign) does without them
   (or (loaded? '(system foreign)) (loaded? '(system foreign-library))))
 (use-modules (srfi srfi-19))
+(define unneeded '~s)
 (lambda (request body)
   (values '((content-type . (text/plain)))
-          (format #f \"~s\"
-                  (list heap-room-at-load? collects-at-load? (collects?)
+          (format #f \"~~s\"
+                  (list (map (lambda (name) (cons name (loaded? name))) unneeded)
+                        heap-room-at-load? collects-at-load? (collects?)
                         (date? (current-date))
                         web-response-before? ffi-modules-before?
                         ;; nothing asked a procedure for its properties,
@@ -62,23 +74,57 @@
 
 (let* ((dir (temporary-directory))
        (app (string-append dir "/app.scm")))
-  (write-file app app-text)
+  (write-file app (format #f app-text unneeded))
   (for-each
    (lambda (workers)
      (call-with-plucky
       app (append (list "--port" "0" "--workers" workers)
                   allow-root)
       (lambda (plucky)
-        (test-equal (string-append "the heap grown before the app, collections on at load and when answering, SRFI-19 "
-                                   "there, (web response) unloaded until the app imports "
-                                   "it, nor Guile's FFI modules, no debug-info readers loaded, --workers " workers)
-          '(#t #t #t #t #f #f #f #f)
+        (let ((seen (call-with-values
+                        (lambda ()
+                          (http-get (string-append "http://127.0.0.1:"
+                                                   (number->string (plucky-port plucky)) "/")))
+                      (lambda (response body)
+                        (call-with-input-string body read)))))
+          (test-equal (string-append "the heap grown before the app, collections on at load and when answering, SRFI-19 "
+                                     "there, (web response) unloaded until the app imports "
+                                     "it, nor Guile's FFI modules, no debug-info readers loaded, --workers " workers)
+            '(#t #t #t #t #f #f #f #f)
+            (cdr seen))
+          (for-each (lambda (name)
+                      (test-equal (format #f "~s unloaded when a server has answered, --workers ~a"
+                                          name workers)
+                        #f
+                        (assoc-ref (car seen) name)))
+                    unneeded)))))
+   '("1" "2"))
+  (remove-tree dir))
+
+;; No collection between the app's load and its first answer: the heap
+;; has room (reserve-heap!), and starting the watchdog's thread must not
+;; set one off (plucky server watchdog).
+(let* ((dir (temporary-directory))
+       (app (string-append dir "/app.scm")))
+  (write-file app "
+(define collections-at-load (assq-ref (gc-stats) 'gc-times))
+(lambda (request body)
+  (values '((content-type . (text/plain)))
+          (number->string (- (assq-ref (gc-stats) 'gc-times) collections-at-load))))
+")
+  (for-each
+   (lambda (workers)
+     (call-with-plucky
+      app (append (list "--port" "0" "--workers" workers) allow-root)
+      (lambda (plucky)
+        (test-equal (string-append "no collection from the app's load to its first answer, --workers "
+                                   workers)
+          "0"
           (call-with-values
               (lambda ()
                 (http-get (string-append "http://127.0.0.1:"
                                          (number->string (plucky-port plucky)) "/")))
-            (lambda (response body)
-              (call-with-input-string body read)))))))
+            (lambda (response body) body))))))
    '("1" "2"))
   (remove-tree dir))
 
