@@ -127,6 +127,30 @@
     (test-equal "errno->string" (strerror EBADF) (errno->string (- EBADF)))))
 
 ;;;
+;;; fd-send-more
+;;;
+
+(test-group "fd-send-more"
+  (let* ((pair (socketpair AF_UNIX SOCK_STREAM 0))
+         (a (port->fdes (car pair)))
+         (b (port->fdes (cdr pair)))
+         (bv (string->utf8 "HTTP/1.1 200 OK\r\n\r\n")))
+    (fd-set-nonblocking! b)
+    (test-equal "writes the bytes from START" (- (bytevector-length bv) 5)
+      (fd-send-more a (bytevector-address bv) 5 (- (bytevector-length bv) 5)))
+    (test-equal "which the peer reads" (string->utf8 "1.1 200 OK\r\n\r\n")
+      (read-some b 100))
+    (close-port (car pair))
+    (close-port (cdr pair)))
+  (call-with-values make-pipe
+    (lambda (rfd wfd rport wport)
+      (test-equal "send(2): a pipe is not a socket -> (- ENOTSOCK)" (- ENOTSOCK)
+        (fd-send-more wfd (bytevector-address #vu8(1)) 0 1))
+      (close-pipe-ports rport wport)))
+  (test-equal "a bad descriptor -> (- EBADF)" (- EBADF)
+    (fd-send-more (closed-fd) (bytevector-address #vu8(1)) 0 1)))
+
+;;;
 ;;; fd-sendfile
 ;;;
 
