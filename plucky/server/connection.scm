@@ -295,7 +295,7 @@ DEADLINE (ms, loop clock) unless it makes progress."
 (define-record-type <file-body>
   (%make-file-body fd port offset end release)
   file-body?
-  (fd file-body-fd)                     ; the file's descriptor
+  (fd file-body-fd set-file-body-fd!)   ; the file's descriptor; #f once closed
   (port file-body-port)                 ; the port it came from, or #f
   (offset file-body-offset set-file-body-offset!) ; next byte to send
   (end file-body-end)                   ; one past the last byte to send
@@ -322,12 +322,17 @@ once none holds it."
   (- (file-body-end body) (file-body-offset body)))
 
 (define (close-file-body! body)
-  "Close the file of BODY, a <file-body>, or call its release thunk;
-return nothing."
-  (cond
-   ((file-body-release body) ((file-body-release body)))
-   ((file-body-port body) (close-port (file-body-port body)))
-   (else (fd-close (file-body-fd body)))))
+  "Close the file of BODY, a <file-body>, or call its release thunk, once:
+a second call does nothing.  Return nothing."
+  (let ((fd (file-body-fd body)))
+    (when fd
+      ;; Marked first: a release thunk counts the bodies that share a
+      ;; descriptor, and one counted twice would close it under another.
+      (set-file-body-fd! body #f)
+      (cond
+       ((file-body-release body) ((file-body-release body)))
+       ((file-body-port body) (close-port (file-body-port body)))
+       (else (fd-close fd))))))
 
 (define-record-type <takeover>
   (%make-takeover procedure)
