@@ -94,6 +94,7 @@
 
             make-file-body (%file-body? . file-body?) file-body-length
             close-file-body!
+            file-body->bytevector
             make-takeover (%takeover? . takeover?)
 
             clock clock-ms timed take-sample! sampling? tally-add! gc-total-bytes
@@ -320,6 +321,22 @@ once none holds it."
 (define (file-body-length body)
   "Return the bytes of BODY, a file body, still to send."
   (- (file-body-end body) (file-body-offset body)))
+
+(define (file-body->bytevector body)
+  "Return a bytevector of the bytes BODY, a file body, would send, read
+from its file (for tests and tools: the loop sends them with
+sendfile(2)), or #f if the file is shorter."
+  (let* ((start (file-body-offset body))
+         (count (- (file-body-end body) start))
+         (bv (make-bytevector count))
+         (address (bytevector-address bv))
+         (fd (file-body-fd body)))
+    (seek fd start SEEK_SET)
+    (let lp ((at 0))
+      (if (= at count)
+          bv
+          (let ((n (fd-read fd address at (- count at))))
+            (and (> n 0) (lp (+ at n))))))))
 
 (define (close-file-body! body)
   "Close the file of BODY, a <file-body>, or call its release thunk, once:

@@ -37,6 +37,7 @@
             fd-send-more
             fd-sendfile
             fd-close
+            fd-memfd-create
             fd-shutdown-write
             fd-shutdown
             fd-wait
@@ -91,6 +92,7 @@ must keep BV reachable while it uses the address."
 (define %send (libc-procedure ssize_t "send" (list int uintptr_t size_t int)))
 (define %sendfile (libc-procedure ssize_t "sendfile" (list int int uintptr_t size_t)))
 (define %close (libc-procedure int "close" (list int)))
+(define %memfd-create (libc-procedure int "memfd_create" (list uintptr_t unsigned-int)))
 (define %shutdown (libc-procedure int "shutdown" (list int int)))
 (define %accept4 (libc-procedure int "accept4" (list int uintptr_t uintptr_t int)))
 (define %setsockopt
@@ -166,6 +168,16 @@ retry could close a descriptor another part of the program just opened."
   (call-with-values (lambda () (%close fd))
     (lambda (result errno)
       (if (>= result 0) result (- errno)))))
+
+(define MFD_CLOEXEC 1)
+
+(define (fd-memfd-create name)
+  "Return a new descriptor of an anonymous file in memory (memfd_create(2),
+close-on-exec), NAME (a string) showing in /proc/self/fd, or a negated
+errno.  What is written to it can be sent with `fd-sendfile' as a
+file's bytes are."
+  (let ((bv (string->utf8 (string-append name "\x00"))))
+    (retrying-eintr (%memfd-create (bytevector-address bv) MFD_CLOEXEC))))
 
 (define SHUT_WR 1)
 

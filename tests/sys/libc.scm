@@ -151,6 +151,25 @@
     (fd-send-more (closed-fd) (bytevector-address #vu8(1)) 0 1)))
 
 ;;;
+;;; fd-memfd-create
+;;;
+
+(test-group "fd-memfd-create"
+  (let ((fd (fd-memfd-create "plucky-test")))
+    (test-assert "a descriptor" (>= fd 0))
+    (test-assert "named in /proc"
+      (string-contains (readlink (format #f "/proc/self/fd/~a" fd)) "memfd:plucky-test"))
+    (test-assert "close-on-exec"
+      (not (zero? (logand (fcntl fd F_GETFD) FD_CLOEXEC))))
+    (test-equal "takes bytes" 3 (write-all fd #vu8(7 8 9)))
+    (call-with-values make-pipe
+      (lambda (rfd wfd rport wport)
+        (test-equal "which sendfile sends" 3 (fd-sendfile wfd fd 0 3))
+        (test-equal "those bytes" #vu8(7 8 9) (read-some rfd 10))
+        (close-pipe-ports rport wport)))
+    (fd-close fd)))
+
+;;;
 ;;; fd-sendfile
 ;;;
 
