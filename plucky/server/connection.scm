@@ -635,6 +635,10 @@ overwrite it."
   ;; Send the shared output buffer, unless output is queued already (then
   ;; queue it behind).  -> #f when the client is gone, else #t; what the
   ;; socket did not take is queued.
+  (send-output! loop conn (transport-write (connection-transport conn))))
+
+(define (send-output! loop conn write)
+  ;; `write-output!' through WRITE, the transport's write or write-more.
   (let* ((out (loop-output loop))
          (fill (output-fill out)))
     (cond
@@ -645,8 +649,7 @@ overwrite it."
       #t)
      (else
       (let ((n (timed (> (loop-batch loop) 0)
-                      ((transport-write (connection-transport conn))
-                       (connection-out-fd conn) (output-address out) 0 fill)
+                      (write (connection-out-fd conn) (output-address out) 0 fill)
                       (report-write! loop))))
         (cond
          ((= n fill) (output-reset! out) #t)
@@ -720,24 +723,7 @@ writev(2); queue whatever the socket does not take.  Return nothing."
   ;; TCP_NODELAY it would) but with the file's first bytes, as nginx's
   ;; TCP_CORK around writev and sendfile does with two syscalls more
   ;; (bench/static's 50k).  -> #f when the client is gone, else #t
-  (let* ((out (loop-output loop))
-         (fill (output-fill out)))
-    (if (or (zero? fill) (pair? (connection-pending conn)))
-        (write-output! loop conn)
-        (let ((n (timed (> (loop-batch loop) 0)
-                        ((transport-write-more (connection-transport conn))
-                         (connection-out-fd conn) (output-address out) 0 fill)
-                        (report-write! loop))))
-          (cond
-           ((= n fill) (output-reset! out) #t)
-           ((or (>= n 0) (= n (- errno-EAGAIN)))
-            (queue-output! loop conn (output-bytes out) (max n 0) fill)
-            (output-reset! out)
-            #t)
-           (else
-            (output-reset! out)
-            (set-connection-pending! conn '())
-            #f))))))
+  (send-output! loop conn (transport-write-more (connection-transport conn))))
 
 (define (flush-with-file! loop conn body)
   "Send the output buffer on CONN, then as much of BODY, a <file-body>,

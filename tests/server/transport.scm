@@ -51,13 +51,17 @@
              (format (current-error-port) "transport: closed a connection~%")
              (fd-close fd))))
 
-(define (start-shouting-server)
+(define (start-server-with transport handler)
+  ;; a server of HANDLER whose connections all go through TRANSPORT
   (start-child
    (lambda (report)
      (let ((listener (open-listener "127.0.0.1" 0)))
        (report (listener-port listener))
-       (run-loop (list (port->fdes listener)) hello
-                 #:make-transport (lambda (fd) shouting-transport))))))
+       (run-loop (list (port->fdes listener)) handler
+                 #:make-transport (lambda (fd) transport))))))
+
+(define (start-shouting-server)
+  (start-server-with shouting-transport hello))
 
 (test-group "run-loop #:make-transport"
   (let ((server (start-shouting-server)))
@@ -110,12 +114,7 @@
                   (fd-send-more fd address start count))))
 
 (test-group "a file body's head through write-more"
-  (let ((server (start-child
-                 (lambda (report)
-                   (let ((listener (open-listener "127.0.0.1" 0)))
-                     (report (listener-port listener))
-                     (run-loop (list (port->fdes listener)) file-site
-                               #:make-transport (lambda (fd) logging-transport)))))))
+  (let ((server (start-server-with logging-transport file-site)))
     (dynamic-wind
       (lambda () #t)
       (lambda ()
