@@ -53,6 +53,7 @@
   #:use-module (web response)
   #:use-module (web uri)
   #:use-module ((plucky server loop) #:select (current-request-peer))
+  #:use-module (plucky web memfile)
   #:use-module (plucky web html)
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
@@ -74,13 +75,17 @@
 (define comment-limit 10000)            ; characters
 (define body-limit (* 64 1024))         ; bytes of a comment's whole POST
 (define cache-limit 1000)               ; pages kept per worker
+;; Pages from this size on are kept in a memfd and sent with sendfile(2)
+;; (plucky web memfile); smaller ones are copied behind the head, one
+;; write(2) for both, which costs less than a write and a sendfile.
+(define default-memfile-threshold 16384)
 (define day 86400)
 
 ;;; The blog's state in this worker.
 
 (define-record-type <blog>
   (make-blog store prefix secret admin-name admin-hash comment-days
-             rate-limit rate-window address lock)
+             rate-limit rate-window address lock memfile-threshold)
   blog?
   (store blog-store)
   (prefix blog-prefix)                  ; "/blog/"
@@ -91,7 +96,8 @@
   (rate-limit blog-rate-limit)          ; comments per address…
   (rate-window blog-rate-window)        ; …in this many seconds
   (address blog-address)                ; request -> the client's address
-  (lock blog-lock))                     ; the index, cache and rate table
+  (lock blog-lock)                      ; the index, cache and rate table
+  (memfile-threshold blog-memfile-threshold)) ; bytes: pages kept in a memfd
 
 ;; What the current commit gives: its index and the cached pages.
 (define-record-type <view>
@@ -102,7 +108,9 @@
   (index view-index)
   (etag view-etag)                      ; (commit . #t): strong
   (last-modified view-last-modified)    ; a date
-  (pages view-pages)                    ; "path?query" -> (response . bytes)
+  ;; "path?query" -> (response . body): body a bytevector, or a
+  ;; <memfile> for a large page
+  (pages view-pages)
   (not-modified view-not-modified))     ; the 304 response, made once
 
 (define-record-type <page>
@@ -140,7 +148,30 @@
                                          #:headers `((etag . ,etag)
                                                      (last-modified . ,last-modified))))))
                   (set-car! state view)
+                  (when old (drop-pages! old))
                   view)))))))
+
+(define (drop-pages! view)
+  ;; The memfiles of VIEW's pages are closed once their last response
+  ;; is sent: VIEW is no longer current.
+  (hash-for-each (lambda (key hit)
+                   (when (memfile? (cdr hit))
+                     (memfile-drop! (cdr hit))))
+                 (view-pages view)))
+
+(define (keep-page blog response bytes)
+  ;; -> what the cache keeps of a page: (response . bytes), or (response
+  ;; . memfile) for a large one when a memfd can be made
+  (cons response
+        (or (and (>= (bytevector-length bytes) (blog-memfile-threshold blog))
+                 (bytevector->memfile bytes))
+            bytes)))
+
+(define (hit-body hit)
+  ;; -> the body that sends a cached page, or #f when its memfile was
+  ;; closed meanwhile (the view moved on: the caller renders afresh)
+  (let ((body (cdr hit)))
+    (if (memfile? body) (memfile-body body) body)))
 
 (define (cache-key request)
   (let ((uri (request-uri request)))
@@ -157,7 +188,8 @@
          (and hit
               (if (not-modified? request view)
                   (cons (view-not-modified view) #f)
-                  hit)))))
+                  (let ((body (hit-body hit)))
+                    (and body (cons (car hit) body))))))))
 
 ;;; Requests.
 
@@ -390,13 +422,17 @@
       ;; a public page: from the cache, or made and kept
       (if admin?
           (page-now (make))
-          (let ((hit (hash-ref (view-pages view) key)))
+          (let* ((hit (hash-ref (view-pages view) key))
+                 (body (and hit (hit-body hit))))
             (cond ((not-modified? request view) (not-modified view))
-                  (hit (values (car hit) (cdr hit)))
+                  (body (values (car hit) body))
                   (else
                    (let-values (((response bytes) (bytes-response (make) view)))
-                     (when (< (hash-count (const #t) (view-pages view)) cache-limit)
-                       (hash-set! (view-pages view) key (cons response bytes)))
+                     ;; Only into the current view: a view replaced
+                     ;; meanwhile has had its memfiles dropped.
+                     (when (and (not hit) (eq? (car state) view)
+                                (< (hash-count (const #t) (view-pages view)) cache-limit))
+                       (hash-set! (view-pages view) key (keep-page blog response bytes)))
                      (values response bytes)))))))
     (define key (cache-key request))
     (define (find-post segments)
@@ -639,7 +675,8 @@
 
 (define* (make-blog-app #:key store sessions-db (prefix "/") secret
                         (admin-name "admin") admin-hash (comment-days 365)
-                        (rate-limit 5) (rate-window 600) (address peer-address))
+                        (rate-limit 5) (rate-window 600) (address peer-address)
+                        (memfile-threshold default-memfile-threshold))
   "Return the blog's handler, serving the git store STORE (checked to be
 in tekuti's layout first: a 'blog-error otherwise) under PREFIX.  Its
 admin logs in as ADMIN-NAME with the password ADMIN-HASH (Argon2id)
@@ -647,10 +684,13 @@ verifies; sessions live in SESSIONS-DB (SQLite: an open database, or a
 procedure that opens one, called once in each worker).  SECRET (a bytevector)
 keys the comment forms' tokens.  Comments close COMMENT-DAYS after a
 post (#f: never); an address may post RATE-LIMIT comments in
-RATE-WINDOW seconds; ADDRESS maps a request to its client's address."
+RATE-WINDOW seconds; ADDRESS maps a request to its client's address.
+Cached pages of MEMFILE-THRESHOLD bytes or more are kept in a memfd and
+sent with sendfile(2)."
   (check-blog-layout store)
   (let* ((blog (make-blog store prefix secret admin-name admin-hash comment-days
-                          rate-limit rate-window address (make-mutex)))
+                          rate-limit rate-window address (make-mutex)
+                          memfile-threshold))
          (state (list #f))
          (routed (lambda (request body) (route blog state request body)))
          (with-session (with-sessions routed #:db sessions-db #:path prefix))

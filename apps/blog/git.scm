@@ -131,20 +131,54 @@ one-line message when DIRECTORY is not a git repository."
 
 (define hex-length 40)
 
+;; A thread's buffer for `read-hex-line', and what it read last.
+(define-record-type <ref-reader>
+  (make-ref-reader buffer address file bytes hex)
+  ref-reader?
+  (buffer ref-reader-buffer)            ; hex-length bytes
+  (address ref-reader-address)          ; the buffer's
+  (file ref-reader-file set-ref-reader-file!)  ; the file read last, or #f
+  (bytes ref-reader-bytes)              ; its bytes
+  (hex ref-reader-hex set-ref-reader-hex!))    ; and them as a string
+
+(define ref-readers (make-thread-local-fluid #f))
+
+(define (ref-reader)
+  (or (fluid-ref ref-readers)
+      (let* ((bv (make-bytevector hex-length))
+             (reader (make-ref-reader bv (bytevector-address bv) #f
+                                      (make-bytevector hex-length 0) #f)))
+        (fluid-set! ref-readers reader)
+        reader)))
+
 (define (read-hex-line file)
   ;; -> the first 40 characters of FILE if they are hex, else #f.  A
   ;; descriptor and one read(2), not a port: a Guile port's buffers made
-  ;; the check ten times dearer (bench/blog-costs.scm, ref-check).
+  ;; the check ten times dearer (bench/blog-costs.scm, ref-check).  The
+  ;; read goes into a buffer of the thread's, whose address is taken
+  ;; once (`bytevector-address' makes a pointer object each time), and
+  ;; the same bytes as last time give the same string: the check of
+  ;; every request allocates nothing when the ref has not moved, and so
+  ;; brings the collector's pauses no closer (bench/blog's p99).
   (let ((fd (catch 'system-error
               (lambda () (open-fdes file (logior O_RDONLY O_CLOEXEC)))
               (lambda _ #f))))
     (and fd
-         (let* ((bv (make-bytevector hex-length))
-                (n (fd-read fd (bytevector-address bv) 0 hex-length)))
+         (let* ((last (ref-reader))
+                (bv (ref-reader-buffer last))
+                (n (fd-read fd (ref-reader-address last) 0 hex-length)))
            (fd-close fd)
            (and (= n hex-length)
-                (let ((hex (utf8->string bv)))
-                  (and (string-every char-set:hex-digit hex) hex)))))))
+                (if (and (eq? file (ref-reader-file last))
+                         (bytevector=? bv (ref-reader-bytes last)))
+                    (ref-reader-hex last)
+                    (let ((hex (utf8->string bv)))
+                      (and (string-every char-set:hex-digit hex)
+                           (begin
+                             (set-ref-reader-file! last file)
+                             (bytevector-copy! bv 0 (ref-reader-bytes last) 0 hex-length)
+                             (set-ref-reader-hex! last hex)
+                             hex)))))))))
 
 (define (packed-ref store)
   ;; -> the branch's commit as packed-refs gives it, or #f

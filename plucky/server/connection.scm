@@ -94,6 +94,7 @@
 
             make-file-body (%file-body? . file-body?) file-body-length
             close-file-body!
+            file-body->bytevector
             make-takeover (%takeover? . takeover?)
 
             clock clock-ms timed take-sample! sampling? tally-add! gc-total-bytes
@@ -295,7 +296,7 @@ DEADLINE (ms, loop clock) unless it makes progress."
 (define-record-type <file-body>
   (%make-file-body fd port offset end release)
   file-body?
-  (fd file-body-fd)                     ; the file's descriptor
+  (fd file-body-fd set-file-body-fd!)   ; the file's descriptor; #f once closed
   (port file-body-port)                 ; the port it came from, or #f
   (offset file-body-offset set-file-body-offset!) ; next byte to send
   (end file-body-end)                   ; one past the last byte to send
@@ -321,13 +322,34 @@ once none holds it."
   "Return the bytes of BODY, a file body, still to send."
   (- (file-body-end body) (file-body-offset body)))
 
+(define (file-body->bytevector body)
+  "Return a bytevector of the bytes BODY, a file body, would send, read
+from its file (for tests and tools: the loop sends them with
+sendfile(2)), or #f if the file is shorter."
+  (let* ((start (file-body-offset body))
+         (count (- (file-body-end body) start))
+         (bv (make-bytevector count))
+         (address (bytevector-address bv))
+         (fd (file-body-fd body)))
+    (seek fd start SEEK_SET)
+    (let lp ((at 0))
+      (if (= at count)
+          bv
+          (let ((n (fd-read fd address at (- count at))))
+            (and (> n 0) (lp (+ at n))))))))
+
 (define (close-file-body! body)
-  "Close the file of BODY, a <file-body>, or call its release thunk;
-return nothing."
-  (cond
-   ((file-body-release body) ((file-body-release body)))
-   ((file-body-port body) (close-port (file-body-port body)))
-   (else (fd-close (file-body-fd body)))))
+  "Close the file of BODY, a <file-body>, or call its release thunk, once:
+a second call does nothing.  Return nothing."
+  (let ((fd (file-body-fd body)))
+    (when fd
+      ;; Marked first: a release thunk counts the bodies that share a
+      ;; descriptor, and one counted twice would close it under another.
+      (set-file-body-fd! body #f)
+      (cond
+       ((file-body-release body) ((file-body-release body)))
+       ((file-body-port body) (close-port (file-body-port body)))
+       (else (fd-close fd))))))
 
 (define-record-type <takeover>
   (%make-takeover procedure)
@@ -613,6 +635,10 @@ overwrite it."
   ;; Send the shared output buffer, unless output is queued already (then
   ;; queue it behind).  -> #f when the client is gone, else #t; what the
   ;; socket did not take is queued.
+  (send-output! loop conn (transport-write (connection-transport conn))))
+
+(define (send-output! loop conn write)
+  ;; `write-output!' through WRITE, the transport's write or write-more.
   (let* ((out (loop-output loop))
          (fill (output-fill out)))
     (cond
@@ -623,8 +649,7 @@ overwrite it."
       #t)
      (else
       (let ((n (timed (> (loop-batch loop) 0)
-                      ((transport-write (connection-transport conn))
-                       (connection-out-fd conn) (output-address out) 0 fill)
+                      (write (connection-out-fd conn) (output-address out) 0 fill)
                       (report-write! loop))))
         (cond
          ((= n fill) (output-reset! out) #t)
@@ -691,11 +716,22 @@ writev(2); queue whatever the socket does not take.  Return nothing."
                   (queue-output! loop conn body sent (bytevector-length body))))
               (output-reset! out))))))))
 
+(define (write-head-more! loop conn)
+  ;; `write-output!' for the head of a file body that is sent next:
+  ;; through the transport's write-more (MSG_MORE on a plain socket), so
+  ;; that the head does not leave alone in a segment of its own (with
+  ;; TCP_NODELAY it would) but with the file's first bytes, as nginx's
+  ;; TCP_CORK around writev and sendfile does with two syscalls more
+  ;; (bench/static's 50k).  -> #f when the client is gone, else #t
+  (send-output! loop conn (transport-write-more (connection-transport conn))))
+
 (define (flush-with-file! loop conn body)
   "Send the output buffer on CONN, then as much of BODY, a <file-body>,
 as the socket takes now; queue the rest.  Return nothing."
   (cond
-   ((not (write-output! loop conn))
+   ((not (if (> (file-body-length body) 0)
+             (write-head-more! loop conn)
+             (write-output! loop conn)))
     (close-file-body! body)
     (set-connection-close-after! conn #t))
    ((pair? (connection-pending conn))

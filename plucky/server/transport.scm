@@ -18,20 +18,23 @@
 ;;;
 ;;; SENDFILE is #f for a transport that cannot hand the kernel a file to
 ;;; copy (TLS encrypts in the process): the loop then reads the file and
-;;; writes its bytes.
+;;; writes its bytes.  WRITE-MORE writes a head that a sendfile(2) of
+;;; the body follows at once: on a plain socket, send(2) with MSG_MORE,
+;;; so that head and body leave in the same segments (bench/static).
 ;;;
 ;;; Code:
 
 (define-module (plucky server transport)
   #:use-module (srfi srfi-9)
   #:use-module ((plucky sys libc)
-                #:select (fd-read fd-write fd-writev fd-sendfile fd-close
-                          fd-shutdown-write))
+                #:select (fd-read fd-write fd-writev fd-send-more fd-sendfile
+                          fd-close fd-shutdown-write))
   #:export (make-transport
             transport?
             transport-read
             transport-write
             transport-writev
+            transport-write-more
             transport-sendfile
             transport-shutdown
             transport-close
@@ -40,8 +43,8 @@
             plain-transport))
 
 (define-record-type <transport>
-  (%make-transport read write writev sendfile shutdown close wants-write?
-                   pending?)
+  (%make-transport read write writev write-more sendfile shutdown close
+                   wants-write? pending?)
   transport?
   ;; (fd address start count) -> bytes read, 0 at end of file, or -errno
   (read transport-read)
@@ -49,6 +52,9 @@
   (write transport-write)
   ;; (fd iovecs-address count) -> bytes written or -errno
   (writev transport-writev)
+  ;; (fd address start count) -> bytes written or -errno: as WRITE, for
+  ;; bytes that a SENDFILE follows at once
+  (write-more transport-write-more)
   ;; #f, or (out-fd file-fd offset count) -> bytes sent or -errno
   (sendfile transport-sendfile)
   ;; (fd) -> 0 or -errno: no more output; the peer reads end of file
@@ -66,17 +72,20 @@
 (define (never-pending fd) #f)
 
 (define* (make-transport #:key (read fd-read) (write fd-write) (writev fd-writev)
+                         (write-more (if (eq? write fd-write) fd-send-more write))
                          (sendfile fd-sendfile) (shutdown fd-shutdown-write)
                          (close fd-close) (wants-write? never-wants-write)
                          (pending? never-pending))
   "Return a transport: the procedures the loop reads, writes, sends
 files, shuts down and closes a connection's descriptors with.  Each
 defaults to the libc call of (plucky sys libc) that the plain transport
-uses; READ and WRITE take (fd address start count), WRITEV (fd
-iovecs-address count), SENDFILE (out-fd file-fd offset count) or #f,
-SHUTDOWN and CLOSE and WANTS-WRITE? and PENDING? (fd)."
-  (%make-transport read write writev sendfile shutdown close wants-write?
-                   pending?))
+uses; READ, WRITE and WRITE-MORE take (fd address start count), WRITEV
+(fd iovecs-address count), SENDFILE (out-fd file-fd offset count) or
+#f, SHUTDOWN and CLOSE and WANTS-WRITE? and PENDING? (fd).  WRITE-MORE,
+for a head whose file body SENDFILE sends next, defaults to send(2) with
+MSG_MORE when WRITE is the plain write(2), else to WRITE."
+  (%make-transport read write writev write-more sendfile shutdown close
+                   wants-write? pending?))
 
 (define plain-transport
   ;; Shared by every plain connection: nothing to allocate per accept.

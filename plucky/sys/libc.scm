@@ -34,8 +34,10 @@
             fd-read
             fd-write
             fd-writev
+            fd-send-more
             fd-sendfile
             fd-close
+            fd-memfd-create
             fd-shutdown-write
             fd-shutdown
             fd-wait
@@ -95,8 +97,10 @@ as the negated errno."
 (define %read (libc-procedure ssize_t "read" (list int uintptr_t size_t)))
 (define %write (libc-procedure ssize_t "write" (list int uintptr_t size_t)))
 (define %writev (libc-procedure ssize_t "writev" (list int uintptr_t int)))
+(define %send (libc-procedure ssize_t "send" (list int uintptr_t size_t int)))
 (define %sendfile (libc-procedure ssize_t "sendfile" (list int int uintptr_t size_t)))
 (define %close (libc-procedure int "close" (list int)))
+(define %memfd-create (libc-procedure int "memfd_create" (list uintptr_t unsigned-int)))
 (define %shutdown (libc-procedure int "shutdown" (list int int)))
 (define %accept4 (libc-procedure int "accept4" (list int uintptr_t uintptr_t int)))
 (define %setsockopt
@@ -134,8 +138,21 @@ number written or a negated errno."
 writev(2).  Return the number of bytes written or a negated errno."
   (retrying-eintr (%writev fd iovecs-address count)))
 
+(define MSG_MORE #x8000)
+
+(define (fd-send-more fd address start count)
+  "Write at most COUNT bytes to the socket FD from ADDRESS plus START
+with send(2) and MSG_MORE: the kernel holds them back, as TCP_CORK
+would, until the next write without it (a `fd-sendfile' of the bytes
+that follow), so that a response's head and the start of its file
+leave in the same segments.  Return the number written or a negated
+errno."
+  (retrying-eintr (%send fd (+ address start) count MSG_MORE)))
+
 ;; sendfile(2) reads the file offset from, and writes it back to, an
-;; off_t in memory: one per thread, as threads may send at once.
+;; off_t in memory: one per thread, as threads may send at once.  The
+;; fluid holds the cell and its address: `bytevector-address' makes a
+;; pointer object on each call.
 (define sendfile-offset (make-thread-local-fluid #f))
 
 (define (fd-sendfile out-fd in-fd offset count)
@@ -145,11 +162,12 @@ Return the number of bytes sent (0 at the end of the file) or a negated
 errno, -EAGAIN when OUT-FD, non-blocking, takes nothing now.  The file's
 own offset is left alone."
   (let ((cell (or (fluid-ref sendfile-offset)
-                  (let ((bv (make-bytevector 8 0)))
-                    (fluid-set! sendfile-offset bv)
-                    bv))))
-    (bytevector-s64-native-set! cell 0 offset)
-    (retrying-eintr (%sendfile out-fd in-fd (bytevector-address cell) count))))
+                  (let* ((bv (make-bytevector 8 0))
+                         (cell (cons bv (bytevector-address bv))))
+                    (fluid-set! sendfile-offset cell)
+                    cell))))
+    (bytevector-s64-native-set! (car cell) 0 offset)
+    (retrying-eintr (%sendfile out-fd in-fd (cdr cell) count))))
 
 (define (fd-close fd)
   "Close FD.  Return 0 or a negated errno.  EINTR is not retried: on
@@ -158,6 +176,16 @@ retry could close a descriptor another part of the program just opened."
   (call-with-values (lambda () (%close fd))
     (lambda (result errno)
       (if (>= result 0) result (- errno)))))
+
+(define MFD_CLOEXEC 1)
+
+(define (fd-memfd-create name)
+  "Return a new descriptor of an anonymous file in memory (memfd_create(2),
+close-on-exec), NAME (a string) showing in /proc/self/fd, or a negated
+errno.  What is written to it can be sent with `fd-sendfile' as a
+file's bytes are."
+  (let ((bv (string->utf8 (string-append name "\x00"))))
+    (retrying-eintr (%memfd-create (bytevector-address bv) MFD_CLOEXEC))))
 
 (define SHUT_WR 1)
 

@@ -168,7 +168,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
 
 (define-record-type <entry>
   (%make-entry fd size ino dev mtime-ns modified checked users cached?
-               headers not-modified coding siblings bytes)
+               headers not-modified coding siblings bytes release)
   entry?
   (fd entry-fd)                         ; open, read-only
   (size entry-size)
@@ -186,17 +186,41 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
   (not-modified entry-not-modified)     ; the 304 response, made once
   (coding entry-coding)                 ; identity, gzip or zstd
   (siblings entry-siblings)             ; codings of precompressed siblings: (gzip)
-  (bytes entry-bytes))                  ; #f, or the contents of a small file
+  (bytes entry-bytes)                   ; #f, or the contents of a small file
+  ;; the thunk each file body from FD calls once, when it is sent: made
+  ;; once, not a closure per response (see `with-release')
+  (release entry-release set-entry-release!))
+
+(define (with-release entry)
+  ;; -> ENTRY, with its release thunk (the loop calls a file body's
+  ;; thunk once: see close-file-body!)
+  (set-entry-release! entry (lambda () (release-entry! entry)))
+  entry)
 
 (define (entry-etag entry) (assq-ref (entry-headers entry) 'etag))
 
 (define-record-type <cache>
-  (make-cache table owner count held)
+  (make-cache table owner count held paths path-count)
   cache?
   (table cache-table)                   ; hash: key -> <entry>
   (owner cache-owner set-cache-owner!)  ; the thread that uses it, once known
   (count cache-count set-cache-count!)
-  (held cache-held set-cache-held!))    ; bytes of file contents the entries hold
+  (held cache-held set-cache-held!)     ; bytes of file contents the entries hold
+  ;; hash: a request's raw path, as sent -> <shortcut>
+  (paths cache-paths)
+  (path-count cache-path-count set-cache-path-count!))
+
+;; What a path that named a file gave last time.  A hot file's request
+;; then costs one hash lookup of its raw path: no decoding, no joining
+;; of the file's name, no lookup of that name (bench/static's 50k and
+;; 304).  A shortcut holds only while its entry is in the cache and
+;; fresh; otherwise the request takes the long way, which makes a new one.
+(define-record-type <shortcut>
+  (make-shortcut entry file segments)
+  shortcut?
+  (entry shortcut-entry)                ; the identity <entry>
+  (file shortcut-file)                  ; its file name, root included
+  (segments shortcut-segments))         ; the decoded segments of the path
 
 ;; A small file's contents are kept in its entry and sent as a bytevector:
 ;; (plucky http response) copies it behind the head, so head and body
@@ -279,7 +303,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
     (%make-site root (if (string-suffix? "/" real) real (string-append real "/"))
                 index listing? dotfiles? follow-symlinks? precompressed
                 (cache-control-rules cache-control) revalidate cache-size
-                (make-cache (make-hash-table 256) #f 0 0))))
+                (make-cache (make-hash-table 256) #f 0 0 (make-hash-table 256) 0))))
 
 ;;;
 ;;; Entries
@@ -334,8 +358,8 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
                                                 (mtime-ns st) modified now 0 #t headers
                                                 (build-response #:code 304 #:headers validators)
                                                 coding (if (eq? coding 'identity) codings '())
-                                                #f)))
-                        (hold-contents site entry))
+                                                #f #f)))
+                        (with-release (hold-contents site entry)))
                       (begin (close-fdes fd) #f))))))))
 
 (define (hold-contents site entry)
@@ -353,7 +377,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
                              (entry-mtime-ns entry) (entry-modified entry)
                              (entry-checked entry) 0 #t (entry-headers entry)
                              (entry-not-modified entry) (entry-coding entry)
-                             (entry-siblings entry) bytes))
+                             (entry-siblings entry) bytes #f))
               entry))
         entry)))
 
@@ -364,7 +388,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
          (key (if (eq? coding 'identity) file (string-append file "\x00" (symbol->string coding))))
          (entry (hash-ref (cache-table cache) key)))
     (cond
-     ((and entry (< (- now (entry-checked entry)) (site-revalidate site)))
+     ((and entry (fresh-entry? site entry now))
       entry)
      ((and entry
            (let ((st (safe-stat (if (eq? coding 'identity)
@@ -392,7 +416,28 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
 
 (define (clear-cache! cache)
   (hash-for-each (lambda (key entry) (drop-entry! cache key entry))
-                 (hash-copy (cache-table cache))))
+                 (hash-copy (cache-table cache)))
+  (clear-paths! cache))
+
+(define (clear-paths! cache)
+  (hash-clear! (cache-paths cache))
+  (set-cache-path-count! cache 0))
+
+(define (fresh-entry? site entry now)
+  ;; Is ENTRY in the cache, and was its file checked recently enough?
+  (and (entry-cached? entry)
+       (< (- now (entry-checked entry)) (site-revalidate site))))
+
+(define (remember-path! site path entry file segments)
+  ;; Make PATH a shortcut to ENTRY, bounded as the cache is: many
+  ;; spellings of one file's path (percent-encoded ones) cost a clearing,
+  ;; never memory.
+  (let ((cache (site-cache site)))
+    (when (>= (cache-path-count cache) (site-cache-size site))
+      (clear-paths! cache))
+    (unless (hash-ref (cache-paths cache) path)
+      (set-cache-path-count! cache (+ 1 (cache-path-count cache))))
+    (hash-set! (cache-paths cache) path (make-shortcut entry file segments))))
 
 (define (hash-copy table)
   (let ((copy (make-hash-table)))
@@ -428,13 +473,10 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
   ;; -> the body that sends ENTRY's bytes [START, END)
   (let ((cache (site-cache site)))
     (if (eq? (cache-owner cache) (current-thread))
-        (let ((released? #f))
+        (begin
           (set-entry-users! entry (+ 1 (entry-users entry)))
           (make-file-body (entry-fd entry) #:offset start #:length (- end start)
-                          #:release (lambda ()
-                                      (unless released?
-                                        (set! released? #t)
-                                        (release-entry! entry)))))
+                          #:release (entry-release entry)))
         (or (read-span entry start end) (error "static: file shrank" start end)))))
 
 (define (headers-without headers name)
@@ -556,73 +598,90 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
 
 (define (serve site request)
   ;; -> (values response body), or (values #f #f) when no file answers
-  (define (none) (values #f #f))
   (let ((method (request-method request))
         (cache (site-cache site)))
     (unless (cache-owner cache)
       (set-cache-owner! cache (current-thread)))
     (if (not (memq method '(GET HEAD)))
-        (none)
-        (call-with-values
-            (lambda () (path-segments (uri-path (request-uri request))
-                                      (site-dotfiles? site)))
-          (case-lambda
-            ((segments slash?)
-             (serve-path site request segments slash?))
-            ((nothing) (none)))))))
+        (values #f #f)
+        (let* ((path (uri-path (request-uri request)))
+               (shortcut (hash-ref (cache-paths cache) path))
+               (now (current-time)))
+          (if (and shortcut (fresh-entry? site (shortcut-entry shortcut) now))
+              (serve-found site request (shortcut-entry shortcut)
+                           (shortcut-file shortcut) (shortcut-segments shortcut) now)
+              (call-with-values
+                  (lambda () (path-segments path (site-dotfiles? site)))
+                (case-lambda
+                  ((segments slash?)
+                   (serve-path site request path segments slash? now))
+                  ((nothing) (values #f #f)))))))))
 
-(define (serve-path site request segments slash?)
-  (let ((file (string-append (site-root site) "/" (string-join segments "/")))
-        (now (current-time)))
+(define (serve-path site request path segments slash? now)
+  (let ((file (string-append (site-root site) "/" (string-join segments "/"))))
     (cond
      ((and (not slash?) (pair? segments))
-      (let ((entry (serve-file site request file segments now)))
-        (cond
-         (entry (apply values entry))
-         ((let ((st (safe-stat file)))
-            (and st (eq? (stat:type st) 'directory) (inside-root? site file)))
-          ;; A directory named without its slash: relative links in its
-          ;; index would resolve against the parent.
-          (let ((uri (request-uri request)))
-            (values (build-response
-                     #:code 301
-                     #:headers `((location . ,(build-uri-reference
-                                               #:path (string-append (uri-path uri) "/")
-                                               #:query (uri-query uri)))
-                                 (content-type text/plain (charset . "utf-8"))))
-                    "Moved Permanently\n")))
-         (else (values #f #f)))))
-     ;; The index first: a cached one costs no stat of the directory (its
-     ;; entry was made only for a file whose real path is inside the root).
-     ((and (site-index site)
-           (serve-file site request (string-append file "/" (site-index site))
-                       (append segments (list (site-index site))) now))
-      => (lambda (answer) (apply values answer)))
-     ((and (site-listing? site)
-           (let ((st (safe-stat file)))
-             (and st (eq? (stat:type st) 'directory) (inside-root? site file))))
-      (listing site file segments (site-dotfiles? site)))
-     (else (values #f #f)))))
+      (call-with-values (lambda () (serve-file site request path file segments now))
+        (lambda (response body)
+          (cond
+           (response (values response body))
+           ((let ((st (safe-stat file)))
+              (and st (eq? (stat:type st) 'directory) (inside-root? site file)))
+            ;; A directory named without its slash: relative links in its
+            ;; index would resolve against the parent.
+            (let ((uri (request-uri request)))
+              (values (build-response
+                       #:code 301
+                       #:headers `((location . ,(build-uri-reference
+                                                 #:path (string-append (uri-path uri) "/")
+                                                 #:query (uri-query uri)))
+                                   (content-type text/plain (charset . "utf-8"))))
+                      "Moved Permanently\n")))
+           (else (values #f #f))))))
+     (else
+      ;; The index first: a cached one costs no stat of the directory (its
+      ;; entry was made only for a file whose real path is inside the root).
+      (call-with-values
+          (lambda ()
+            (if (site-index site)
+                (serve-file site request path
+                            (string-append file "/" (site-index site))
+                            (append segments (list (site-index site))) now)
+                (values #f #f)))
+        (lambda (response body)
+          (cond
+           (response (values response body))
+           ((and (site-listing? site)
+                 (let ((st (safe-stat file)))
+                   (and st (eq? (stat:type st) 'directory) (inside-root? site file))))
+            (listing site file segments (site-dotfiles? site)))
+           (else (values #f #f)))))))))
 
-(define (serve-file site request file segments now)
-  ;; -> (response body) as a list, or #f when FILE is not served
+(define (serve-file site request path file segments now)
+  ;; -> (values response body) for FILE, which the request's PATH names,
+  ;; or (values #f #f) when FILE is not served
   (let ((entry (lookup site file segments 'identity now)))
-    (and entry
-         (let* ((available (entry-siblings entry))
-                (coding (if (null? available)
-                            'identity
-                            (choose-coding request available))))
-           (cond
-            ((not coding)
-             (call-with-values (lambda () (plain 406 "Not Acceptable\n"
-                                                 '(vary accept-encoding)))
-               list))
-            (else
-             (let ((chosen (if (eq? coding 'identity)
-                               entry
-                               (or (lookup site file segments coding now) entry))))
-               (call-with-values (lambda () (serve-entry site request chosen))
-                 list))))))))
+    (if entry
+        (begin
+          (remember-path! site path entry file segments)
+          (serve-found site request entry file segments now))
+        (values #f #f))))
+
+(define (serve-found site request entry file segments now)
+  ;; -> (values response body) for ENTRY, FILE's identity entry, or for
+  ;; the precompressed sibling the request's Accept-Encoding chooses
+  (let* ((available (entry-siblings entry))
+         (coding (if (null? available)
+                     'identity
+                     (choose-coding request available))))
+    (cond
+     ((not coding)
+      (plain 406 "Not Acceptable\n" '(vary accept-encoding)))
+     ((eq? coding 'identity)
+      (serve-entry site request entry))
+     (else
+      (serve-entry site request
+                   (or (lookup site file segments coding now) entry))))))
 
 ;;;
 ;;; What apps use

@@ -29,6 +29,8 @@
              (web response)
              (web uri)
              (tests lib harness)
+             ((plucky server connection)
+              #:select (file-body? file-body->bytevector close-file-body!))
              (plucky web password)
              (blog git)
              (blog store)
@@ -125,7 +127,42 @@
       (lambda (response body)
         (when jar? (take-cookies! (response-headers response)))
         (values (response-code response) (response-headers response)
-                (cond ((bytevector? body) (utf8->string body)) ((string? body) body) (else "")))))))
+                (cond ((bytevector? body) (utf8->string body))
+                      ((string? body) body)
+                      ((file-body? body)   ; a cached page, from a memfd
+                       (let ((bytes (file-body->bytevector body)))
+                         (close-file-body! body)
+                         (utf8->string bytes)))
+                      (else "")))))))
+
+(define memfile-app
+  ;; every cached page in a memfd: the sample's pages are small
+  (make-blog-app #:store store #:sessions-db sessions #:prefix "/blog/"
+                 #:secret (make-bytevector 32 7) #:memfile-threshold 0))
+
+(define* (raw-call path #:key (headers '()))
+  ;; -> the response and body exactly as the app returns them, for a
+  ;; visitor without a session
+  (memfile-app (build-request (string->uri-reference path) #:method 'GET
+                      #:port (open-input-string "")
+                      #:headers `((host "blog.test" . #f) ,@headers))
+       #f))
+
+(define (open-memfds)
+  ;; -> how many memfds this process holds open
+  (count (lambda (name)
+           (let ((target (false-if-exception
+                          (readlink (string-append "/proc/self/fd/" name)))))
+             (and target (string-contains target "memfd:plucky-page"))))
+         (scandir* "/proc/self/fd")))
+
+(define (scandir* dir)
+  (let ((stream (opendir dir)))
+    (let lp ((names '()))
+      (let ((name (readdir stream)))
+        (if (eof-object? name)
+            (begin (closedir stream) names)
+            (lp (if (member name '("." "..")) names (cons name names))))))))
 
 (define (status-of . args) (let ((s h t (apply call args))) s))
 (define (text-of . args) (let ((s h t (apply call args))) t))
@@ -176,6 +213,36 @@
       (and (string-contains feed "in markdown") (not (string-contains feed "an in-depth look")))))
   (test-assert "search"
     (string-contains (text-of 'GET "/blog/search?string=LONG" #:jar? #f) "an in-depth look")))
+
+(test-group "the cache: large pages from a memfd"
+  (let* ((first-response first (raw-call "/blog/"))
+         (second-response second (raw-call "/blog/")))
+    (test-assert "rendered: bytes" (bytevector? first))
+    (test-assert "then from the cache: a file body" (file-body? second))
+    (test-equal "the same bytes" first (file-body->bytevector second))
+    (test-equal "the same head" (response-headers first-response)
+      (response-headers second-response))
+    (let ((before (open-memfds)))
+      ;; the view moves on with a commit; SECOND is still being "sent"
+      (write-file (string-append repo "/" key "/content") "Moved on.")
+      (git "commit" "-q" "-a" "-m" "moved on")
+      (let ((response third (raw-call "/blog/")))
+        (test-assert "after a commit: rendered afresh" (bytevector? third))
+        (test-assert "the new page" (not (equal? first third))))
+      ;; the new page is kept in a memfd of its own
+      (test-equal "the old page's memfd stays open while a body sends from it"
+        (+ before 1) (open-memfds))
+      (test-equal "the body still reads the old page" first (file-body->bytevector second))
+      (close-file-body! second)
+      (test-equal "and closes once it is sent" before (open-memfds))
+      (close-file-body! second)
+      (test-equal "a body released twice counts once" before (open-memfds)))
+    (let* ((response body (raw-call "/blog/"))
+           (etag (assq-ref (response-headers response) 'etag))
+           (not-modified nothing (raw-call "/blog/" #:headers `((if-none-match . (,etag))))))
+      (test-assert "cached again: a file body" (file-body? body))
+      (close-file-body! body)
+      (test-equal "If-None-Match still answers 304" 304 (response-code not-modified)))))
 
 (test-group "the cache"
   (let ((status headers text (call 'GET "/blog/" #:jar? #f)))

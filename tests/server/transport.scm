@@ -51,13 +51,17 @@
              (format (current-error-port) "transport: closed a connection~%")
              (fd-close fd))))
 
-(define (start-shouting-server)
+(define (start-server-with transport handler)
+  ;; a server of HANDLER whose connections all go through TRANSPORT
   (start-child
    (lambda (report)
      (let ((listener (open-listener "127.0.0.1" 0)))
        (report (listener-port listener))
-       (run-loop (list (port->fdes listener)) hello
-                 #:make-transport (lambda (fd) shouting-transport))))))
+       (run-loop (list (port->fdes listener)) handler
+                 #:make-transport (lambda (fd) transport))))))
+
+(define (start-shouting-server)
+  (start-server-with shouting-transport hello))
 
 (test-group "run-loop #:make-transport"
   (let ((server (start-shouting-server)))
@@ -82,6 +86,47 @@
 (test-group "plain-transport"
   (test-assert "a transport" (transport? plain-transport))
   (test-eq "reads with read(2)" fd-read (transport-read plain-transport))
-  (test-eq "sends files with sendfile(2)" fd-sendfile (transport-sendfile plain-transport)))
+  (test-eq "sends files with sendfile(2)" fd-sendfile (transport-sendfile plain-transport))
+  (test-eq "writes a file's head with MSG_MORE" fd-send-more
+    (transport-write-more plain-transport)))
+
+(test-group "make-transport #:write-more"
+  (test-eq "a transport with its own write writes heads with it too"
+    (transport-write shouting-transport) (transport-write-more shouting-transport)))
+
+;; A file body's head goes through the transport's write-more, then the
+;; file through its sendfile.
+(define file-text "the contents of a file body\n")
+
+(define (file-site request body)
+  (let* ((name (string-copy "/tmp/plucky-transport-XXXXXX"))
+         (out (mkstemp! name)))
+    (display file-text out)
+    (close-port out)
+    (let ((in (open-input-file name #:binary #t)))
+      (delete-file name)
+      (values '((content-type . (text/plain))) (make-file-body in)))))
+
+(define logging-transport
+  (make-transport
+   #:write-more (lambda (fd address start count)
+                  (format (current-error-port) "transport: write-more of ~a bytes~%" count)
+                  (fd-send-more fd address start count))))
+
+(test-group "a file body's head through write-more"
+  (let ((server (start-server-with logging-transport file-site)))
+    (dynamic-wind
+      (lambda () #t)
+      (lambda ()
+        (with-client (server-port server)
+          (lambda (client)
+            (client-send! client (request-text "/" #:headers '("Connection: close")))
+            (let ((response body (client-read-response client)))
+              (test-equal "the file, whole" file-text (and body (utf8->string body))))))
+        (test-assert "the head went through write-more"
+          (wait-until (lambda ()
+                        (string-contains (server-log server) "transport: write-more of"))
+                      #:timeout 10)))
+      (lambda () (stop-server server)))))
 
 (test-end "server/transport")

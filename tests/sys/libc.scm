@@ -128,6 +128,49 @@
     (test-equal "errno->string" (strerror EBADF) (errno->string (- EBADF)))))
 
 ;;;
+;;; fd-send-more
+;;;
+
+(test-group "fd-send-more"
+  (let* ((pair (socketpair AF_UNIX SOCK_STREAM 0))
+         (a (port->fdes (car pair)))
+         (b (port->fdes (cdr pair)))
+         (bv (string->utf8 "HTTP/1.1 200 OK\r\n\r\n")))
+    (fd-set-nonblocking! b)
+    (test-equal "writes the bytes from START" (- (bytevector-length bv) 5)
+      (fd-send-more a (bytevector-address bv) 5 (- (bytevector-length bv) 5)))
+    (test-equal "which the peer reads" (string->utf8 "1.1 200 OK\r\n\r\n")
+      (read-some b 100))
+    (close-port (car pair))
+    (close-port (cdr pair)))
+  (call-with-values make-pipe
+    (lambda (rfd wfd rport wport)
+      (test-equal "send(2): a pipe is not a socket -> (- ENOTSOCK)" (- ENOTSOCK)
+        (fd-send-more wfd (bytevector-address #vu8(1)) 0 1))
+      (close-pipe-ports rport wport)))
+  (test-equal "a bad descriptor -> (- EBADF)" (- EBADF)
+    (fd-send-more (closed-fd) (bytevector-address #vu8(1)) 0 1)))
+
+;;;
+;;; fd-memfd-create
+;;;
+
+(test-group "fd-memfd-create"
+  (let ((fd (fd-memfd-create "plucky-test")))
+    (test-assert "a descriptor" (>= fd 0))
+    (test-assert "named in /proc"
+      (string-contains (readlink (format #f "/proc/self/fd/~a" fd)) "memfd:plucky-test"))
+    (test-assert "close-on-exec"
+      (not (zero? (logand (fcntl fd F_GETFD) FD_CLOEXEC))))
+    (test-equal "takes bytes" 3 (write-all fd #vu8(7 8 9)))
+    (call-with-values make-pipe
+      (lambda (rfd wfd rport wport)
+        (test-equal "which sendfile sends" 3 (fd-sendfile wfd fd 0 3))
+        (test-equal "those bytes" #vu8(7 8 9) (read-some rfd 10))
+        (close-pipe-ports rport wport)))
+    (fd-close fd)))
+
+;;;
 ;;; fd-sendfile
 ;;;
 
