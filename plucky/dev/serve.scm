@@ -35,8 +35,12 @@
   #:use-module (plucky server)
   #:use-module (plucky server loop)
   #:use-module ((plucky server hooks) #:select (make-observer-hooks))
-  #:use-module (plucky observe accounting)
-  #:use-module (plucky observe status)
+  #:use-module ((plucky sys gc) #:select (reserve-heap!))
+  ;; Loaded by the modes that account, not by mode off: `plucky serve'
+  ;; without --status does not load them, and every module in the heap
+  ;; is marked at each collection (bench/instructions, mode off).
+  #:autoload (plucky observe accounting) (make-observer observer->hooks)
+  #:autoload (plucky observe status) (observed-handler)
   ;; `load' of an app file needs a module that is not declarative.
   #:declarative? #f
   #:export (load-app
@@ -117,6 +121,9 @@ Return the observer, or #f in modes off and loop."
      ((and (pair? args) (not (string-prefix? "-" (car args))))
       (lp (cdr args) options (cons (car args) files)))
      ((and (null? args) (= 1 (length files)))
+      ;; The heap room bin/plucky gives a server (plucky/launch.scm): it
+      ;; sets how often a busy server collects (bench/instructions).
+      (reserve-heap! (* 8 1024 1024))
       (let ((option (lambda (name) (assoc-ref options name))))
         (serve-app (load-app (car files))
                    #:host (or (option "--host") "127.0.0.1")

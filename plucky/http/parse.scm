@@ -1324,24 +1324,28 @@ REQUEST: for HTTP/1.1 (and later) unless a Connection header lists
 `close', for HTTP/1.0 only when a Connection header lists `keep-alive'
 and none lists `close'; never after CONNECT, whose answer, if a 2xx,
 turns what follows into the tunnel's bytes (RFC 9110 §9.3.6)."
-  (define (option? option)
-    (let loop ((headers (request-headers request)))
-      (cond
-       ((null? headers) #f)
-       ((and (eq? (caar headers) 'connection)
-             (let ((value (cdar headers)))
-               (if (string? value)
-                   (member option (map (lambda (s) (string-downcase (string-trim-both s)))
-                                       (string-split value #\,)))
-                   (memq (string->symbol option) value))))
-        #t)
-       (else (loop (cdr headers))))))
+  ;; One walk of the headers for both options, comparing symbols: a
+  ;; `string->symbol' per call would intern, a hash and a lock in
+  ;; libguile (bench/instructions, keep-alive).
+  (define (has? value option name)
+    (if (string? value)                 ; a request built without validation
+        (member name (map (lambda (s) (string-downcase (string-trim-both s)))
+                          (string-split value #\,)))
+        (memq option value)))
   (let ((version (request-version request)))
-    (cond
-     ((eq? (request-method request) 'CONNECT) #f)
-     ((option? "close") #f)
-     ((or (< 1 (car version)) (and (= 1 (car version)) (<= 1 (cdr version)))) #t)
-     ((equal? version '(1 . 0)) (option? "keep-alive"))
-     (else #f))))
+    (and (not (eq? (request-method request) 'CONNECT))
+         (let loop ((headers (request-headers request)) (keep-alive? #f))
+           (cond
+            ((pair? headers)
+             (if (eq? (caar headers) 'connection)
+                 (let ((value (cdar headers)))
+                   (and (not (has? value 'close "close"))
+                        (loop (cdr headers)
+                              (or keep-alive? (and (has? value 'keep-alive "keep-alive")
+                                                   #t)))))
+                 (loop (cdr headers) keep-alive?)))
+            ((or (< 1 (car version)) (and (= 1 (car version)) (<= 1 (cdr version)))) #t)
+            ((and (= 1 (car version)) (= 0 (cdr version))) keep-alive?)
+            (else #f))))))
 
 ;;; (plucky http parse) ends here

@@ -1,4 +1,4 @@
-;;; (plucky server connection) --- a connection, the loop that holds it, and its output
+;;; (plucky server connection) --- a connection and the loop that holds it
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -14,8 +14,9 @@
 ;;;                            complete request (plucky http parse)
 ;;;   (plucky server respond)  calls the handler; (plucky http response)
 ;;;                            appends the answer to the output buffer
-;;;   this module              sends the output (`finish!'), keeps what
-;;;                            the socket would not take, closes
+;;;   (plucky server output)   sends the output (`finish!'), keeps what
+;;;                            the socket would not take
+;;;   this module              closes (`close-connection!')
 ;;;
 ;;; Here are the records: the loop's settings, the loop's own state (one
 ;;; per worker: the shared buffers, the connection table, the hooks of an
@@ -48,7 +49,6 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:use-module ((srfi srfi-9 gnu) #:select (set-record-type-printer!))
-  #:use-module (ice-9 match)
   #:use-module ((plucky sys foreign) #:select (pointer->procedure size_t symbol-address))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys epoll)
@@ -100,9 +100,10 @@
             clock clock-ms timed take-sample! sampling? tally-add! gc-total-bytes
             input-size never set-deadline! wake!
             connection-ref register-connection! close-connection! forget-connection!
-            watch! linger!
-            keep-input! grow-input! bytevector-copy-range queue-output!
-            finish! flush-with-body! flush-with-file! write-ready!))
+            watch! linger! take-over!
+            keep-input! grow-input! bytevector-copy-range
+
+            file-body-fd file-body-offset set-file-body-offset! file-body-end))
 
 ;;;
 ;;; Settings
@@ -290,8 +291,8 @@ DEADLINE (ms, loop clock) unless it makes progress."
 ;;; Bodies besides bytes
 ;;;
 
-;; These two records are private to this module, read through the
-;; procedures below.
+;; These two records are private to the loop's modules, read through
+;; the procedures below and, for sending a file, (plucky server output).
 
 (define-record-type <file-body>
   (%make-file-body fd port offset end release)
@@ -521,7 +522,8 @@ from the epoll set."
         (close (connection-out-fd conn))))))
 
 (define (take-over! loop conn takeover)
-  ;; The head is out: give the connection to TAKEOVER and forget it.
+  "Give CONN, whose head is out, to TAKEOVER (a <takeover>) and forget it
+in LOOP; return what TAKEOVER's procedure returns."
   (let ((leftover (let ((own (connection-input conn)))
                     (if own
                         (bytevector-copy-range own (connection-start conn)
@@ -607,252 +609,5 @@ into storage of the connection's own unless it is already there."
   (let ((copy (make-bytevector (- end start))))
     (bytevector-copy! bv start copy 0 (- end start))
     copy))
-
-;;;
-;;; Writing
-;;;
-
-(define (queue-output! loop conn bv start end)
-  "Keep BV [START, END) to send on CONN after what is queued already.
-The loop's shared output buffer is copied: the next response will
-overwrite it."
-  (let ((entry (if (eq? bv (output-bytes (loop-output loop)))
-                   (cons* (bytevector-copy-range bv start end) 0 (- end start))
-                   (cons* bv start end))))
-    (set-connection-pending!
-     conn (append (connection-pending conn) (list entry)))))
-
-(define (queue-file! conn body)
-  (set-connection-pending! conn (append (connection-pending conn) (list body))))
-
-(define-syntax-rule (report-write! loop)
-  ;; The `record!' of a timed write: the timed answers it carried.
-  (lambda (ns)
-    ((observer-hooks-on-write (loop-observer loop)) (loop-batch loop) ns)
-    (set-loop-batch! loop 0)))
-
-(define (write-output! loop conn)
-  ;; Send the shared output buffer, unless output is queued already (then
-  ;; queue it behind).  -> #f when the client is gone, else #t; what the
-  ;; socket did not take is queued.
-  (send-output! loop conn (transport-write (connection-transport conn))))
-
-(define (send-output! loop conn write)
-  ;; `write-output!' through WRITE, the transport's write or write-more.
-  (let* ((out (loop-output loop))
-         (fill (output-fill out)))
-    (cond
-     ((zero? fill) #t)
-     ((pair? (connection-pending conn))
-      (queue-output! loop conn (output-bytes out) 0 fill)
-      (output-reset! out)
-      #t)
-     (else
-      (let ((n (timed (> (loop-batch loop) 0)
-                      (write (connection-out-fd conn) (output-address out) 0 fill)
-                      (report-write! loop))))
-        (cond
-         ((= n fill) (output-reset! out) #t)
-         ((or (>= n 0) (= n (- errno-EAGAIN)))
-          (queue-output! loop conn (output-bytes out) (max n 0) fill)
-          (output-reset! out)
-          #t)
-         (else
-          ;; The client is gone (EPIPE, ECONNRESET): nothing to send to.
-          (output-reset! out)
-          (set-connection-pending! conn '())
-          #f)))))))
-
-(define (finish! loop conn close? linger?)
-  "Send what the requests served on CONN produced; then close (CLOSE?),
-linger (LINGER? too), wait for the socket to drain, hand the connection
-over (a takeover), or wait for the next request.  Return nothing."
-  (unless (write-output! loop conn)
-    (set! close? #t)
-    (set! linger? #f))
-  (cond
-   ((pair? (connection-pending conn))
-    ;; Wait until the socket takes the rest.
-    (set-connection-close-after! conn (or close? (connection-close-after? conn)))
-    (set-connection-state! conn 'writing)
-    (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
-    (watch! loop conn EPOLLOUT))
-   ((or close? (connection-close-after? conn))
-    (if linger?
-        (linger! loop conn)
-        (close-connection! loop conn)))
-   ((connection-takeover conn)
-    (take-over! loop conn (connection-takeover conn)))))
-
-(define (flush-with-body! loop conn body)
-  "Send the output buffer and BODY, a bytevector, on CONN with one
-writev(2); queue whatever the socket does not take.  Return nothing."
-  (let* ((out (loop-output loop))
-         (fill (output-fill out))
-         (iovecs (loop-iovecs loop)))
-    (if (pair? (connection-pending conn))
-        (begin
-          (queue-output! loop conn (output-bytes out) 0 fill)
-          (queue-output! loop conn body 0 (bytevector-length body))
-          (output-reset! out))
-        (begin
-          (iovec-set! iovecs 0 (output-address out) fill)
-          (iovec-set! iovecs 1 (bytevector-address body) (bytevector-length body))
-          (let* ((n (timed (> (loop-batch loop) 0)
-                           ((transport-writev (connection-transport conn))
-                            (connection-out-fd conn) (loop-iovecs-address loop) 2)
-                           (report-write! loop)))
-                 (n (if (< n 0) (if (= n (- errno-EAGAIN)) 0 #f) n)))
-            (cond
-             ((not n)
-              (output-reset! out)
-              (set-connection-close-after! conn #t)
-              (set-connection-pending! conn '()))
-             (else
-              (when (< n fill)
-                (queue-output! loop conn (output-bytes out) n fill))
-              (let ((sent (max 0 (- n fill))))
-                (when (< sent (bytevector-length body))
-                  (queue-output! loop conn body sent (bytevector-length body))))
-              (output-reset! out))))))))
-
-(define (write-head-more! loop conn)
-  ;; `write-output!' for the head of a file body that is sent next:
-  ;; through the transport's write-more (MSG_MORE on a plain socket), so
-  ;; that the head does not leave alone in a segment of its own (with
-  ;; TCP_NODELAY it would) but with the file's first bytes, as nginx's
-  ;; TCP_CORK around writev and sendfile does with two syscalls more
-  ;; (bench/static's 50k).  -> #f when the client is gone, else #t
-  (send-output! loop conn (transport-write-more (connection-transport conn))))
-
-(define (flush-with-file! loop conn body)
-  "Send the output buffer on CONN, then as much of BODY, a <file-body>,
-as the socket takes now; queue the rest.  Return nothing."
-  (cond
-   ((not (if (> (file-body-length body) 0)
-             (write-head-more! loop conn)
-             (write-output! loop conn)))
-    (close-file-body! body)
-    (set-connection-close-after! conn #t))
-   ((pair? (connection-pending conn))
-    (queue-file! conn body))
-   (else
-    (case (send-file! conn body)
-      ((done) (close-file-body! body))
-      ((again) (queue-file! conn body))
-      (else
-       (close-file-body! body)
-       (set-connection-close-after! conn #t))))))
-
-(define file-step
-  ;; Bytes per sendfile(2): a socket takes less than this at a time, and
-  ;; a larger count only makes the kernel look further into the file.
-  (* 1024 1024))
-
-(define copy-buffer
-  ;; For a transport without sendfile: the file's bytes pass through here
-  ;; on their way to the transport's write.  Only the loop's thread sends
-  ;; files.
-  (make-bytevector 65536))
-(define copy-buffer-address (bytevector-address copy-buffer))
-
-(define (copy-file! conn body)
-  ;; `send-file!' for a transport that cannot sendfile(2) (TLS): read
-  ;; from the file at the body's offset and write what was read; a short
-  ;; write re-reads the rest next time.  -> done | again | error
-  (let ((write (transport-write (connection-transport conn)))
-        (out-fd (connection-out-fd conn))
-        (fd (file-body-fd body)))
-    (let lp ()
-      (let* ((offset (file-body-offset body))
-             (left (- (file-body-end body) offset)))
-        (if (<= left 0)
-            'done
-            (let ((got (begin
-                         ;; The descriptor may be shared (an open-file
-                         ;; cache): position it each time.
-                         (seek fd offset SEEK_SET)
-                         (fd-read fd copy-buffer-address 0
-                                  (min left (bytevector-length copy-buffer))))))
-              (if (<= got 0)
-                  'error                ; the file is shorter than it was said to be
-                  (let ((n (write out-fd copy-buffer-address 0 got)))
-                    (cond
-                     ((> n 0)
-                      (set-file-body-offset! body (+ offset n))
-                      (lp))
-                     ((= n (- errno-EAGAIN)) 'again)
-                     (else 'error))))))))))
-
-(define (send-file! conn body)
-  ;; Send BODY with sendfile(2) until it is out or the socket is full;
-  ;; through `copy-file!' when the transport cannot sendfile (TLS).
-  ;; -> done | again | error
-  (let ((sendfile (transport-sendfile (connection-transport conn)))
-        (out-fd (connection-out-fd conn)))
-    (if (not sendfile)
-        (copy-file! conn body)
-        (let lp ()
-          (let* ((offset (file-body-offset body))
-                 (left (- (file-body-end body) offset)))
-            (if (<= left 0)
-                'done
-                (let ((n (sendfile out-fd (file-body-fd body) offset
-                                   (min left file-step))))
-                  (cond
-                   ((> n 0)
-                    (set-file-body-offset! body (+ offset n))
-                    (lp))
-                   ((= n (- errno-EAGAIN)) 'again)
-                   ;; 0: the file is shorter than it was said to be
-                   (else 'error)))))))))
-
-(define (write-ready! loop conn)
-  "Send CONN's queued output in order, now that the socket takes more.
-Return #t when the connection is idle again with requests of its own
-waiting (the caller serves them), else #f."
-  (let lp ((pending (connection-pending conn)))
-    (match pending
-      (()
-       (set-connection-pending! conn '())
-       (cond
-        ((connection-close-after? conn)
-         (close-connection! loop conn)
-         #f)
-        ((connection-takeover conn)
-         (take-over! loop conn (connection-takeover conn))
-         #f)
-        (else
-         (set-connection-state! conn 'idle)
-         (set-deadline! loop conn (settings-keep-alive-ms (loop-settings loop)))
-         (watch! loop conn EPOLLIN)
-         ;; Requests that arrived while we were writing.
-         (and (connection-input conn) #t))))
-      (((bv start . end) . rest)
-       (let ((n ((transport-write (connection-transport conn))
-                 (connection-out-fd conn) (bytevector-address bv) start
-                 (- end start))))
-         (cond
-          ((= n (- end start)) (lp rest))
-          ((or (>= n 0) (= n (- errno-EAGAIN)))
-           (set-connection-pending! conn (cons (cons* bv (+ start (max n 0)) end) rest))
-           (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
-           #f)
-          (else (close-connection! loop conn) #f))))
-      ((body . rest)
-       (let ((before (file-body-offset body)))
-         (case (send-file! conn body)
-           ((done)
-            (close-file-body! body)
-            ;; Out of the pending list at once: if a later entry fails,
-            ;; `close-connection!' must not close this body again.
-            (set-connection-pending! conn rest)
-            (lp rest))
-           ((again)
-            (set-connection-pending! conn pending)
-            (when (> (file-body-offset body) before)
-              (set-deadline! loop conn (settings-write-ms (loop-settings loop))))
-            #f)
-           (else (close-connection! loop conn) #f)))))))
 
 ;;; (plucky server connection) ends here

@@ -17,9 +17,10 @@
 ;;;   (plucky server respond)     `respond!' calls the handler, and
 ;;;                               (plucky http response) appends the
 ;;;                               answer to the loop's output buffer
-;;;   (plucky server connection)  `finish!' sends the answers one read
+;;;   (plucky server output)      `finish!' sends the answers one read
 ;;;                               produced with one write(2), keeps what
-;;;                               the socket would not take, closes
+;;;                               the socket would not take
+;;;   (plucky server connection)  `close-connection!' closes
 ;;;
 ;;; (plucky server pool) serves on threads what cannot be answered
 ;;; without blocking (bodies read from ports, streamed answers), and
@@ -50,6 +51,7 @@
   #:use-module (plucky server hooks)
   #:use-module (plucky server transport)
   #:use-module (plucky server connection)
+  #:use-module ((plucky server output) #:select (write-ready!))
   #:use-module (plucky server pool)
   #:use-module (plucky server respond)
   #:use-module (plucky server request)

@@ -15,8 +15,8 @@
 ;;; into it (state body), or decoded as it comes (state chunked); the
 ;;; request is answered once it is whole.  A handler that reads bodies
 ;;; from ports (`with-body-port') gets the connection on a thread instead
-;;; (`hand-off-call!').  Then `finish!' sends the answers one read
-;;; produced with one write(2).
+;;; (`hand-off-call!').  Then `finish!' (plucky server output) sends the
+;;; answers one read produced with one write(2).
 ;;;
 ;;; Code:
 
@@ -36,6 +36,7 @@
   #:autoload (plucky server stream) (make-body-reader write-all!)
   #:use-module (plucky server transport)
   #:use-module (plucky server connection)
+  #:use-module (plucky server output)
   #:use-module (plucky server pool)
   #:use-module (plucky server respond)
   #:export (read-ready!

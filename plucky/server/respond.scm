@@ -8,7 +8,7 @@
 ;;; (plucky server request) has parsed a request and has its body; here
 ;;; `respond!' calls the handler (`call-handler') and appends its answer
 ;;; to the loop's output buffer with (plucky http response), which
-;;; `finish!' (plucky server connection) then sends.  Bodies the buffer
+;;; `finish!' (plucky server output) then sends.  Bodies the buffer
 ;;; does not hold: a large bytevector leaves with the head in one
 ;;; writev(2); a file body with sendfile(2) after the head; a takeover
 ;;; gets the connection once the head is out; a streamed answer goes to a
@@ -31,6 +31,7 @@
   #:use-module (plucky server tally)
   #:use-module (plucky server hooks)
   #:use-module (plucky server connection)
+  #:use-module (plucky server output)
   #:use-module (plucky server pool)
   #:use-module ((plucky server watchdog) #:select (handler-call handler-timeout?
                                                    watchdog-log!))
