@@ -15,7 +15,10 @@
 ;;;
 ;;; or, in straight-line code, `(mark-phase! 'db)' at the end of each
 ;;; phase: the time since the previous mark (or the start) is the
-;;; phase's.  A phase named twice adds up.
+;;; phase's.  A phase named twice adds up.  Phases are exclusive: a
+;;; with-phase inside another (a query made while rendering) counts for
+;;; the inner phase only, so that the phases never add up to more than
+;;; the handler's time.
 ;;;
 ;;; The phases are kept in a <timing> record for the request being
 ;;; handled, which the middleware `with-server-timing' starts; with no
@@ -52,10 +55,13 @@
             with-server-timing))
 
 (define-record-type <timing>
-  (%make-timing start last phases total)
+  (%make-timing start last phases total inner)
   timing?
   (start timing-start)                    ; get-internal-real-time at the start
   (last timing-last set-timing-last!)     ; the time of the last mark
+  ;; ticks spent in phases inside the with-phase running, which it does
+  ;; not count as its own
+  (inner timing-inner set-timing-inner!)
   (phases timing-phases* set-timing-phases!) ; ((name . ticks) …), newest first
   (total timing-total* set-timing-total!))   ; seconds, once finished, else #f
 
@@ -67,7 +73,7 @@
 (define (make-timing)
   "Return a new timing record, started now, with no phases."
   (let ((start (now)))
-    (%make-timing start start '() #f)))
+    (%make-timing start start '() #f 0)))
 
 (define (timing-phases timing)
   "Return the phases of TIMING as an alist ((name . seconds) …) in the
@@ -118,15 +124,20 @@ nothing when no timing is started."
 
 (define (with-phase name thunk)
   "Call THUNK and return its values, accounting the time it took to the
-phase NAME of the current request's timing, if any."
+phase NAME of the current request's timing, if any, less the time of the
+phases inside it."
   (let ((timing (fluid-ref current)))
     (if (not timing)
         (thunk)
-        (let ((start (now)))
+        (let ((start (now))
+              (outer (timing-inner timing)))
+          (set-timing-inner! timing 0)
           (call-with-values thunk
             (lambda results
-              (let ((t (now)))
-                (add-phase! timing name (- t start))
+              (let* ((t (now))
+                     (elapsed (- t start)))
+                (add-phase! timing name (- elapsed (timing-inner timing)))
+                (set-timing-inner! timing (+ outer elapsed))
                 (set-timing-last! timing t))
               (apply values results)))))))
 
