@@ -26,6 +26,7 @@
              (web response)
              (web uri)
              (tests lib harness)
+             ((plucky server hooks) #:select (take-handler-phases!))
              (news db)
              (news app))
 
@@ -132,6 +133,13 @@
 (define bob (make-visitor))
 (define eve (make-visitor))
 (define anonymous (make-visitor))
+
+(test-group "the phases it times"
+  (take-handler-phases!)
+  (call anonymous 'GET "/newest")
+  (let ((phases (or (take-handler-phases!) '())))
+    (test-equal "a page: its queries, then its making" '(db render) (map car phases))
+    (test-assert "in nanoseconds" (every exact-integer? (map cdr phases)))))
 
 (test-group "accounts"
   (test-equal "sign up redirects" 303 (signup! alice "alice" "correct horse battery"))
