@@ -86,6 +86,8 @@
   (last-allocated series-last-allocated set-series-last-allocated!))
 
 (define (make-series seconds)
+  "Return a new time series of SECONDS seconds, empty, with no current
+second."
   (%make-series seconds #f 0
                 (make-vector seconds 0) (make-vector seconds 0)
                 (make-vector seconds 0) (make-vector seconds 0)
@@ -131,8 +133,9 @@ from /proc/self/status, or #f where there is none)."
      (* page-size (string->number (cadr (string-tokenize line)))))))
 
 (define (advance-series! series second)
-  ;; Make SECOND the current second: clear the slots of the seconds in
-  ;; between, and sample memory into the new slot.
+  "Return nothing useful; make SECOND the current second of SERIES: clear
+the slots of the seconds in between, and sample memory into the new
+slot."
   (let ((now (series-now series))
         (length (series-seconds series)))
     (unless (eqv? now second)

@@ -35,8 +35,10 @@
 (define share-prefix "plucky-status-")
 
 (define (make-share-directory)
-  ;; -> a new directory of this user's own (mode 700, mkdtemp), holding
-  ;; the file "master" with this process's PID
+  "Return the name of a new directory of this user's own (mode 700,
+mkdtemp, under $XDG_RUNTIME_DIR, $TMPDIR or /tmp) holding the file
+\"master\" with this process's PID; remove first the directories of
+servers whose master is gone."
   (let* ((base (or (getenv "XDG_RUNTIME_DIR") (getenv "TMPDIR") "/tmp"))
          (base (if (and (file-exists? base) (file-is-directory? base)) base "/tmp")))
     (remove-stale-shares! base)
@@ -46,6 +48,7 @@
       dir)))
 
 (define (process-alive? pid)
+  "Return #t if the process PID exists (even if it is not this user's)."
   (catch 'system-error
     (lambda () (kill pid 0) #t)
     (lambda args (= (system-error-errno args) EPERM))))
@@ -68,7 +71,8 @@
    (or (scandir base (lambda (name) (string-prefix? share-prefix name))) '())))
 
 (define (sparse vector default)
-  ;; -> (length default (index . value) …) of the values not DEFAULT
+  "Return VECTOR as data, shorter when most of it is DEFAULT: (length
+default (index . value) …) of the values not DEFAULT."
   (let lp ((i (- (vector-length vector) 1)) (pairs '()))
     (if (< i 0)
         (cons* (vector-length vector) default pairs)
@@ -76,6 +80,7 @@
           (lp (- i 1) (if (eqv? v default) pairs (acons i v pairs)))))))
 
 (define (unsparse data)
+  "Return a new vector from DATA, as `sparse' made it."
   (let ((vector (make-vector (car data) (cadr data))))
     (for-each (lambda (pair) (vector-set! vector (car pair) (cdr pair))) (cddr data))
     vector))
