@@ -144,7 +144,10 @@ or close, ON-TICK about once a second."
 ;; The phases the running handler timed: ((name . ns) …) or #f.  One
 ;; loop runs per process on one thread, and the observer takes them as
 ;; the loop tells it of the request (#:on-request), right after the
-;; handler returned: a variable is enough.
+;; handler returned: a variable is enough.  (A handler the loop runs on
+;; a pool thread, for a body read as a port, notes them from there; one
+;; overlapping another's may then lend it its phases: figures, never
+;; answers, are at stake.)
 (define handler-phases #f)
 
 (define (note-handler-phases! phases)
