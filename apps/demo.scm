@@ -68,7 +68,9 @@
 
 (define news-file (string-append data-directory "/news.db"))
 (seed-news-db! news-file)              ; created and seeded on the first start
-(define news (make-news-app #:file news-file #:prefix "/news/"))
+(define news (make-news-app #:file news-file #:prefix "/news/"
+                           ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
+                           #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1")))
 
 (define blog (open-blog-app #:prefix "/blog/"))
 

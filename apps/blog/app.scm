@@ -26,6 +26,11 @@
 ;;; ref read and a hash lookup (bench/blog measures both).  Each worker
 ;;; keeps its own cache.
 ;;;
+;;; Each request's phases are timed (plucky web timing) for the status
+;;; page: 'ref-check (step 1's read of the ref), 'git (reading the index
+;;; or a blob from the repository), 'render (a cache miss's page made,
+;;; its git reads apart).
+;;;
 ;;; Comments from visitors carry no session: a page in the cache is the
 ;;; same bytes for everyone, so its form cannot hold a per-visitor CSRF
 ;;; token.  It holds instead a token made from the post and the day with
@@ -55,6 +60,7 @@
   #:use-module ((plucky server loop) #:select (current-request-peer))
   #:use-module (plucky web memfile)
   #:use-module (plucky web html)
+  #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
   #:use-module (plucky web password)
@@ -123,7 +129,7 @@
 (define (current-view blog state)
   ;; -> the view of the branch's commit, made again if it moved (or the
   ;; day did: the post pages' comment tokens are the day's)
-  (let ((commit (branch-commit (blog-store blog)))
+  (let ((commit (with-phase 'ref-check (lambda () (branch-commit (blog-store blog)))))
         (day (today))
         (old (car state)))
     (define (fresh? view)
@@ -136,8 +142,10 @@
                 old
                 (let* ((index (if (and old (equal? (view-commit old) commit))
                                   (view-index old)
-                                  (load-blog-index (blog-store blog) commit
-                                                   (and old (view-index old)))))
+                                  (with-phase 'git
+                                    (lambda ()
+                                      (load-blog-index (blog-store blog) commit
+                                                       (and old (view-index old)))))))
                        (etag (cons commit #t))
                        (last-modified (time-utc->date
                                        (make-time time-utc 0 (blog-index-time index)) 0))
@@ -427,7 +435,8 @@
             (cond ((not-modified? request view) (not-modified view))
                   (body (values (car hit) body))
                   (else
-                   (let-values (((response bytes) (bytes-response (make) view)))
+                   (let-values (((response bytes)
+                                 (with-phase 'render (lambda () (bytes-response (make) view)))))
                      ;; Only into the current view: a view replaced
                      ;; meanwhile has had its memfiles dropped.
                      (when (and (not hit) (eq? (car state) view)
@@ -676,7 +685,8 @@
 (define* (make-blog-app #:key store sessions-db (prefix "/") secret
                         (admin-name "admin") admin-hash (comment-days 365)
                         (rate-limit 5) (rate-window 600) (address peer-address)
-                        (memfile-threshold default-memfile-threshold))
+                        (memfile-threshold default-memfile-threshold)
+                        (server-timing? #f))
   "Return the blog's handler, serving the git store STORE (checked to be
 in tekuti's layout first: a 'blog-error otherwise) under PREFIX.  Its
 admin logs in as ADMIN-NAME with the password ADMIN-HASH (Argon2id)
@@ -686,7 +696,9 @@ keys the comment forms' tokens.  Comments close COMMENT-DAYS after a
 post (#f: never); an address may post RATE-LIMIT comments in
 RATE-WINDOW seconds; ADDRESS maps a request to its client's address.
 Cached pages of MEMFILE-THRESHOLD bytes or more are kept in a memfd and
-sent with sendfile(2)."
+sent with sendfile(2).  Each request's phases (ref-check, git, render)
+are timed for the status page; with SERVER-TIMING? true, its response
+carries them in a Server-Timing header too."
   (check-blog-layout store)
   (let* ((blog (make-blog store prefix secret admin-name admin-hash comment-days
                           rate-limit rate-window address (make-mutex)
@@ -696,12 +708,13 @@ sent with sendfile(2)."
          (with-session (with-sessions routed #:db sessions-db #:path prefix))
          (admin-path (string-append prefix "admin")))
     (current-view blog state)
-    (lambda (request body)
-      ;; Visitors without a session skip the session store: the common
-      ;; case costs no SQLite read.
-      (if (or (session-cookie? request)
-              (string-prefix? admin-path (uri-path (request-uri request))))
-          (with-session request body)
-          (match (cached-response blog state request)
-            ((response . bytes) (values response bytes))
-            (#f (routed request body)))))))
+    ((with-server-timing #:header? server-timing?)
+     (lambda (request body)
+       ;; Visitors without a session skip the session store: the common
+       ;; case costs no SQLite read.
+       (if (or (session-cookie? request)
+               (string-prefix? admin-path (uri-path (request-uri request))))
+           (with-session request body)
+           (match (cached-response blog state request)
+             ((response . bytes) (values response bytes))
+             (#f (routed request body))))))))

@@ -43,6 +43,7 @@
   #:use-module (ice-9 threads)
   #:use-module (rnrs bytevectors)
   #:use-module ((plucky sys libc) #:select (fd-read fd-close bytevector-address))
+  #:use-module ((plucky web timing) #:select (with-phase))
   ;; guile-git's submodules: (git) re-exports them in a way #:select
   ;; cannot see through.
   #:use-module ((git bindings) #:select (libgit2-init!))
@@ -254,12 +255,15 @@ that tree's own entries: subtrees are not walked."
 
 (define (blob-text store hex)
   "Return the content of the blob HEX of STORE as a string: UTF-8, each
-invalid byte read as U+FFFD."
-  (let ((port (open-bytevector-input-port (blob-bytes store hex))))
-    (set-port-encoding! port "UTF-8")
-    (set-port-conversion-strategy! port 'substitute)
-    (let ((text (read-string port)))
-      (if (eof-object? text) "" text))))
+invalid byte read as U+FFFD.  The time it takes is the request's phase
+'git (plucky web timing)."
+  (with-phase 'git
+    (lambda ()
+      (let ((port (open-bytevector-input-port (blob-bytes store hex))))
+        (set-port-encoding! port "UTF-8")
+        (set-port-conversion-strategy! port 'substitute)
+        (let ((text (read-string port)))
+          (if (eof-object? text) "" text))))))
 
 ;;; Processes.
 

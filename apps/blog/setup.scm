@@ -24,6 +24,8 @@
 ;;; Comments close $PLUCKY_BLOG_COMMENT_DAYS days after a post (default
 ;;; 365; 0 closes them all) and an address may post
 ;;; $PLUCKY_BLOG_COMMENT_LIMIT comments in ten minutes (default 5).
+;;; With PLUCKY_SERVER_TIMING=1 each response carries a Server-Timing
+;;; header of its phases (see (blog app)).
 ;;;
 ;;; Code:
 
@@ -113,7 +115,9 @@ error whose message is one line when the repository is unusable."
                        #:admin-name (car login)
                        #:admin-hash (cdr login)
                        #:comment-days (number-variable "PLUCKY_BLOG_COMMENT_DAYS" 365)
-                       #:rate-limit (number-variable "PLUCKY_BLOG_COMMENT_LIMIT" 5))))
+                       #:rate-limit (number-variable "PLUCKY_BLOG_COMMENT_LIMIT" 5)
+                       ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
+                       #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1"))))
     (lambda (key message)
       ;; as an error of the app's file, which `plucky serve' reports on
       ;; one line before it exits with status 2

@@ -42,6 +42,7 @@
   #:use-module (web uri)
   #:use-module ((plucky server loop) #:select (current-request-peer))
   #:use-module (plucky web html)
+  #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
   #:use-module (plucky web password)
@@ -126,11 +127,15 @@ seeding are one transaction."
 
 ;;; Responses.
 
-(define (html tree)
-  (html-response tree))
+;; A page's making, from its SXML tree to its bytes, is the request's
+;; phase 'render (plucky web timing); the queries made meanwhile count as
+;; 'db (see (news db)).  Macros, so that the tree is built inside the
+;; phase.
+(define-syntax-rule (html tree)
+  (with-phase 'render (lambda () (html-response tree))))
 
-(define* (html-status code tree)
-  (html-response tree #:code code))
+(define-syntax-rule (html-status code tree)
+  (with-phase 'render (lambda () (html-response tree #:code code))))
 
 (define (redirect location)
   ;; 303: the browser follows with a GET, so a reload does not post again.
@@ -757,14 +762,18 @@ seeding are one transaction."
     ("comment" . ,comment) ("vote" . ,vote) ("flag" . ,flag)
     ("edit" . ,edit) ("delete" . ,delete) ("profile" . ,profile)))
 
-(define* (make-news-app #:key file (prefix "/") (address peer-address))
+(define* (make-news-app #:key file (prefix "/") (address peer-address)
+                       (server-timing? #f))
   "Return the handler of the news site over the database FILE (see
 `seed-news-db!'), serving the paths under PREFIX.  ADDRESS, a procedure
 of the request, gives the client's address, which votes and rate limits
-count by."
+count by.  Each request's phases db and render are timed for the status
+page; with SERVER-TIMING? true, its response carries them in a
+Server-Timing header too."
   (let ((site (make-site file #f #f #f (make-hash-table) (make-hash-table)))
         (prefix-length (string-length prefix)))
-    (with-sessions
+    ((with-server-timing #:header? server-timing?)
+     (with-sessions
      (lambda (request body)
        (parameterize ((client-address address))
         (let* ((path (uri-path (request-uri request)))
@@ -806,4 +815,4 @@ count by."
                                                           (content-type . (text/plain))))
                    "Method not allowed\n"))))))
      #:db (lambda () (news-db-handle (site-db site)))
-     #:path prefix)))
+     #:path prefix))))

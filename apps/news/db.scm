@@ -35,6 +35,7 @@
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 match)
   #:use-module (sqlite3)
+  #:use-module ((plucky web timing) #:select (with-phase))
   #:use-module (news rank)
   #:export (open-news-db
             close-news-db
@@ -155,35 +156,43 @@ they are missing."
 ;;; Queries: each statement is prepared once per connection and reset
 ;;; after use, so that no read transaction stays open between requests
 ;;; (an open one would pin the WAL and show this worker stale data).
+;;; Each is the request's phase 'db (plucky web timing): the status page
+;;; shows it per route, and the Server-Timing header when asked.
 
 (define (statement db sql)
   (sqlite-prepare (news-db-handle db) sql #:cache? #t))
 
 (define (query db sql . args)
   "Return the rows of SQL with ARGS bound, as a list of vectors."
-  (let ((stmt (statement db sql)))
-    (apply sqlite-bind-arguments stmt args)
-    (let ((rows (reverse! (sqlite-fold cons '() stmt))))
-      (sqlite-reset stmt)
-      rows)))
+  (with-phase 'db
+    (lambda ()
+      (let ((stmt (statement db sql)))
+        (apply sqlite-bind-arguments stmt args)
+        (let ((rows (reverse! (sqlite-fold cons '() stmt))))
+          (sqlite-reset stmt)
+          rows)))))
 
 (define (query-1 db sql . args)
   "Return the first row of SQL with ARGS bound, or #f."
-  (let ((stmt (statement db sql)))
-    (apply sqlite-bind-arguments stmt args)
-    (let ((row (sqlite-step stmt)))
-      (sqlite-reset stmt)
-      row)))
+  (with-phase 'db
+    (lambda ()
+      (let ((stmt (statement db sql)))
+        (apply sqlite-bind-arguments stmt args)
+        (let ((row (sqlite-step stmt)))
+          (sqlite-reset stmt)
+          row)))))
 
 (define (query-value db sql . args)
   (let ((row (apply query-1 db sql args)))
     (and row (vector-ref row 0))))
 
 (define (execute! db sql . args)
-  (let ((stmt (statement db sql)))
-    (apply sqlite-bind-arguments stmt args)
-    (sqlite-step stmt)
-    (sqlite-reset stmt)))
+  (with-phase 'db
+    (lambda ()
+      (let ((stmt (statement db sql)))
+        (apply sqlite-bind-arguments stmt args)
+        (sqlite-step stmt)
+        (sqlite-reset stmt)))))
 
 (define (changes db)
   (query-value db "SELECT changes()"))

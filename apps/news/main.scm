@@ -21,4 +21,6 @@
 
 (define news-file (string-append data-directory "/news.db"))
 (seed-news-db! news-file)               ; created and seeded on the first start
-(make-news-app #:file news-file)
+(make-news-app #:file news-file
+               ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
+               #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1"))

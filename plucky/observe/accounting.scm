@@ -16,8 +16,12 @@
 ;;;           for requests refused before a handler saw them)
 ;;;        -> the route's histograms: read, parse, handler, serialise,
 ;;;           service (their sum) and, one request in 16, bytes allocated
-;;;        -> this second's slot of the time series: requests, 5xx, and a
-;;;           coarse latency histogram (for percentiles over time)
+;;;        -> the phases the handler timed itself, which it told the
+;;;           server (`take-handler-phases!' of (plucky server hooks);
+;;;           (plucky web timing) tells them): a histogram per phase of
+;;;           the route, and one of the handler's time they left unmarked
+;;;        -> this second's slot of the time series (plucky observe
+;;;           series): requests, 5xx, and a coarse latency histogram
 ;;;        -> a 5xx goes to the error inbox (plucky observe inbox)
 ;;;     #:on-failure request exception stack -> the error inbox
 ;;;     #:on-write answers ns  -> the write histogram, per answer, of
@@ -27,8 +31,9 @@
 ;;;
 ;;; Each worker process has its own observer state: `make-observer' runs
 ;;; before the workers fork, and each worker then fills its own copy.
-;;; Nothing here is shared between processes, so a status page shows the
-;;; worker that answered it (see (plucky observe status)).
+;;; With several workers, each writes its figures to a file once a
+;;; second (plucky observe share) and the one answering a status page
+;;; adds them all up (`observer-whole-server', at the end of this file).
 ;;;
 ;;; Memory is bounded: at most MAX-ROUTES routes (others are counted
 ;;; under "(other)"), histograms of fixed size (plucky observe
@@ -41,15 +46,14 @@
 (define-module (plucky observe accounting)
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
-  #:use-module (ice-9 rdelim)
-  #:use-module ((plucky sys foreign) #:select (pointer->procedure int symbol-address))
   #:use-module (ice-9 match)
-  #:use-module ((ice-9 ftw) #:select (scandir))
   #:use-module (web request)
   #:use-module (web uri)
   #:use-module (plucky server tally)
-  #:use-module ((plucky server hooks) #:select (make-observer-hooks))
+  #:use-module ((plucky server hooks) #:select (make-observer-hooks take-handler-phases!))
   #:use-module (plucky observe histogram)
+  #:use-module (plucky observe series)
+  #:use-module (plucky observe share)
   #:use-module (plucky observe inbox)
   #:export (make-observer
             observer?
@@ -93,28 +97,32 @@
             route-stats-service
             route-stats-allocated
             route-stats-allocated-per-request
+            route-stats-app-phases
+            route-stats-unmarked
+            max-app-phases
 
             observer-series
-            series-seconds
-            series-now
-            series-requests
-            series-errors
-            series-gc-ns
-            series-gc-count
-            series-heap
-            series-heap-free
-            series-rss
-            series-allocated
-            series-latency-quantile
 
-            process-memory
             observer-memory
             observer-members
             observer-whole-server
             observer-share
             share-figures!
             observe-gc!
-            observer-advance!))
+            observer-advance!)
+  ;; the time series is read through the observer
+  #:re-export (series-seconds
+               series-now
+               series-requests
+               series-errors
+               series-gc-ns
+               series-gc-count
+               series-heap
+               series-heap-free
+               series-rss
+               series-allocated
+               series-latency-quantile
+               process-memory))
 
 ;;;
 ;;; Per-route figures
@@ -122,7 +130,7 @@
 
 (define-record-type <route-stats>
   (%make-route-stats name codes read parse handler serialise write service
-                     allocated)
+                     allocated app-phases unmarked)
   route-stats?
   (name route-stats-name)                  ; string
   (codes route-stats-codes)                ; vector: 0 other, 1..5 1xx..5xx
@@ -134,13 +142,42 @@
   ;; shared evenly among them and counted under the route of the last
   (write route-stats-write)
   (service route-stats-service)            ; read + parse + handler + serialise
-  (allocated route-stats-allocated))       ; bytes, one request in 16
+  (allocated route-stats-allocated)        ; bytes, one request in 16
+  ;; The phases the handler timed itself (see `account-app-phases!'):
+  ;; ((name . histogram) …) in the order first seen, ns per request
+  ;; that had the phase; and, over the requests that had any, the
+  ;; handler's time they left unmarked.
+  (app-phases route-stats-app-phases* set-route-stats-app-phases!)
+  (unmarked route-stats-unmarked))
 
 (define (make-route-stats name)
   (%make-route-stats name (make-vector 6 0)
                      (make-histogram) (make-histogram) (make-histogram)
                      (make-histogram) (make-histogram) (make-histogram)
-                     (make-histogram)))
+                     (make-histogram) '() (make-histogram)))
+
+(define max-app-phases
+  ;; app phases kept apart per route; the others are counted as 'other
+  8)
+
+(define (route-stats-app-phases route)
+  "Return the phases ROUTE's handler timed itself (with (plucky web
+timing)) as an alist ((NAME . HISTOGRAM) …) in the order first seen,
+NAME a symbol, HISTOGRAM the nanoseconds of each request that had the
+phase; '() when it timed none."
+  (route-stats-app-phases* route))
+
+(define (route-app-phase route name)
+  ;; -> the histogram of the app phase NAME of ROUTE, made if new
+  (let ((phases (route-stats-app-phases* route)))
+    (cond
+     ((assq name phases) => cdr)
+     ((and (>= (length phases) max-app-phases) (not (eq? name 'other)))
+      (route-app-phase route 'other))
+     (else
+      (let ((h (make-histogram)))
+        (set-route-stats-app-phases! route (append phases (list (cons name h))))
+        h)))))
 
 (define (route-stats-requests route)
   "Return the number of requests answered under ROUTE: the timed ones
@@ -154,142 +191,6 @@ with their weights, and the 5xx.  An estimate when the observer samples."
 sampled requests, or #f when none was sampled."
   (let ((h (route-stats-allocated route)))
     (and (> (histogram-count h) 0) (histogram-mean h))))
-
-;;;
-;;; The time series: one slot per second, in rings
-;;;
-
-;; The series count seconds since the epoch by `current-time', cheaper a
-;; call than get-internal-real-time (micro-benchmarked), and it is read
-;; for every request.  Should the system's clock jump, the slots
-;; in between are cleared or, going back, written again: no harm done.
-(define-inlinable (now-second)
-  (current-time))
-
-
-;; Latency over time is kept per second in a coarse histogram: two
-;; buckets per octave (the histogram's buckets, four by four), so that
-;; p50/p99 per second cost 76 counters a second.  A second's counters
-;; start at a multiple of 128, found by a shift: a multiplication by 76
-;; would be a call into C on every request (Guile's JIT does not inline
-;; `*'; bench/instructions counts it).
-(define coarse-buckets 76)              ; (bucket-count - 1) / 4 + 1
-(define coarse-shift 7)
-(define-inlinable (coarse-base slot) (ash slot coarse-shift))
-
-(define-record-type <series>
-  (%make-series seconds now slot requests errors gc-ns gc-count heap heap-free rss
-                allocated latency last-allocated)
-  series?
-  (seconds series-seconds)                 ; length of the rings
-  (now series-now set-series-now!)         ; the current second, or #f
-  (slot series-slot set-series-slot!)      ; its index in the rings
-  (requests series-requests)               ; vectors indexed by second mod length
-  (errors series-errors)                   ; answers >= 500
-  (gc-ns series-gc-ns)                     ; GC CPU time in the second
-  (gc-count series-gc-count)
-  (heap series-heap)                       ; GC heap bytes, -1 when unsampled
-  (heap-free series-heap-free)
-  (rss series-rss)                         ; resident bytes, -1 when unsampled
-  (allocated series-allocated)             ; bytes allocated in the second, or -1
-  (latency series-latency)                 ; per second, 128 slots, coarse-buckets used
-  ;; heap-total-allocated when the current second began
-  (last-allocated series-last-allocated set-series-last-allocated!))
-
-(define (make-series seconds)
-  (%make-series seconds #f 0
-                (make-vector seconds 0) (make-vector seconds 0)
-                (make-vector seconds 0) (make-vector seconds 0)
-                (make-vector seconds -1) (make-vector seconds -1)
-                (make-vector seconds -1) (make-vector seconds -1)
-                (make-vector (ash seconds coarse-shift) 0)
-                #f))
-
-(define (clear-slot! series slot)
-  (vector-set! (series-requests series) slot 0)
-  (vector-set! (series-errors series) slot 0)
-  (vector-set! (series-gc-ns series) slot 0)
-  (vector-set! (series-gc-count series) slot 0)
-  (vector-set! (series-heap series) slot -1)
-  (vector-set! (series-heap-free series) slot -1)
-  (vector-set! (series-rss series) slot -1)
-  (vector-set! (series-allocated series) slot -1)
-  (let ((base (coarse-base slot)))
-    (vector-fill! (series-latency series) 0 base (+ base coarse-buckets))))
-
-(define (process-memory)
-  "Return this process's memory as an alist: heap-size, heap-free-size,
-heap-total-allocated (bytes, from `gc-stats') and rss (resident bytes,
-from /proc/self/status, or #f where there is none)."
-  (let ((stats (gc-stats)))
-    `((heap-size . ,(assq-ref stats 'heap-size))
-      (heap-free-size . ,(assq-ref stats 'heap-free-size))
-      (heap-total-allocated . ,(assq-ref stats 'heap-total-allocated))
-      (rss . ,(resident-bytes)))))
-
-;; Read once a second by the time series: /proc/self/statm is one short
-;; line where /proc/self/status is some fifty, a cost that shows per
-;; request under callgrind, where a second holds few requests
-;; (bench/instructions).
-(define page-size
-  (false-if-exception
-   ((pointer->procedure int (symbol-address "getpagesize") '()))))
-
-(define (resident-bytes)
-  ;; the resident set, in bytes, or #f
-  (false-if-exception
-   (let ((line (call-with-input-file "/proc/self/statm" read-line)))
-     (* page-size (string->number (cadr (string-tokenize line)))))))
-
-(define (advance-series! series second)
-  ;; Make SECOND the current second: clear the slots of the seconds in
-  ;; between, and sample memory into the new slot.
-  (let ((now (series-now series))
-        (length (series-seconds series)))
-    (unless (eqv? now second)
-      (let ((from (if now (max (+ now 1) (- second length -1)) second)))
-        (let lp ((s from))
-          (when (<= s second)
-            (clear-slot! series (modulo s length))
-            (lp (+ s 1)))))
-      (set-series-now! series second)
-      (set-series-slot! series (modulo second length))
-      (let* ((memory (process-memory))
-             (slot (modulo second length))
-             (total (assq-ref memory 'heap-total-allocated))
-             (last (series-last-allocated series)))
-        (vector-set! (series-heap series) slot (assq-ref memory 'heap-size))
-        (vector-set! (series-heap-free series) slot (assq-ref memory 'heap-free-size))
-        (vector-set! (series-rss series) slot (or (assq-ref memory 'rss) -1))
-        ;; What was allocated since the previous sample, charged to the
-        ;; second that just ended when it is the one before.
-        (when (and last now (= now (- second 1)))
-          (vector-set! (series-allocated series) (modulo now length) (- total last)))
-        (set-series-last-allocated! series total)))))
-
-(define (series-latency-quantile series second q)
-  "Return the service time (ns) below which a fraction Q of the requests
-answered during SECOND fell, to within a factor of 1.42, or #f when
-none was answered then or SECOND is out of the ring."
-  (let* ((length (series-seconds series))
-         (now (series-now series)))
-    (and now (<= second now) (> second (- now length))
-         (let* ((base (coarse-base (modulo second length)))
-                (latency (series-latency series))
-                (n (let lp ((i 0) (n 0))
-                     (if (= i coarse-buckets) n
-                         (lp (+ i 1) (+ n (vector-ref latency (+ base i))))))))
-           (and (> n 0)
-                (let ((rank (max 1 (inexact->exact (ceiling (* q n))))))
-                  (let lp ((i 0) (seen 0))
-                    (let ((seen (+ seen (vector-ref latency (+ base i)))))
-                      (if (or (>= seen rank) (= i (- coarse-buckets 1)))
-                          ;; the geometric middle of the four buckets
-                          (let ((lower (bucket-lower (* 4 i)))
-                                (upper (bucket-upper (min (- bucket-count 1)
-                                                          (+ 3 (* 4 i))))))
-                            (inexact->exact (round (sqrt (* lower upper)))))
-                          (lp (+ i 1) seen))))))))))
 
 ;;;
 ;;; The observer
@@ -439,6 +340,9 @@ them do not each make a route."
 should REQUEST fail.  (plucky observe status)'s wrapper calls it."
   (set! current-request request)
   (set! current-body body)
+  ;; phases a handler timed for a request that was not accounted for
+  ;; must not count under this one
+  (take-handler-phases!)
   ;; a name declared by the last handler, whose request was not timed,
   ;; must not name this one
   (set! declared-route #f))
@@ -570,8 +474,20 @@ sums of theirs."
       (histogram-add! histogram value)
       (histogram-add-n! histogram value weight)))
 
+(define (account-app-phases! route phases handler weight)
+  ;; PHASES, ((name . ns) …), those the handler timed; what of HANDLER
+  ;; they leave unmarked is the app's own too (its routing, middleware,
+  ;; code not marked)
+  (let lp ((phases phases) (marked 0))
+    (if (null? phases)
+        (add-weighted! (route-stats-unmarked route) (max 0 (- handler marked)) weight)
+        (let ((ns (max 0 (cdar phases))))
+          (add-weighted! (route-app-phase route (caar phases)) ns weight)
+          (lp (cdr phases) (+ marked ns))))))
+
 (define (account! observer request code read parse handler serialise allocated weight)
   (let* ((route (route-for observer (route-key observer request code)))
+         (app-phases (take-handler-phases!))
          (service (and parse (+ read parse handler serialise)))
          (codes (route-stats-codes route))
          (class (status-class code))
@@ -588,6 +504,8 @@ sums of theirs."
       (when allocated
         ;; the loop measures one timed request in 16: weighed as sampled here
         (add-weighted! (route-stats-allocated route) allocated weight))
+      (when app-phases
+        (account-app-phases! route app-phases handler weight))
       (set-observer-write-route! observer route))
     (unless (eqv? second (series-now series))
       (advance-series! series second)
@@ -681,68 +599,9 @@ are shared with the other workers."
    #:on-tick (lambda () (observer-tick! observer))))
 
 ;;;
-;;; Several workers: one server's figures
+;;; Several workers: one server's figures (see (plucky observe share))
 ;;;
 
-;; Each worker process has its own observer (a copy of the master's, made
-;; before the fork), so a page shows whichever worker answered it unless
-;; the workers share their figures.  They do through files: a directory
-;; made by `make-observer' in the master (WORKERS > 1), where each worker
-;; writes its figures, whole, once a second when they changed (the
-;; loop's #:on-tick) and before answering a page; the worker answering reads
-;; all the files and adds them up (`observer-whole-server').  So the
-;; figures of the other workers are at most about a second old; those of
-;; workers that exited (killed, or retired by a reload) stay in, the
-;; totals being those of the server since it started.  Writing costs a
-;; busy worker a little once a second, and nothing per request.
-
-(define share-prefix "plucky-status-")
-
-(define (make-share-directory)
-  ;; -> a new directory of this user's own (mode 700, mkdtemp), holding
-  ;; the file "master" with this process's PID
-  (let* ((base (or (getenv "XDG_RUNTIME_DIR") (getenv "TMPDIR") "/tmp"))
-         (base (if (and (file-exists? base) (file-is-directory? base)) base "/tmp")))
-    (remove-stale-shares! base)
-    (let ((dir (mkdtemp (string-append base "/" share-prefix "XXXXXX"))))
-      (call-with-output-file (string-append dir "/master")
-        (lambda (port) (write (getpid) port)))
-      dir)))
-
-(define (process-alive? pid)
-  (catch 'system-error
-    (lambda () (kill pid 0) #t)
-    (lambda args (= (system-error-errno args) EPERM))))
-
-(define (remove-stale-shares! base)
-  ;; Directories of servers whose master is gone: nobody reads them.
-  (for-each
-   (lambda (name)
-     (let* ((dir (string-append base "/" name))
-            (master (false-if-exception
-                     (call-with-input-file (string-append dir "/master") read))))
-       (when (and (integer? master) (not (process-alive? master)))
-         (false-if-exception
-          (begin
-            (for-each (lambda (file)
-                        (unless (member file '("." ".."))
-                          (delete-file (string-append dir "/" file))))
-                      (or (scandir dir) '()))
-            (rmdir dir))))))
-   (or (scandir base (lambda (name) (string-prefix? share-prefix name))) '())))
-
-(define (sparse vector default)
-  ;; -> (length default (index . value) …) of the values not DEFAULT
-  (let lp ((i (- (vector-length vector) 1)) (pairs '()))
-    (if (< i 0)
-        (cons* (vector-length vector) default pairs)
-        (let ((v (vector-ref vector i)))
-          (lp (- i 1) (if (eqv? v default) pairs (acons i v pairs)))))))
-
-(define (unsparse data)
-  (let ((vector (make-vector (car data) (cadr data))))
-    (for-each (lambda (pair) (vector-set! vector (car pair) (cdr pair))) (cddr data))
-    vector))
 
 (define (observer->snapshot observer)
   ;; This worker's figures as data that `write' prints and `read' reads.
@@ -761,7 +620,11 @@ are shared with the other workers."
                                        (route-stats-serialise route)
                                        (route-stats-write route)
                                        (route-stats-service route)
-                                       (route-stats-allocated route)))))
+                                       (route-stats-allocated route)))
+                          ;; the app's phases: unmarked first
+                          (cons (h (route-stats-unmarked route))
+                                (map (lambda (phase) (cons (car phase) (h (cdr phase))))
+                                     (route-stats-app-phases route)))))
                   (observer-routes observer)))
       (accept . ,(h (observer-accept observer)))
       (close . ,(h (observer-close observer)))
@@ -769,8 +632,7 @@ are shared with the other workers."
       (gc-pause . ,(h (observer-gc-pause observer)))
       (gc-count . ,(observer-gc-count observer))
       (series-now . ,(series-now series))
-      (series . ,(map (lambda (get default) (sparse (get series) default))
-                      series-vectors series-defaults))
+      (series . ,(series->data series sparse))
       (memory . ,(process-memory))
       ;; for the whole server's inbox: bodies left out, the size of the
       ;; file written each second bounded
@@ -801,29 +663,10 @@ are shared with the other workers."
        snapshots)
       (lambda (a b) (> (failure-time a) (failure-time b)))))))
 
-(define series-vectors
-  (list series-requests series-errors series-gc-ns series-gc-count series-heap
-        series-heap-free series-rss series-allocated series-latency))
-(define series-defaults '(0 0 0 0 -1 -1 -1 -1 0))
-
 (define (share-figures! observer)
   "Write OBSERVER's figures to its share directory, for the worker that
 answers a status page to add up; a file per worker, replaced whole."
-  (let* ((dir (observer-share observer))
-         (file (format #f "~a/~a.scm" dir (getpid)))
-         (temporary (string-append file ".new")))
-    (false-if-exception
-     (begin
-       (call-with-output-file temporary
-         (lambda (port) (write (observer->snapshot observer) port)))
-       (rename-file temporary file)))))
-
-(define (read-snapshots dir)
-  ;; -> the figures each worker wrote, as alists
-  (filter-map (lambda (name)
-                (false-if-exception
-                 (call-with-input-file (string-append dir "/" name) read)))
-              (or (scandir dir (lambda (name) (string-suffix? ".scm" name))) '())))
+  (write-share! (observer-share observer) (observer->snapshot observer)))
 
 (define (observer-whole-server observer)
   "Return an observer holding the figures of all the workers that share
@@ -838,7 +681,7 @@ loop."
       (begin
         (observer-advance! observer)
         (share-figures! observer)
-        (merge-snapshots observer (read-snapshots (observer-share observer))))))
+        (merge-snapshots observer (read-shares (observer-share observer))))))
 
 (define (merge-snapshots observer snapshots)
   ;; -> a new observer, the sum of SNAPSHOTS
@@ -847,7 +690,11 @@ loop."
          (seconds (series-seconds own-series))
          (now (apply max (current-time)
                      (filter-map (lambda (s) (get s 'series-now)) snapshots)))
-         (series (make-series seconds))
+         (series (let ((series (make-series seconds)))
+                   ;; set first: series-merge! places slots by it
+                   (set-series-now! series now)
+                   (set-series-slot! series (modulo now seconds))
+                   series))
          (routes (make-hash-table))
          (tally (make-vector tally-size 0))
          (histogram (lambda (data) (unsparse data)))
@@ -867,7 +714,7 @@ loop."
        (vector-set! tally tally-countdown 0)
        (for-each
         (match-lambda
-          ((name codes histograms)
+          ((name codes histograms (unmarked . app-phases))
            (let ((route (or (hash-ref routes name)
                             (let ((route (make-route-stats name)))
                               (hash-set! routes name route)
@@ -881,41 +728,19 @@ loop."
                              (route-stats-handler route) (route-stats-serialise route)
                              (route-stats-write route) (route-stats-service route)
                              (route-stats-allocated route))
-                       histograms))))
+                       histograms)
+             (histogram-merge! (route-stats-unmarked route) (histogram unmarked))
+             (for-each (match-lambda
+                         ((phase . data)
+                          (histogram-merge! (route-app-phase route phase) (histogram data))))
+                       app-phases))))
         (get snapshot 'routes))
        ;; the series: a slot holds the second of the merged window it
        ;; stands for only if the worker had reached that second
        (let ((their-now (get snapshot 'series-now)))
          (when their-now
-           (for-each
-            (lambda (get-vector default data)
-              (let ((into (get-vector series))
-                    (from (unsparse data))
-                    (latency? (eq? get-vector series-latency)))
-                (let lp ((age 0))
-                  (when (< age seconds)
-                    (let ((second (- now age)))
-                      (when (<= second their-now)
-                        (let ((slot (modulo second seconds)))
-                          (if latency?
-                              (let ((base (coarse-base slot)))
-                                (let lp ((i 0))
-                                  (when (< i coarse-buckets)
-                                    (vector-set! into (+ base i)
-                                                 (+ (vector-ref into (+ base i))
-                                                    (vector-ref from (+ base i))))
-                                    (lp (+ i 1)))))
-                              (let ((v (vector-ref from slot)))
-                                (unless (eqv? v default)
-                                  (vector-set! into slot
-                                               (if (eqv? (vector-ref into slot) default)
-                                                   v
-                                                   (+ v (vector-ref into slot))))))))))
-                    (lp (+ age 1))))))
-            series-vectors series-defaults (get snapshot 'series)))))
+           (series-merge! series (get snapshot 'series) their-now unsparse))))
      snapshots)
-    (set-series-now! series now)
-    (set-series-slot! series (modulo now seconds))
     (%make-observer routes (hash-count (const #t) routes) (observer-max-routes observer)
                     #f #f #f #f
                     (sum-histograms 'accept) (sum-histograms 'close)

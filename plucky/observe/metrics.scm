@@ -43,7 +43,8 @@
             app-routes
             status-route?
             phase-names
-            route-phase-histogram))
+            route-phase-histogram
+            route-app-phase-shares))
 
 (define phase-names '(read parse handler serialise write))
 
@@ -59,6 +60,24 @@
     ((service) (route-stats-service route))
     ((allocated) (route-stats-allocated route))
     (else (error "no such phase" phase))))
+
+(define (route-app-phase-shares route)
+  "Return what each phase ROUTE's handler timed itself costs a request of
+ROUTE on average, and what it left unmarked: an alist ((NAME . NS) …
+(unmarked . NS)) whose values add up to the handler's mean, or '() when
+the handler timed no phase.  A phase some requests skip (a cache hit
+renders nothing) weighs for its share of the requests."
+  (let ((phases (route-stats-app-phases route))
+        (handler (route-stats-handler route)))
+    (if (or (null? phases) (zero? (histogram-count handler)))
+        '()
+        (let* ((n (histogram-count handler))
+               (shares (map (lambda (phase)
+                              (cons (car phase) (/ (histogram-sum (cdr phase)) n 1.)))
+                            phases))
+               (marked (fold + 0 (map cdr shares))))
+          (append shares
+                  `((unmarked . ,(max 0 (- (histogram-mean handler) marked)))))))))
 
 (define (status-route? route)
   "Return #t if ROUTE counts the requests for the status pages
@@ -216,6 +235,35 @@ the status pages' routes (/_plucky/…) left out."
                   (seconds (histogram-sum (route-phase-histogram route phase)))))
         phase-names))
      routes)
+    (let ((app-phases
+           ;; ((labels . histogram) …) of every route's own phases
+           (append-map
+            (lambda (route)
+              (let ((phases (route-stats-app-phases route)))
+                (if (null? phases)
+                    '()
+                    (map (match-lambda
+                           ((phase . h)
+                            (cons (append worker `((route . ,(route-stats-name route))
+                                                   (phase . ,(symbol->string phase))))
+                                  h)))
+                         (append phases `((unmarked . ,(route-stats-unmarked route))))))))
+            routes)))
+      (unless (null? app-phases)
+        (family out "plucky_route_app_phase_seconds_total" "counter"
+                "Total time the handler spent in each phase it timed itself (plucky web timing), by route; phase=\"unmarked\": the rest of its time in the requests that timed any.")
+        (for-each (match-lambda
+                    ((labels . h)
+                     (sample out "plucky_route_app_phase_seconds_total" labels
+                             (seconds (histogram-sum h)))))
+                  app-phases)
+        (family out "plucky_route_app_phase_requests_total" "counter"
+                "Requests that had each phase of plucky_route_app_phase_seconds_total.")
+        (for-each (match-lambda
+                    ((labels . h)
+                     (sample out "plucky_route_app_phase_requests_total" labels
+                             (histogram-count h))))
+                  app-phases)))
     (family out "plucky_request_allocated_bytes" "summary"
             "Bytes allocated by the handler and serialising, measured on one request in 16, by route.")
     (for-each
@@ -270,6 +318,21 @@ p99.9 and max (exact integers, in H's unit)."
     (p99 . ,(histogram-quantile h 0.99))
     (p99.9 . ,(histogram-quantile h 0.999))
     (max . ,(histogram-max h))))
+
+(define (app-phases-json route)
+  ;; The phases ROUTE's handler timed itself, if any: each phase's
+  ;; figures over the requests that had it, and its mean share of a
+  ;; request of the route
+  (let ((phases (route-stats-app-phases route)))
+    (if (null? phases)
+        '()
+        `((app_phases_ns
+           . ,(map (match-lambda
+                     ((phase . h) (cons phase (histogram-summary h))))
+                   (append phases `((unmarked . ,(route-stats-unmarked route))))))
+          (app_phases_ns_per_request
+           . ,(map (match-lambda ((phase . ns) (cons phase (round ns))))
+                   (route-app-phase-shares route)))))))
 
 (define (status->json-value observer)
   "Return OBSERVER's figures as a JSON value (alists and vectors) for
@@ -327,7 +390,8 @@ p99.9 and max (exact integers, in H's unit)."
                        . ,(map (lambda (phase)
                                  (cons phase (histogram-summary (route-phase-histogram route phase))))
                                phase-names))
-                      (allocated_bytes . ,(histogram-summary (route-stats-allocated route))))))
+                      (allocated_bytes . ,(histogram-summary (route-stats-allocated route)))
+                      ,@(app-phases-json route))))
                 (observer-all-routes observer))))
       (connections
        . ((accepted . ,(observer-accepted observer))

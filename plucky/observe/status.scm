@@ -449,17 +449,12 @@ if given, is carried in the page's links."
                    (div (@ (class "card"))
                         (h2 "Where a request's time goes, by route (mean µs per phase)")
                         (p (@ (class "hint")) "Each bar is one route, stretched to the full width so that the shares show whatever the route's total; the total is at its end.")
-                        ,(stacked-bar-chart
-                          (map (lambda (route)
-                                 (cons (route-stats-name route)
-                                       (map (lambda (phase)
-                                              (µs (histogram-mean (route-phase-histogram route phase))))
-                                            phase-names)))
-                               (take app (min 12 (length app))))
-                          (map (lambda (phase) (list (symbol->string phase) (cadr (assq phase phase-colours))))
-                               phase-names)
-                          #:id "chart-phases" #:unit " µs" #:normalise? #t)
-                        (p (@ (class "hint")) "read: read(2) of the bytes that completed the head (0 for a pipelined request); write: write(2) per answer, shared among the answers of one write."))
+                        ,(call-with-values
+                             (lambda () (phase-bars (take app (min 12 (length app)))))
+                           (lambda (rows segments)
+                             (stacked-bar-chart rows segments
+                                                #:id "chart-phases" #:unit " µs" #:normalise? #t)))
+                        (p (@ (class "hint")) "read: read(2) of the bytes that completed the head (0 for a pipelined request); write: write(2) per answer, shared among the answers of one write.  A handler that times its own phases (db, render…: plucky web timing) has its bar cut into them, at their mean per request of the route; \"handler, unmarked\" is the rest of its time."))
                    (div (@ (class "card"))
                         (h2 "Latency distribution (server time)")
                         ,(line-chart
@@ -481,6 +476,12 @@ if given, is carried in the page's links."
               (div (@ (class "card"))
                    (h2 "Phases, all routes")
                    ,(phases-table observer))
+              ,@(if (any (lambda (route) (pair? (route-stats-app-phases route))) app)
+                    `((div (@ (class "card"))
+                           (h2 "The handlers' own phases, by route")
+                           ,(app-phases-table app)
+                           (p (@ (class "hint")) "Phases a handler timed itself with (plucky web timing).  per request: the phase's time over all the route's requests timed (a phase some skip weighs for its share); the other columns: over the requests that had it.  unmarked: the handler's time its phases left out.")))
+                    '())
               (div (@ (class "grid"))
                    (div (@ (class "card"))
                         (h2 "Garbage collection (CPU ms per second)")
@@ -530,6 +531,67 @@ if given, is carried in the page's links."
                  ,(format #f ".  Percentiles come from log-bucketed histograms (8 buckets per octave: within 6.25%).  Bytes allocated are measured on one timed request in 16.  Accounting started ~a."
                           (time-string (observer-started observer)))))))
           port))))))
+
+(define app-phase-colours
+  ;; after the server's phases' colours (Paul Tol's muted scheme)
+  '("#882255" "#DDCC77" "#44AA99" "#AA4499" "#999933" "#332288" "#117733" "#888888"
+    "#661100"))
+
+(define (phase-bars routes)
+  ;; -> (values rows segments) for `stacked-bar-chart': each route's mean
+  ;; µs per server phase, the handler's cut into the phases it timed
+  ;; itself (all routes' phases, in the order first seen) and the rest
+  (let* ((shares (map route-app-phase-shares routes))
+         (app (delete-duplicates
+               (append-map (lambda (shares)
+                             (remove (lambda (name) (eq? name 'unmarked)) (map car shares)))
+                           shares))))
+    (values
+     (map (lambda (route shares)
+            (cons (route-stats-name route)
+                  (append-map
+                   (lambda (phase)
+                     (let ((mean (µs (histogram-mean (route-phase-histogram route phase)))))
+                       (if (and (eq? phase 'handler) (pair? app))
+                           (append (map (lambda (name) (µs (or (assq-ref shares name) 0))) app)
+                                   (list (if (null? shares) mean (µs (assq-ref shares 'unmarked)))))
+                           (list mean))))
+                   phase-names)))
+          routes shares)
+     (append-map
+      (lambda (phase)
+        (let ((colour (cadr (assq phase phase-colours))))
+          (if (and (eq? phase 'handler) (pair? app))
+              (append (map (lambda (name i)
+                             (list (symbol->string name)
+                                   (list-ref app-phase-colours
+                                             (modulo i (length app-phase-colours)))))
+                           app (iota (length app)))
+                      `(("handler, unmarked" ,colour)))
+              `((,(symbol->string phase) ,colour)))))
+      phase-names))))
+
+(define (app-phases-table routes)
+  `(table
+    (tr (th (@ (class "l")) "route") (th (@ (class "l")) "phase") (th "requests")
+        (th "per request") (th "mean") (th "p50") (th "p90") (th "p99") (th "p99.9") (th "max"))
+    ,@(append-map
+       (lambda (route)
+         (let ((shares (route-app-phase-shares route)))
+           (map (match-lambda
+                  ((phase . h)
+                   `(tr (td (@ (class "l")) ,(route-stats-name route))
+                        (td (@ (class "l")) ,(symbol->string phase))
+                        (td ,(number->string (histogram-count h)))
+                        (td ,(format-ns (or (assq-ref shares phase) 0)))
+                        (td ,(format-ns (histogram-mean h)))
+                        ,@(percentile-cells h format-ns)
+                        (td ,(format-ns (histogram-max h))))))
+                (if (null? shares)
+                    '()
+                    (append (route-stats-app-phases route)
+                            `((unmarked . ,(route-stats-unmarked route))))))))
+       routes)))
 
 (define (percentile-cells h format)
   (map (lambda (q) `(td ,(format (histogram-quantile h q)))) '(0.5 0.9 0.99 0.999)))

@@ -17,6 +17,13 @@
 ;;; countdown picks; the hooks hear about those, and about failures.
 ;;; Each hook's default below documents when it is called and with what.
 ;;;
+;;; A handler may also have timed its own phases (db, render, …: with
+;;; (plucky web timing)); it tells them with `note-handler-phases!' and
+;;; the observer takes them with `take-handler-phases!' when it accounts
+;;; for the request.  That pair lives here so that a web module can say
+;;; it through what the server exports and the observer can hear it,
+;;; neither importing the other.
+;;;
 ;;; Code:
 
 (define-module (plucky server hooks)
@@ -37,7 +44,9 @@
             ignore-write
             ignore-accept
             ignore-close
-            ignore-tick))
+            ignore-tick
+            note-handler-phases!
+            take-handler-phases!))
 
 ;; A record private to this module, read through the procedures below:
 ;; the loop reads it when it times a request, not on every request.
@@ -131,5 +140,29 @@ write(2) of timed answers, ON-ACCEPT and ON-CLOSE after a timed accept
 or close, ON-TICK about once a second."
   (%make-observer-hooks tally on-request on-failure on-write on-accept on-close
                         on-tick))
+
+;; The phases the running handler timed: ((name . ns) …) or #f.  One
+;; loop runs per process on one thread, and the observer takes them as
+;; the loop tells it of the request (#:on-request), right after the
+;; handler returned: a variable is enough.  (A handler the loop runs on
+;; a pool thread, for a body read as a port, notes them from there; one
+;; overlapping another's may then lend it its phases: figures, never
+;; answers, are at stake.)
+(define handler-phases #f)
+
+(define (note-handler-phases! phases)
+  "Return nothing useful; keep PHASES, the phases the handler of the
+request being answered timed, for the observer: a list ((NAME . NS) …),
+NAME a symbol and NS the exact nanoseconds spent in it, or #f for none.
+(plucky web timing)'s `with-server-timing' calls it."
+  (set! handler-phases phases))
+
+(define (take-handler-phases!)
+  "Return the phases last given to `note-handler-phases!' (or #f) and
+forget them, so that they are accounted for once and never under
+another request."
+  (let ((phases handler-phases))
+    (when phases (set! handler-phases #f))
+    phases))
 
 ;;; (plucky server hooks) ends here

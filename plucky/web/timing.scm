@@ -15,7 +15,10 @@
 ;;;
 ;;; or, in straight-line code, `(mark-phase! 'db)' at the end of each
 ;;; phase: the time since the previous mark (or the start) is the
-;;; phase's.  A phase named twice adds up.
+;;; phase's.  A phase named twice adds up.  Phases are exclusive: a
+;;; with-phase inside another (a query made while rendering) counts for
+;;; the inner phase only, so that the phases never add up to more than
+;;; the handler's time.
 ;;;
 ;;; The phases are kept in a <timing> record for the request being
 ;;; handled, which the middleware `with-server-timing' starts; with no
@@ -28,11 +31,19 @@
 ;;; route).  A fluid, not a global: the server may run handlers on
 ;;; threads (with-body-port, streamed answers).
 ;;;
+;;; The phases also go to the server's observer, when there is one
+;;; (`plucky serve --status'): `with-server-timing' hands them to
+;;; `note-handler-phases!' of (plucky server hooks), and the status page
+;;; shows them per route beside the server's own phases, the handler's
+;;; time they leave unmarked with them.  Without an observer nobody
+;;; reads them.
+;;;
 ;;; Code:
 
 (define-module (plucky web timing)
   #:use-module (srfi srfi-9)
   #:use-module ((plucky web middleware) #:select (with-response-headers))
+  #:use-module ((plucky server hooks) #:select (note-handler-phases!))
   #:export (make-timing
             timing?
             timing-phases
@@ -44,11 +55,14 @@
             with-server-timing))
 
 (define-record-type <timing>
-  (%make-timing start last phases total)
+  (%make-timing start last phases total inner)
   timing?
   (start timing-start)                    ; get-internal-real-time at the start
   (last timing-last set-timing-last!)     ; the time of the last mark
-  (phases timing-phases* set-timing-phases!) ; ((name . seconds) …), newest first
+  ;; ticks spent in phases inside the with-phase running, which it does
+  ;; not count as its own
+  (inner timing-inner set-timing-inner!)
+  (phases timing-phases* set-timing-phases!) ; ((name . ticks) …), newest first
   (total timing-total* set-timing-total!))   ; seconds, once finished, else #f
 
 (define (now) (get-internal-real-time))
@@ -59,12 +73,25 @@
 (define (make-timing)
   "Return a new timing record, started now, with no phases."
   (let ((start (now)))
-    (%make-timing start start '() #f)))
+    (%make-timing start start '() #f 0)))
 
 (define (timing-phases timing)
   "Return the phases of TIMING as an alist ((name . seconds) …) in the
 order they were first marked."
-  (reverse (timing-phases* timing)))
+  (map (lambda (phase) (cons (car phase) (ticks->seconds (cdr phase))))
+       (reverse (timing-phases* timing))))
+
+(define (ticks->ns ticks)
+  (if (= internal-time-units-per-second 1000000000)
+      ticks
+      (quotient (* ticks 1000000000) internal-time-units-per-second)))
+
+(define (timing-phases-ns timing)
+  ;; -> ((name . ns) …) in the order first marked, or #f when none
+  (let ((phases (timing-phases* timing)))
+    (and (pair? phases)
+         (map (lambda (phase) (cons (car phase) (ticks->ns (cdr phase))))
+              (reverse phases)))))
 
 (define (timing-total timing)
   "Return the seconds from TIMING's start to its finish, or to now if it
@@ -78,12 +105,12 @@ is not finished."
 `with-server-timing' started one."
   (fluid-ref current))
 
-(define (add-phase! timing name seconds)
+(define (add-phase! timing name ticks)
   (let* ((phases (timing-phases* timing))
          (entry (assq name phases)))
     (if entry
-        (set-cdr! entry (+ (cdr entry) seconds))
-        (set-timing-phases! timing (acons name seconds phases)))))
+        (set-cdr! entry (+ (cdr entry) ticks))
+        (set-timing-phases! timing (acons name ticks phases)))))
 
 (define (mark-phase! name)
   "Account the time since the last mark of the current request (or its
@@ -92,20 +119,25 @@ nothing when no timing is started."
   (let ((timing (fluid-ref current)))
     (when timing
       (let ((t (now)))
-        (add-phase! timing name (ticks->seconds (- t (timing-last timing))))
+        (add-phase! timing name (- t (timing-last timing)))
         (set-timing-last! timing t)))))
 
 (define (with-phase name thunk)
   "Call THUNK and return its values, accounting the time it took to the
-phase NAME of the current request's timing, if any."
+phase NAME of the current request's timing, if any, less the time of the
+phases inside it."
   (let ((timing (fluid-ref current)))
     (if (not timing)
         (thunk)
-        (let ((start (now)))
+        (let ((start (now))
+              (outer (timing-inner timing)))
+          (set-timing-inner! timing 0)
           (call-with-values thunk
             (lambda results
-              (let ((t (now)))
-                (add-phase! timing name (ticks->seconds (- t start)))
+              (let* ((t (now))
+                     (elapsed (- t start)))
+                (add-phase! timing name (- elapsed (timing-inner timing)))
+                (set-timing-inner! timing (+ outer elapsed))
                 (set-timing-last! timing t))
               (apply values results)))))))
 
@@ -128,7 +160,8 @@ its total, in milliseconds (\"db;dur=0.12, total;dur=0.45\")."
 `with-phase' and `mark-phase!') and, when HEADER? is true, adds the
 Server-Timing header of its phases to the response.  ON-TIMING, if
 given, is called as (ON-TIMING request timing) once the handler has
-returned.  A streamed body's time is not counted: its head, with the
+returned.  The phases also go to the server's observer, if any, for the
+status page (see `note-handler-phases!' of (plucky server hooks)).  A streamed body's time is not counted: its head, with the
 header, is sent before the body is written."
   (lambda (handler)
     (lambda (request body)
@@ -137,6 +170,7 @@ header, is sent before the body is written."
                                        (lambda () (handler request body))))
           (lambda (response response-body)
             (set-timing-total! timing (ticks->seconds (- (now) (timing-start timing))))
+            (note-handler-phases! (timing-phases-ns timing))
             (when on-timing
               (on-timing request timing))
             (values (if header?

@@ -32,6 +32,7 @@
              ((plucky server connection)
               #:select (file-body? file-body->bytevector close-file-body!))
              (plucky web password)
+             ((plucky server hooks) #:select (take-handler-phases!))
              (blog git)
              (blog store)
              (blog app))
@@ -265,6 +266,32 @@
   (let ((status headers text (call 'GET "/blog/" #:jar? #f)))
     (test-equal "packed refs: the same commit" (branch-commit store) (car (assq-ref headers 'etag)))
     (test-assert "packed refs: a commit" (string? (branch-commit store)))))
+
+;; the phases the app timed for its last request, as the server's
+;; observer takes them: ((name . ns) …)
+(define (phases-of method path)
+  (take-handler-phases!)
+  (call method path #:jar? #f)
+  (or (take-handler-phases!) '()))
+
+(test-group "the phases it times"
+  (let ((miss (phases-of 'GET "/blog/tags/"))
+        (hit (phases-of 'GET "/blog/tags/")))
+    (test-equal "a miss: the ref check, then the page made"
+      '(ref-check render) (filter (lambda (name) (memq name '(ref-check render))) (map car miss)))
+    (test-equal "a hit: the ref check only" '(ref-check) (map car hit))
+    (test-assert "in nanoseconds" (every exact-integer? (map cdr (append miss hit)))))
+  (test-assert "a post's page reads its body from git"
+    (assq 'git (phases-of 'GET "/blog/archives/2012/03/08/an-in-depth-look?fresh")))
+  (test-equal "no header unless asked" #f
+    (let ((s h t (call 'GET "/blog/" #:jar? #f))) (assq 'server-timing h)))
+  (test-assert "#:server-timing? #t: the header"
+    (let ((s h t (call 'GET "/blog/" #:jar? #f
+                       #:app (make-blog-app #:store store #:sessions-db sessions #:prefix "/blog/"
+                                            #:secret (make-bytevector 32 7)
+                                            #:admin-hash (hash-password "correct horse battery")
+                                            #:server-timing? #t))))
+      (string-prefix? "ref-check;dur=" (or (assq-ref h 'server-timing) "")))))
 
 (test-group "comments"
   (let ((before (comment-count)))

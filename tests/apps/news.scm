@@ -28,6 +28,7 @@
              (web uri)
              (tests lib harness)
              ((plucky web json) #:select (decode-json))
+             ((plucky server hooks) #:select (take-handler-phases!))
              (news db)
              (news app))
 
@@ -134,6 +135,13 @@
 (define bob (make-visitor))
 (define eve (make-visitor))
 (define anonymous (make-visitor))
+
+(test-group "the phases it times"
+  (take-handler-phases!)
+  (call anonymous 'GET "/newest")
+  (let ((phases (or (take-handler-phases!) '())))
+    (test-equal "a page: its queries, then its making" '(db render) (map car phases))
+    (test-assert "in nanoseconds" (every exact-integer? (map cdr phases)))))
 
 (test-group "accounts"
   (test-equal "sign up redirects" 303 (signup! alice "alice" "correct horse battery"))

@@ -106,6 +106,54 @@
        (test-equal "busiest route first" '("/" "/b")
          (map route-stats-name (observer-all-routes obs)))))))
 
+(define (app-phase-sums route)
+  ;; -> ((name count sum) …) of ROUTE's own phases, unmarked last
+  (map (lambda (phase)
+         (list (car phase) (histogram-count (cdr phase)) (histogram-sum (cdr phase))))
+       (append (route-stats-app-phases route)
+               `((unmarked . ,(route-stats-unmarked route))))))
+
+(test-group "the handler's own phases (take-handler-phases!)"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (observer-procedure obs)))
+       ;; what (plucky web timing) tells, then the loop's report
+       (note-handler-phases! '((db . 1000) (render . 500)))
+       (observe 'request (request "/item") 200 0 100 2000 100 #f)
+       (note-handler-phases! '((db . 3000)))
+       (observe 'request (request "/item") 200 0 100 4000 100 #f)
+       (observe 'request (request "/plain") 200 0 100 4000 100 #f)
+       (let ((item (observer-route obs "/item")))
+         (test-equal "per phase: count and sum; unmarked: the handler's rest"
+           '((db 2 4000) (render 1 500) (unmarked 2 1500))
+           (app-phase-sums item))
+         (test-equal "taken once: a route without phases has none" '()
+           (route-stats-app-phases (observer-route obs "/plain"))))
+       (test-equal "taken: nothing left" #f (take-handler-phases!))
+       ;; phases of a request not accounted for do not reach the next
+       (note-handler-phases! '((db . 7)))
+       (note-request-body! (request "/plain") #f)
+       (observe 'request (request "/plain") 200 0 100 4000 100 #f)
+       (test-equal "dropped at the next request" '()
+         (route-stats-app-phases (observer-route obs "/plain")))
+       (observer-detach! obs)))))
+
+(test-group "at most max-app-phases phases per route"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (observer-procedure obs)))
+       (note-handler-phases! (map (lambda (i) (cons (string->symbol (format #f "p~a" i)) 10))
+                                  (iota (+ max-app-phases 2))))
+       (observe 'request (request "/many") 200 0 100 4000 100 #f)
+       (let ((phases (route-stats-app-phases (observer-route obs "/many"))))
+         (test-equal "the first kept, then 'other" (+ max-app-phases 1) (length phases))
+         (test-equal "'other holds the rest, a sample per phase folded in" '(2 20)
+           (let ((h (assq-ref phases 'other)))
+             (list (histogram-count h) (histogram-sum h)))))
+       (observer-detach! obs)))))
+
 (test-group "routes that are not paths"
   (call-guarded
    (lambda ()

@@ -13,7 +13,8 @@
 ;;; wrk loads it for a bounded time while headless Chromium loads
 ;;; /_plucky/status.  The DOM Chromium built (--dump-dom) must hold every
 ;;; chart as SVG, each with data: a path of the series with points in it,
-;;; the bars of the phases.  A screenshot of the page goes to
+;;; the bars of the phases, /slow's cut into the phases its handler
+;;; times itself (db, render) with the table of them.  A screenshot of the page goes to
 ;;; tests/out/status-page.png, to look at (the test checks it is a PNG of
 ;;; the size asked for).  Every process is bounded in time and stopped by
 ;;; its PID.
@@ -33,6 +34,7 @@
              (web response)
              (web uri)
              (plucky observe accounting)
+             (plucky web timing)
              (plucky dev serve))
 
 (test-begin "observe/browser")
@@ -48,11 +50,18 @@
 
 (define chromium (or (find-program "chromium") (find-program "chromium-browser")))
 
+(define slow
+  ;; a handler that times its own phases, as apps/news does
+  ((with-server-timing #:header? #f)
+   (lambda (request body)
+     (with-phase 'db (lambda () (usleep 600)))
+     (with-phase 'render (lambda () (usleep 300) (values '((content-type . (text/plain))) "slow"))))))
+
 (define (app request body)
   (let ((path (uri-path (request-uri request))))
     (cond
      ((string=? path "/fail") (error "failing on purpose for the inbox"))
-     ((string=? path "/slow") (usleep 1000) (values '((content-type . (text/plain))) "slow"))
+     ((string=? path "/slow") (slow request body))
      (else (values '((content-type . (text/plain))) "Hello, World!")))))
 
 (define (read-all-before port deadline)
@@ -148,6 +157,15 @@
                                (chart-has-data? dom id)))
                            '("chart-throughput" "chart-latency-time" "chart-phases"
                              "chart-percentiles" "chart-memory"))
+                 (test-assert "the phase bars name the handler's own phases"
+                   (let* ((start (string-contains dom "id=\"chart-phases\""))
+                          (svg (and start (substring dom start (string-contains dom "</svg>" start)))))
+                     (and svg
+                          (string-contains svg ">db</text>")
+                          (string-contains svg ">render</text>")
+                          (string-contains svg ">handler, unmarked</text>"))))
+                 (test-assert "the table of the handlers' own phases lists /slow's db"
+                   (string-match "<td class=\"l\">/slow</td><td class=\"l\">db</td>" dom))
                  (test-assert "the inbox lists the failure" (string-contains dom "/_plucky/inbox/1")))
                (unless (file-exists? out-dir) (mkdir out-dir))
                (false-if-exception (delete-file screenshot))

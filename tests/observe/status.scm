@@ -34,6 +34,7 @@
              (plucky observe accounting)
              (plucky observe inbox)
              (plucky observe status)
+             (plucky web timing)
              (plucky dev serve))
 
 (test-begin "observe/status")
@@ -51,10 +52,18 @@
       ;; top-level definitions, which the compiler does not inline
       (define (fail-on-purpose path)
         (error "this request fails on purpose:" path))
+      ;; a handler that times its own phases, as apps/news does
+      (define phased
+        ((with-server-timing #:header? #f)
+         (lambda (request body)
+           (with-phase 'db (lambda () (length (iota 1000))))
+           (with-phase 'render
+                       (lambda () (values '((content-type . (text/plain))) "phased"))))))
       (define (app request body)
         (let ((path (uri-path (request-uri request))))
           (cond
            ((string=? path "/") (values '((content-type . (text/plain))) "Hello, World!"))
+           ((string=? path "/phased") (phased request body))
            ((string=? path "/fail")
             ;; not a tail call, so that its frame is in the backtrace
             (fail-on-purpose path)
@@ -468,6 +477,52 @@
        (test-assert "status: says it adds up 2 workers"
          (string-contains page "all 2 worker processes added up"))
        (test-assert "status: a table of the workers" (string-contains page "<h2>Workers</h2>"))))))
+
+(test-group "two workers: the handlers' own phases, per route"
+  (set! answered 0)
+  (with-two-workers
+   (lambda (server)
+     ;; a connection each: both workers answer some
+     (for-each (lambda (i) (ask server (if (even? i) "/phased" "/"))) (iota 40))
+     (settled-total server "/_plucky/status.json" json-total)
+     (let* ((json (read-json (open-input-string (ask server "/_plucky/status.json"))))
+            (route (lambda (name)
+                     (find (lambda (r) (equal? (json-ref r "route") name))
+                           (vector->list (json-ref json "routes")))))
+            (phased (route "/phased")))
+       (test-equal "status.json: each phase of both workers' requests"
+         '(20 20 20)
+         (and phased
+              (map (lambda (phase) (json-ref phased "app_phases_ns" phase "count"))
+                   '("db" "render" "unmarked"))))
+       (test-assert "status.json: per request, the phases within the handler's mean"
+         (and phased
+              (let ((shares (map (lambda (phase)
+                                   (json-ref phased "app_phases_ns_per_request" phase))
+                                 '("db" "render" "unmarked")))
+                    (handler (json-ref phased "phases_ns" "handler" "mean")))
+                (and (every number? shares)
+                     (> (car shares) 0)
+                     (<= (abs (- (fold + 0 shares) handler)) 3)))))
+       (test-equal "status.json: a route without phases has none" #f
+         (assoc "app_phases_ns" (route "/"))))
+     (let ((page (ask server "/_plucky/status")))
+       (test-assert "status: the table of the handlers' own phases"
+         (string-contains page "The handlers' own phases, by route"))
+       (test-assert "status: db and render rows of /phased"
+         (and (string-match "<td class=\"l\">/phased</td><td class=\"l\">db</td>" page)
+              (string-match "<td class=\"l\">/phased</td><td class=\"l\">render</td>" page)
+              (string-match "<td class=\"l\">/phased</td><td class=\"l\">unmarked</td>" page)))
+       (test-assert "status: the bars' legend names them"
+         (and (string-contains page ">db</text>")
+              (string-contains page ">handler, unmarked</text>"))))
+     (let ((text (ask server "/_plucky/metrics")))
+       (test-equal "metrics: well formed" '() (check-exposition text))
+       (test-equal "metrics: db of /phased" '(20)
+         (filter-map (lambda (s) (and (string-contains (car s) "route=\"/phased\"")
+                                      (string-contains (car s) "phase=\"db\"")
+                                      (cdr s)))
+                     (samples text "plucky_route_app_phase_requests_total")))))))
 
 (define (inbox-ids page)
   ;; -> the failure ids the status PAGE's error inbox links to

@@ -1,11 +1,13 @@
 ;;; tests/web/timing.scm --- (plucky web timing)
 
-(use-modules (srfi srfi-64)
+(use-modules (srfi srfi-1)
+             (srfi srfi-64)
              (srfi srfi-11)
              (ice-9 regex)
              (web request)
              (web uri)
              (tests lib harness)
+             ((plucky server hooks) #:select (take-handler-phases!))
              (plucky web timing))
 
 (define (request) (build-request (string->uri-reference "/") #:headers '((host . ("h" . #f)))))
@@ -57,10 +59,45 @@
        (call-with-values (lambda () (with-phase 'x (lambda () (values 1 2)))) list))
      (test-equal "no current timing outside" #f (current-timing)))))
 
+(test-group "with-phase inside with-phase"
+  (call-guarded
+   (lambda ()
+     (let ((seen #f))
+       (((with-server-timing #:header? #f #:on-timing (lambda (r t) (set! seen t)))
+         (lambda (request body)
+           (with-phase 'render
+                       (lambda ()
+                         (spin 0.001)
+                         (with-phase 'db (lambda () (spin 0.004)))
+                         (values '((content-type . (text/plain))) "ok")))))
+        (request) #f)
+       (let ((db (assq-ref (timing-phases seen) 'db))
+             (render (assq-ref (timing-phases seen) 'render)))
+         (test-assert "the inner phase counts for itself" (>= db 0.004))
+         (test-assert "not for the outer one" (< render 0.004))
+         (test-assert "together within the total"
+           (<= (+ db render) (timing-total seen))))))))
+
 (test-group "mark-phase!"
   (call-guarded
    (lambda ()
      (test-assert "without a timing: nothing" (begin (mark-phase! 'x) #t)))))
+
+(test-group "with-server-timing tells the server's observer"
+  (call-guarded
+   (lambda ()
+     (take-handler-phases!)
+     (((with-server-timing #:header? #f) phased) (request) #f)
+     (let ((phases (take-handler-phases!)))
+       (test-equal "the phases, in order" '(db render value) (map car (or phases '())))
+       (test-assert "in exact nanoseconds, db adds its two"
+         (and phases (every exact-integer? (map cdr phases))
+              (>= (assq-ref phases 'db) 4000000)))
+       (test-equal "taken once" #f (take-handler-phases!)))
+     (((with-server-timing #:header? #f)
+       (lambda (request body) (values '((content-type . (text/plain))) "none")))
+      (request) #f)
+     (test-equal "a handler that timed nothing: no phases" #f (take-handler-phases!)))))
 
 (test-group "timing->header"
   (call-guarded
