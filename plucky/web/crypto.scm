@@ -10,7 +10,7 @@
 ;;;
 ;;;   (random-bytes n)            n bytes from libgcrypt's CSPRNG
 ;;;   (hmac-sha256 key data)      a 32-byte HMAC (guile-gcrypt's (gcrypt mac))
-;;;   (sha256 data)               a 32-byte digest
+;;;   (sha256 data)               a 32-byte digest (libgcrypt's)
 ;;;   (bytevector=?/constant-time a b)
 ;;;                               compares without leaking, through its
 ;;;                               running time, where the first difference is
@@ -23,15 +23,35 @@
 ;;; is seeded from getrandom(2) and mixes the process id into its pool,
 ;;; so two workers forked from one master draw different bytes.
 ;;;
+;;; A visitor who is logged in costs a SHA-256 (the session's row key)
+;;; and 32 random bytes (the mask of the page's CSRF token) a request
+;;; (bench/news, the front page logged in), so both avoid what makes a
+;;; call through guile-gcrypt dear for a few bytes: `bytevector->pointer',
+;;; which records each pointer it makes in a global weak table, and, for
+;;; the random bytes, libgcrypt's per-call work (its lock, its pool's
+;;; mixing).  Each thread keeps scratch bytevectors whose pointers are
+;;; made once, and a buffer of random bytes drawn from the generator a
+;;; few kilobytes at a time and handed out in slices, each slice once.
+;;; The buffer remembers the process that filled it: a process forked
+;;; after a fill (a worker) throws the copy it inherited away before its
+;;; first draw and fills its own, from libgcrypt's generator, which has
+;;; mixed the new process id in; two processes never hand out the same
+;;; bytes.
+;;;
 ;;; Code:
 
 (define-module (plucky web crypto)
   #:use-module (rnrs bytevectors)
-  ;; Prefixed: this module's hmac-sha256 and sha256 would otherwise hide
-  ;; the names (gcrypt mac) and (gcrypt hash) define for the algorithms.
+  #:use-module (srfi srfi-9)
+  ;; Prefixed: this module's hmac-sha256 would otherwise hide the name
+  ;; (gcrypt mac) defines for the algorithm.
   #:use-module ((gcrypt mac) #:prefix gcrypt:)
-  #:use-module ((gcrypt hash) #:prefix gcrypt:)
-  #:use-module (gcrypt random)
+  ;; %libgcrypt: the libgcrypt guile-gcrypt loads (and (gcrypt mac)
+  ;; initialises), whose functions this module calls itself as well.
+  #:use-module ((gcrypt package-config) #:select (%libgcrypt))
+  #:use-module ((system foreign) #:select (bytevector->pointer void int size_t))
+  #:use-module ((system foreign-library) #:select (load-foreign-library
+                                                    foreign-library-function))
   #:export (random-bytes
             hmac-sha256
             sha256
@@ -40,10 +60,80 @@
             base64url->bytes
             ->bytevector))
 
+;; The scratch space of a thread: reused by every call the thread makes,
+;; so that the pointers handed to libgcrypt are made once.
+(define-record-type <scratch>
+  (make-scratch input input-pointer digest digest-pointer
+                random random-pointer random-offset random-pid)
+  scratch?
+  (input scratch-input)                 ; data to hash, up to its length
+  (input-pointer scratch-input-pointer)
+  (digest scratch-digest)               ; 32 bytes, the last digest
+  (digest-pointer scratch-digest-pointer)
+  (random scratch-random)               ; random bytes, those before
+  (random-pointer scratch-random-pointer) ; the offset handed out
+  (random-offset scratch-random-offset set-scratch-random-offset!)
+  (random-pid scratch-random-pid set-scratch-random-pid!)) ; who filled it, or #f
+
+(define input-bytes 64)                 ; covers a session id, a token
+(define random-buffer-bytes 4096)
+
+(define (fresh-scratch)
+  (let ((input (make-bytevector input-bytes))
+        (digest (make-bytevector 32))
+        (random (make-bytevector random-buffer-bytes 0)))
+    (make-scratch input (bytevector->pointer input) digest (bytevector->pointer digest)
+                  random (bytevector->pointer random) random-buffer-bytes #f)))
+
+(define scratch-fluid (make-thread-local-fluid #f))
+
+(define (scratch)
+  ;; -> the calling thread's <scratch>
+  (or (fluid-ref scratch-fluid)
+      (let ((new (fresh-scratch)))
+        (fluid-set! scratch-fluid new)
+        new)))
+
+(define gcry-strong-random 1)           ; GCRY_STRONG_RANDOM
+(define gcry-md-sha256 8)               ; GCRY_MD_SHA256
+
+(define libgcrypt (load-foreign-library %libgcrypt))
+
+(define %randomize
+  (foreign-library-function libgcrypt "gcry_randomize" #:return-type void
+                            #:arg-types (list '* size_t int)))
+
+(define %hash-buffer
+  (foreign-library-function libgcrypt "gcry_md_hash_buffer" #:return-type void
+                            #:arg-types (list int '* '* size_t)))
+
 (define (random-bytes n)
   "Return a fresh bytevector of N bytes from a cryptographically secure
-random generator (libgcrypt's, at its strong level)."
-  (gen-random-bv n %gcry-strong-random))
+random generator (libgcrypt's, at its strong level), bytes that no other
+call, in this process or another, returns."
+  (let* ((s (scratch))
+         (buffer (scratch-random s))
+         (out (make-bytevector n)))
+    (cond
+     ((> n random-buffer-bytes)
+      (%randomize (bytevector->pointer out) n gcry-strong-random))
+     (else
+      (let ((pid (getpid)))
+        (when (or (not (eqv? pid (scratch-random-pid s)))
+                  (> (+ (scratch-random-offset s) n) random-buffer-bytes))
+          (%randomize (scratch-random-pointer s) random-buffer-bytes gcry-strong-random)
+          (set-scratch-random-pid! s pid)
+          (set-scratch-random-offset! s 0)))
+      (let ((at (scratch-random-offset s)))
+        (bytevector-copy! buffer at out 0 n)
+        ;; Handed out: not left in memory to be handed out again.
+        (bytevector-fill-range! buffer at n)
+        (set-scratch-random-offset! s (+ at n)))))
+    out))
+
+(define (bytevector-fill-range! bv start n)
+  (do ((i start (+ i 1))) ((= i (+ start n)))
+    (bytevector-u8-set! bv i 0)))
 
 (define (->bytevector data)
   "Return DATA as a bytevector: DATA itself, or a string's UTF-8."
@@ -58,7 +148,18 @@ taken as UTF-8) under KEY (likewise)."
 (define (sha256 data)
   "Return the 32-byte SHA-256 digest of DATA (a bytevector or a string,
 taken as UTF-8)."
-  (gcrypt:bytevector-hash (->bytevector data) (gcrypt:hash-algorithm gcrypt:sha256)))
+  (let* ((bv (->bytevector data))
+         (n (bytevector-length bv))
+         (s (scratch))
+         (digest (scratch-digest s)))
+    (if (<= n input-bytes)
+        (begin
+          (bytevector-copy! bv 0 (scratch-input s) 0 n)
+          (%hash-buffer gcry-md-sha256 (scratch-digest-pointer s) (scratch-input-pointer s) n))
+        (%hash-buffer gcry-md-sha256 (scratch-digest-pointer s) (bytevector->pointer bv) n))
+    (let ((out (make-bytevector 32)))
+      (bytevector-copy! digest 0 out 0 32)
+      out)))
 
 (define (bytevector=?/constant-time a b)
   "Return #t if the bytevectors A and B hold the same bytes.  For two of

@@ -8,6 +8,9 @@
              (web uri)
              (tests lib harness)
              (tests lib error-text)
+             (ice-9 threads)
+             (rnrs io ports)
+             ((gcrypt hash) #:prefix gcrypt:)
              (plucky web crypto)
              (plucky web cookies))
 
@@ -68,9 +71,88 @@
                       (bytevector->u8-list (hmac-sha256 "Jefe" "what do ya want for nothing?")))
                  "")))
 
+(define (hex bv)
+  (string-join (map (lambda (b) (string-pad (number->string b 16) 2 #\0))
+                    (bytevector->u8-list bv))
+               ""))
+
+(define (gcrypt-sha256 bv)
+  (gcrypt:bytevector-hash bv (gcrypt:hash-algorithm gcrypt:sha256)))
+
+(define-syntax-rule (test-sha256 expected data)
+  (test-equal expected (hex (sha256 data))))
+
+(test-group "sha256"
+  ;; FIPS 180-2's examples
+  (test-sha256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" "")
+  (test-sha256 "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" "abc")
+  (test-sha256 "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+               "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")
+  (test-sha256 "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+               (make-string 1000000 #\a))
+  (test-assert "the same as guile-gcrypt's, for every length up to 200"
+    (every (lambda (n)
+             (let ((data (u8-list->bytevector (map (lambda (i) (modulo (* i 7) 256)) (iota n)))))
+               (equal? (gcrypt-sha256 data) (sha256 data))))
+           (iota 201)))
+  (test-assert "each digest a fresh bytevector"
+    (let* ((a (sha256 "a")) (b (sha256 "b")))
+      (and (equal? a (gcrypt-sha256 (string->utf8 "a")))
+           (equal? b (gcrypt-sha256 (string->utf8 "b"))))))
+  (test-equal "from other threads too"
+    (map (lambda (n) (gcrypt-sha256 (make-bytevector n n))) (iota 8))
+    (map join-thread
+         (map (lambda (n) (call-with-new-thread (lambda () (sha256 (make-bytevector n n)))))
+              (iota 8)))))
+
+(define (random-in-child n)
+  ;; -> N bytes drawn by `random-bytes' in a child process
+  (let* ((pipe (pipe))
+         (pid (primitive-fork)))
+    (if (zero? pid)
+        (begin
+          (close-port (car pipe))
+          (put-bytevector (cdr pipe) (random-bytes n))
+          (force-output (cdr pipe))
+          (primitive-_exit 0))
+        (begin
+          (close-port (cdr pipe))
+          (let ((bytes (get-bytevector-all (car pipe))))
+            (close-port (car pipe))
+            (waitpid pid)
+            bytes)))))
+
+(define (all-distinct? items)
+  (= (length items) (length (delete-duplicates items))))
+
 (test-group "random-bytes"
   (test-equal 16 (bytevector-length (random-bytes 16)))
-  (test-assert (not (equal? (random-bytes 16) (random-bytes 16)))))
+  (test-assert (not (equal? (random-bytes 16) (random-bytes 16))))
+  (test-equal 0 (bytevector-length (random-bytes 0)))
+  (test-equal "more than a buffer at once" 10000 (bytevector-length (random-bytes 10000)))
+  (test-assert "no two draws alike, across many refills"
+    (all-distinct? (map (lambda (_) (random-bytes 24)) (iota 2000))))
+  (test-assert "a process forked after a draw draws other bytes than its parent"
+    (begin
+      (random-bytes 16)                 ; the buffer is filled here
+      (let* ((child (random-in-child 32))
+             (parent (random-bytes 32)))
+        (and (= 32 (bytevector-length child))
+             (not (equal? child parent))))))
+  (test-assert "two processes forked from one draw different bytes"
+    (begin
+      (random-bytes 16)
+      (let* ((a (random-in-child 32))
+             (b (random-in-child 32)))
+        (and (= 32 (bytevector-length a) (bytevector-length b))
+             (not (equal? a b))))))
+  (test-assert "threads draw different bytes"
+    (all-distinct?
+     (append-map join-thread
+                 (map (lambda (_)
+                        (call-with-new-thread
+                         (lambda () (map (lambda (_) (random-bytes 16)) (iota 50)))))
+                      (iota 4))))))
 
 (test-group "parse-cookie-header"
   (test-parse "a=1; b=2" '(("a" . "1") ("b" . "2")))

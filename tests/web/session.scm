@@ -180,6 +180,48 @@
            (id (cookie-id (response-of (app-of db (lambda () (session-set! "v" values) "")) #f))))
       (body-of (app-of db (lambda () (object->string (session-ref "v")))) id))))
 
+;; The data of a row: `data->string' writes it, `string->data' reads it.
+(define data->string (@@ (plucky web session) data->string))
+(define string->data (@@ (plucky web session) string->data))
+(define simple-data (@@ (plucky web session) simple-data))
+
+(define-syntax-rule (test-data-round-trip data)
+  (test-equal (object->string data) data (string->data (data->string data))))
+
+(test-group "string->data"
+  (test-data-round-trip '())
+  (test-data-round-trip '(("user" . "ada")))
+  (test-data-round-trip '(("user" . "ada") ("csrf" . "kjhsdfkjhsdkfjhskdj-_") ("n" . -42) ("ok" . #t) ("no" . #f)))
+  (test-data-round-trip '(("quote\"d" . "back\\slash") ("line" . "a\nb") ("" . "")))
+  (test-data-round-trip '(("naïve" . "λ ü") ("0" . 0) ("big" . 123456789012345678901234567890)))
+  (test-data-round-trip '(("x" . 1.5) ("y" . 1/3) ("s" . sym) ("c" . #\a) ("l" 1 "a") ("v" . #(1 "b"))))
+  (test-data-round-trip '((sym . "a") (1 . 2) ("a" . "b")))
+  (test-equal "the usual shape is read without read"
+    '(("user" . "ada") ("n" . -7) ("t" . #t))
+    (simple-data "((\"user\" . \"ada\") (\"n\" . -7) (\"t\" . #t))"))
+  (test-equal "the rest is left to read" #f
+    (simple-data "((\"a\" . \"b\\\"c\"))"))
+  (test-assert "random data reads back as written"
+    (let ((state (seed->random-state 14)))
+      (define (random-string)
+        (list->string (map (lambda (_) (string-ref "ab \"\\\n.()#-1é" (random 13 state)))
+                           (iota (random 6 state)))))
+      (define (random-value)
+        (case (random 5 state)
+          ((0) (random-string))
+          ((1) (- (random 2000 state) 1000))
+          ((2) (= 0 (random 2 state)))
+          ((3) (list (random-string)))
+          (else (string->symbol (string-append "s" (number->string (random 99 state)))))))
+      (every (lambda (_)
+               (let ((data (map (lambda (_) (cons (random-string) (random-value)))
+                                (iota (random 4 state)))))
+                 (equal? data (string->data (data->string data)))))
+             (iota 2000))))
+  (test-equal "text that is not data reads as no data"
+    '(() () () ())
+    (map string->data '("((\"a\" . " "((\"a\" . 1)" "(\"a\" . 1)" "#<procedure>"))))
+
 (test-group "session-remove!"
   (let* ((id (cookie-id (response-of (app-of db (lambda () (session-set! "a" 1) (session-set! "b" 2) "")) #f))))
     (body-of (app-of db (lambda () (session-remove! "a") "")) id)
