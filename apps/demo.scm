@@ -110,9 +110,12 @@
   ;; directories.
   (static-handler here #:cache-control '(("\\.(css|svg)$" . "public, max-age=3600"))))
 
+(define asset-prefixes
+  ;; "/static/" …: made once, not for each request
+  (map (lambda (dir) (string-append "/" dir "/")) asset-directories))
+
 (define (asset-path? path)
-  (any (lambda (dir) (string-prefix? (string-append "/" dir "/") path))
-       asset-directories))
+  (any (lambda (prefix) (string-prefix? prefix path)) asset-prefixes))
 
 (define landing
   (html->bytevector
