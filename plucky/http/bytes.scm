@@ -7,7 +7,7 @@
 ;;;
 ;;; The request parser (plucky http parse) and the multipart parser
 ;;; (plucky http multipart) scan bytevectors a byte, or eight bytes, at a
-;;; time.  The pieces both use are macros, expanded where they are used,
+;;; time; the HTML writer and the JSON reader write UTF-8 (`put-utf8!').  The pieces both use are macros, expanded where they are used,
 ;;; so that the compiler sees the arithmetic inside the callers' loops
 ;;; and keeps it in untagged registers (bench/parse.scm).
 ;;;
@@ -26,7 +26,8 @@
             index-hint
             lanes-equal
             *little-endian?*
-            lowest-lane))
+            lowest-lane
+            put-utf8!))
 
 (define-syntax-rule (u8 bv i) (bytevector-u8-ref bv i))
 
@@ -64,5 +65,28 @@
       (if (= 0 (logand t #x8080))
           (if (= 0 (logand t #x800000)) 3 2)
           (if (= 0 (logand t #x80)) 1 0))))
+
+;; Code point CP written as UTF-8 into BV at AT -> the index after it
+;; (no room check: the caller made room for four bytes).  The HTML
+;; writer and the JSON reader both write text this way.
+(define-syntax-rule (put-utf8! bv at cp)
+  (let ((o at) (n cp))
+    (cond
+     ((< n #x80) (bytevector-u8-set! bv o n) (+ o 1))
+     ((< n #x800)
+      (bytevector-u8-set! bv o (logior #xC0 (ash n -6)))
+      (bytevector-u8-set! bv (+ o 1) (logior #x80 (logand n #x3F)))
+      (+ o 2))
+     ((< n #x10000)
+      (bytevector-u8-set! bv o (logior #xE0 (ash n -12)))
+      (bytevector-u8-set! bv (+ o 1) (logior #x80 (logand (ash n -6) #x3F)))
+      (bytevector-u8-set! bv (+ o 2) (logior #x80 (logand n #x3F)))
+      (+ o 3))
+     (else
+      (bytevector-u8-set! bv o (logior #xF0 (ash n -18)))
+      (bytevector-u8-set! bv (+ o 1) (logior #x80 (logand (ash n -12) #x3F)))
+      (bytevector-u8-set! bv (+ o 2) (logior #x80 (logand (ash n -6) #x3F)))
+      (bytevector-u8-set! bv (+ o 3) (logior #x80 (logand n #x3F)))
+      (+ o 4)))))
 
 ;;; (plucky http bytes) ends here

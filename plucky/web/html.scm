@@ -249,24 +249,13 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
   (list->vector
    (cons #f (map string->piece '("\uFFFD" "&amp;" "&lt;" "&gt;" "&quot;" "&#39;")))))
 
+;; `put-utf8!' is a macro, needed while this file is compiled only.
+(eval-when (expand)
+  (use-modules ((plucky http bytes) #:select (put-utf8!))))
+
 (define (put-utf8 bytes at n)
   ;; code point N (at least 128) as UTF-8 at AT -> the index after it
-  (cond
-   ((< n #x800)
-    (bytevector-u8-set! bytes at (logior #xC0 (ash n -6)))
-    (bytevector-u8-set! bytes (+ at 1) (logior #x80 (logand n #x3F)))
-    (+ at 2))
-   ((< n #x10000)
-    (bytevector-u8-set! bytes at (logior #xE0 (ash n -12)))
-    (bytevector-u8-set! bytes (+ at 1) (logior #x80 (logand (ash n -6) #x3F)))
-    (bytevector-u8-set! bytes (+ at 2) (logior #x80 (logand n #x3F)))
-    (+ at 3))
-   (else
-    (bytevector-u8-set! bytes at (logior #xF0 (ash n -18)))
-    (bytevector-u8-set! bytes (+ at 1) (logior #x80 (logand (ash n -12) #x3F)))
-    (bytevector-u8-set! bytes (+ at 2) (logior #x80 (logand (ash n -6) #x3F)))
-    (bytevector-u8-set! bytes (+ at 3) (logior #x80 (logand n #x3F)))
-    (+ at 4))))
+  (put-utf8! bytes at n))
 
 (define (put-escape bytes at class)
   ;; the escape of CLASS (see `ascii-classes') at AT -> the index after it

@@ -79,6 +79,10 @@
 
             decode-json))
 
+;; `put-utf8!' is a macro, needed while this file is compiled only.
+(eval-when (expand)
+  (use-modules ((plucky http bytes) #:select (put-utf8!))))
+
 ;;;
 ;;; Errors
 ;;;
@@ -294,23 +298,7 @@ after its closing quote; raise a &json-error if there is no string."
           bigger)))
   (define (put-code-point! buffer o cp)
     ;; -> the index after CP written as UTF-8 at O
-    (cond
-     ((< cp #x80) (bytevector-u8-set! buffer o cp) (+ o 1))
-     ((< cp #x800)
-      (bytevector-u8-set! buffer o (logior #xc0 (ash cp -6)))
-      (bytevector-u8-set! buffer (+ o 1) (logior #x80 (logand cp #x3f)))
-      (+ o 2))
-     ((< cp #x10000)
-      (bytevector-u8-set! buffer o (logior #xe0 (ash cp -12)))
-      (bytevector-u8-set! buffer (+ o 1) (logior #x80 (logand (ash cp -6) #x3f)))
-      (bytevector-u8-set! buffer (+ o 2) (logior #x80 (logand cp #x3f)))
-      (+ o 3))
-     (else
-      (bytevector-u8-set! buffer o (logior #xf0 (ash cp -18)))
-      (bytevector-u8-set! buffer (+ o 1) (logior #x80 (logand (ash cp -12) #x3f)))
-      (bytevector-u8-set! buffer (+ o 2) (logior #x80 (logand (ash cp -6) #x3f)))
-      (bytevector-u8-set! buffer (+ o 3) (logior #x80 (logand cp #x3f)))
-      (+ o 4))))
+    (put-utf8! buffer o cp))
   (define (lone-surrogate at)
     (if (context-replace-surrogates? ctx)
         #xfffd
