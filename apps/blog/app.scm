@@ -128,36 +128,43 @@
 
 (define (current-view blog state)
   ;; -> the view of the branch's commit, made again if it moved (or the
-  ;; day did: the post pages' comment tokens are the day's)
+  ;; day did: the post pages' comment tokens are the day's).  The check
+  ;; of every request allocates nothing but its thunk; the making of a
+  ;; view is apart, under the lock.
   (let ((commit (with-phase 'ref-check (lambda () (branch-commit (blog-store blog)))))
         (day (today))
         (old (car state)))
-    (define (fresh? view)
-      (and view (equal? (view-commit view) commit) (= (view-day view) day)))
-    (if (fresh? old)
+    (if (view-fresh? old commit day)
         old
-        (with-mutex (blog-lock blog)
-          (let ((old (car state)))
-            (if (fresh? old)
-                old
-                (let* ((index (if (and old (equal? (view-commit old) commit))
-                                  (view-index old)
-                                  (with-phase 'git
-                                    (lambda ()
-                                      (load-blog-index (blog-store blog) commit
-                                                       (and old (view-index old)))))))
-                       (etag (cons commit #t))
-                       (last-modified (time-utc->date
-                                       (make-time time-utc 0 (blog-index-time index)) 0))
-                       (view (make-view commit day index etag last-modified
-                                        (make-hash-table)
-                                        (build-response
-                                         #:code 304
-                                         #:headers `((etag . ,etag)
-                                                     (last-modified . ,last-modified))))))
-                  (set-car! state view)
-                  (when old (drop-pages! old))
-                  view)))))))
+        (renew-view! blog state commit day))))
+
+(define (view-fresh? view commit day)
+  (and view (equal? (view-commit view) commit) (= (view-day view) day)))
+
+(define (renew-view! blog state commit day)
+  ;; -> the view of COMMIT on DAY, made unless another thread just did
+  (with-mutex (blog-lock blog)
+    (let ((old (car state)))
+      (if (view-fresh? old commit day)
+          old
+          (let* ((index (if (and old (equal? (view-commit old) commit))
+                            (view-index old)
+                            (with-phase 'git
+                              (lambda ()
+                                (load-blog-index (blog-store blog) commit
+                                                 (and old (view-index old)))))))
+                 (etag (cons commit #t))
+                 (last-modified (time-utc->date
+                                 (make-time time-utc 0 (blog-index-time index)) 0))
+                 (view (make-view commit day index etag last-modified
+                                  (make-hash-table)
+                                  (build-response
+                                   #:code 304
+                                   #:headers `((etag . ,etag)
+                                               (last-modified . ,last-modified))))))
+            (set-car! state view)
+            (when old (drop-pages! old))
+            view)))))
 
 (define (drop-pages! view)
   ;; The memfiles of VIEW's pages are closed once their last response

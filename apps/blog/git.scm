@@ -42,7 +42,7 @@
   #:use-module (ice-9 rdelim)
   #:use-module (ice-9 threads)
   #:use-module (rnrs bytevectors)
-  #:use-module ((plucky sys libc) #:select (fd-read fd-close bytevector-address))
+  #:use-module ((plucky sys libc) #:select (fd-open-read fd-read fd-close bytevector-address))
   #:use-module ((plucky web timing) #:select (with-phase))
   ;; guile-git's submodules: (git) re-exports them in a way #:select
   ;; cannot see through.
@@ -134,12 +134,14 @@ one-line message when DIRECTORY is not a git repository."
 
 ;; A thread's buffer for `read-hex-line', and what it read last.
 (define-record-type <ref-reader>
-  (make-ref-reader buffer address file bytes hex)
+  (make-ref-reader buffer address file path path-address bytes hex)
   ref-reader?
   (buffer ref-reader-buffer)            ; hex-length bytes
   (address ref-reader-address)          ; the buffer's
-  (file ref-reader-file set-ref-reader-file!)  ; the file read last, or #f
-  (bytes ref-reader-bytes)              ; its bytes
+  (file ref-reader-file set-ref-reader-file!)  ; the file named last, or #f
+  (path ref-reader-path set-ref-reader-path!)  ; its name, NUL-terminated bytes
+  (path-address ref-reader-path-address set-ref-reader-path-address!)
+  (bytes ref-reader-bytes)              ; what it held last read, or zeros
   (hex ref-reader-hex set-ref-reader-hex!))    ; and them as a string
 
 (define ref-readers (make-thread-local-fluid #f))
@@ -147,38 +149,49 @@ one-line message when DIRECTORY is not a git repository."
 (define (ref-reader)
   (or (fluid-ref ref-readers)
       (let* ((bv (make-bytevector hex-length))
-             (reader (make-ref-reader bv (bytevector-address bv) #f
+             (reader (make-ref-reader bv (bytevector-address bv) #f #f 0
                                       (make-bytevector hex-length 0) #f)))
         (fluid-set! ref-readers reader)
         reader)))
 
+(define (reader-path-address! reader file)
+  ;; -> the address of FILE's name as the C string open(2) takes, made
+  ;; once per file name: `open-fdes' would encode the name each time
+  (unless (eq? file (ref-reader-file reader))
+    (let ((path (string->utf8 (string-append file "\x00"))))
+      (set-ref-reader-file! reader file)
+      (set-ref-reader-path! reader path)
+      (set-ref-reader-path-address! reader (bytevector-address path))
+      (set-ref-reader-hex! reader #f)))
+  (ref-reader-path-address reader))
+
 (define (read-hex-line file)
   ;; -> the first 40 characters of FILE if they are hex, else #f.  A
   ;; descriptor and one read(2), not a port: a Guile port's buffers made
-  ;; the check ten times dearer (bench/blog-costs.scm, ref-check).  The
-  ;; read goes into a buffer of the thread's, whose address is taken
-  ;; once (`bytevector-address' makes a pointer object each time), and
-  ;; the same bytes as last time give the same string: the check of
-  ;; every request allocates nothing when the ref has not moved, and so
-  ;; brings the collector's pauses no closer (bench/blog's p99).
-  (let ((fd (catch 'system-error
-              (lambda () (open-fdes file (logior O_RDONLY O_CLOEXEC)))
-              (lambda _ #f))))
-    (and fd
-         (let* ((last (ref-reader))
-                (bv (ref-reader-buffer last))
-                (n (fd-read fd (ref-reader-address last) 0 hex-length)))
+  ;; the check ten times dearer (bench/blog-costs.scm, ref-check); and
+  ;; open(2) through the FFI, on a name encoded once, which raises
+  ;; nothing when the file is missing: no exception handler is set up
+  ;; per request (bench/instructions on the blog).  The read goes into a
+  ;; buffer of the thread's, whose address is taken once
+  ;; (`bytevector-address' makes a pointer object each time), and the
+  ;; same bytes as last time give the same string: the check of every
+  ;; request allocates nothing when the ref has not moved, and so brings
+  ;; the collector's pauses no closer (bench/blog's p99).
+  (let* ((reader (ref-reader))
+         (fd (fd-open-read (reader-path-address! reader file))))
+    (and (>= fd 0)
+         (let* ((bv (ref-reader-buffer reader))
+                (n (fd-read fd (ref-reader-address reader) 0 hex-length)))
            (fd-close fd)
            (and (= n hex-length)
-                (if (and (eq? file (ref-reader-file last))
-                         (bytevector=? bv (ref-reader-bytes last)))
-                    (ref-reader-hex last)
+                (if (and (ref-reader-hex reader)
+                         (bytevector=? bv (ref-reader-bytes reader)))
+                    (ref-reader-hex reader)
                     (let ((hex (utf8->string bv)))
                       (and (string-every char-set:hex-digit hex)
                            (begin
-                             (set-ref-reader-file! last file)
-                             (bytevector-copy! bv 0 (ref-reader-bytes last) 0 hex-length)
-                             (set-ref-reader-hex! last hex)
+                             (bytevector-copy! bv 0 (ref-reader-bytes reader) 0 hex-length)
+                             (set-ref-reader-hex! reader hex)
                              hex)))))))))
 
 (define (packed-ref store)

@@ -37,6 +37,7 @@
             fd-send-more
             fd-sendfile
             fd-close
+            fd-open-read
             fd-memfd-create
             fd-shutdown-write
             fd-shutdown
@@ -100,6 +101,7 @@ as the negated errno."
 (define %send (libc-procedure ssize_t "send" (list int uintptr_t size_t int)))
 (define %sendfile (libc-procedure ssize_t "sendfile" (list int int uintptr_t size_t)))
 (define %close (libc-procedure int "close" (list int)))
+(define %open (libc-procedure int "open" (list uintptr_t int)))
 (define %memfd-create (libc-procedure int "memfd_create" (list uintptr_t unsigned-int)))
 (define %shutdown (libc-procedure int "shutdown" (list int int)))
 (define %accept4 (libc-procedure int "accept4" (list int uintptr_t uintptr_t int)))
@@ -176,6 +178,14 @@ retry could close a descriptor another part of the program just opened."
   (call-with-values (lambda () (%close fd))
     (lambda (result errno)
       (if (>= result 0) result (- errno)))))
+
+(define (fd-open-read path-address)
+  "Return a new descriptor of the file whose name, a NUL-terminated byte
+string, is at PATH-ADDRESS (from `bytevector-address'), opened for
+reading and close-on-exec; or a negated errno (-ENOENT when there is no
+such file).  Unlike `open-fdes', it raises nothing and allocates nothing:
+a file read on every request (apps/blog's ref) costs no exception handler."
+  (retrying-eintr (%open path-address (logior O_RDONLY O_CLOEXEC))))
 
 (define MFD_CLOEXEC 1)
 

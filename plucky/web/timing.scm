@@ -55,7 +55,7 @@
             with-server-timing))
 
 (define-record-type <timing>
-  (%make-timing start last phases total inner)
+  (%make-timing start last phases end inner)
   timing?
   (start timing-start)                    ; get-internal-real-time at the start
   (last timing-last set-timing-last!)     ; the time of the last mark
@@ -63,7 +63,9 @@
   ;; not count as its own
   (inner timing-inner set-timing-inner!)
   (phases timing-phases* set-timing-phases!) ; ((name . ticks) …), newest first
-  (total timing-total* set-timing-total!))   ; seconds, once finished, else #f
+  ;; get-internal-real-time at the finish, else #f: ticks, not seconds,
+  ;; so that a request whose timing nobody reads divides nothing
+  (end timing-end set-timing-end!))
 
 (define (now) (get-internal-real-time))
 
@@ -87,16 +89,20 @@ order they were first marked."
       (quotient (* ticks 1000000000) internal-time-units-per-second)))
 
 (define (timing-phases-ns timing)
-  ;; -> ((name . ns) …) in the order first marked, or #f when none
+  ;; -> ((name . ns) …) in the order first marked, or #f when none.
+  ;; Guile's ticks are nanoseconds on Linux: then the entries themselves
+  ;; serve, the handler being done with them.
   (let ((phases (timing-phases* timing)))
     (and (pair? phases)
-         (map (lambda (phase) (cons (car phase) (ticks->ns (cdr phase))))
-              (reverse phases)))))
+         (if (= internal-time-units-per-second 1000000000)
+             (reverse phases)
+             (map (lambda (phase) (cons (car phase) (ticks->ns (cdr phase))))
+                  (reverse phases))))))
 
 (define (timing-total timing)
   "Return the seconds from TIMING's start to its finish, or to now if it
 is not finished."
-  (or (timing-total* timing) (ticks->seconds (- (now) (timing-start timing)))))
+  (ticks->seconds (- (or (timing-end timing) (now)) (timing-start timing))))
 
 (define current (make-fluid #f))
 
@@ -131,15 +137,19 @@ phases inside it."
         (thunk)
         (let ((start (now))
               (outer (timing-inner timing)))
+          (define (done!)
+            (let* ((t (now))
+                   (elapsed (- t start)))
+              (add-phase! timing name (- elapsed (timing-inner timing)))
+              (set-timing-inner! timing (+ outer elapsed))
+              (set-timing-last! timing t)))
           (set-timing-inner! timing 0)
+          ;; One value, the common case, without the list a rest
+          ;; argument would allocate.
           (call-with-values thunk
-            (lambda results
-              (let* ((t (now))
-                     (elapsed (- t start)))
-                (add-phase! timing name (- elapsed (timing-inner timing)))
-                (set-timing-inner! timing (+ outer elapsed))
-                (set-timing-last! timing t))
-              (apply values results)))))))
+            (case-lambda
+              ((result) (done!) result)
+              (results (done!) (apply values results))))))))
 
 (define (duration seconds)
   ;; milliseconds, with up to three decimals
@@ -166,10 +176,10 @@ header, is sent before the body is written."
   (lambda (handler)
     (lambda (request body)
       (let ((timing (make-timing)))
-        (call-with-values (lambda () (with-fluid* current timing
-                                       (lambda () (handler request body))))
+        (call-with-values (lambda () (with-fluids ((current timing))
+                                       (handler request body)))
           (lambda (response response-body)
-            (set-timing-total! timing (ticks->seconds (- (now) (timing-start timing))))
+            (set-timing-end! timing (now))
             (note-handler-phases! (timing-phases-ns timing))
             (when on-timing
               (on-timing request timing))

@@ -398,6 +398,31 @@
                    #:form `(("csrf" . ,csrf))))
       (test-equal "one fewer" (- before 1) (comment-count)))))
 
+(test-group "branch-commit"
+  ;; another repository, its ref read on this thread between the blog's
+  (let ((other (string-append dir "/refs-elsewhere")))
+    (define (commit! message)
+      (sh "git" "-C" other "-c" "user.name=t" "-c" "user.email=t@example.org"
+          "commit" "-q" "--allow-empty" "-m" message))
+    (sh "git" "init" "-q" "-b" "master" other)
+    (let ((other-store (open-git-store other)))
+      (test-equal "no commit yet: #f" #f (branch-commit other-store))
+      (commit! "one")
+      (let ((one (branch-commit other-store))
+            (mine (branch-commit store)))
+        (test-assert "its commit" (and (string? one) (= 40 (string-length one))))
+        (test-assert "each store its own" (not (equal? one mine)))
+        (test-equal "read again, alternately" (list one mine one)
+          (list (branch-commit other-store) (branch-commit store) (branch-commit other-store)))
+        (commit! "two")
+        (let ((two (branch-commit other-store)))
+          (test-assert "a moved ref: the new commit" (and (string? two) (not (equal? one two))))
+          (test-equal "and the same string while it stays" #t
+            (eq? two (branch-commit other-store))))
+        (call-with-output-file (string-append other "/.git/refs/heads/master")
+          (lambda (port) (display "not a commit id, though forty bytes long!\n" port)))
+        (test-equal "a ref file that is not hex: #f" #f (branch-commit other-store))))))
+
 (test-group "repositories refused at start-up"
   (test-equal "not a git repository" 'blog-error
     (catch 'blog-error (lambda () (open-git-store dir) #f) (lambda (k . _) k)))

@@ -171,6 +171,30 @@
     (fd-close fd)))
 
 ;;;
+;;; fd-open-read
+;;;
+
+(define (c-string text)
+  (string->utf8 (string-append text "\x00")))
+
+(test-group "fd-open-read"
+  (let* ((port (mkstemp! (string-copy "/tmp/plucky-test-open-XXXXXX")))
+         (file (port-filename port))
+         (name (c-string file)))
+    (display "abc" port)
+    (close-port port)
+    (let ((fd (fd-open-read (bytevector-address name))))
+      (test-assert "a descriptor" (>= fd 0))
+      (test-assert "close-on-exec"
+        (not (zero? (logand (fcntl fd F_GETFD) FD_CLOEXEC))))
+      (test-equal "of the file" (string->utf8 "abc") (read-some fd 10))
+      (test-equal "read-only" (- EBADF) (write-all fd #vu8(1)))
+      (fd-close fd))
+    (delete-file file)
+    (test-equal "a missing file: -ENOENT, nothing raised" (- ENOENT)
+      (fd-open-read (bytevector-address name)))))
+
+;;;
 ;;; fd-sendfile
 ;;;
 
