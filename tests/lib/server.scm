@@ -62,6 +62,7 @@
             client-error
             client-read-responses
             client-read-until-close
+            exchange-until-close
             client-eof?
             client-close!
             client-pending
@@ -620,6 +621,16 @@ closed (or 'reset if it reset the connection), #f if the time ran out."
          (let ((bytes (client-pending client)))
            (set-client-pending! client #vu8())
            (values bytes (client-eof-seen client))))))))
+
+(define (exchange-until-close port text)
+  "Send TEXT on a new connection to PORT and read until the server closes
+it (10 seconds at most).  Return two values: what came back as a string
+(\"\" if nothing), and what `client-read-until-close' says of the close."
+  (with-client port
+    (lambda (client)
+      (client-send! client text)
+      (let-values (((bytes closed?) (client-read-until-close client #:timeout 10)))
+        (values (if (bytevector? bytes) (utf8->string bytes) "") closed?)))))
 
 (define* (client-eof? client #:key (timeout 5))
   "Return #t if the peer closes (or resets) within TIMEOUT seconds

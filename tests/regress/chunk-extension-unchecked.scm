@@ -30,12 +30,8 @@
 
 (define (answer port text)
   ;; -> (values status line, closed?)
-  (with-client port
-    (lambda (client)
-      (client-send! client text)
-      (let* ((bytes closed? (client-read-until-close client #:timeout 10))
-             (text (if (bytevector? bytes) (utf8->string bytes) "")))
-        (values (car (string-split text #\return)) closed?)))))
+  (let ((text closed? (exchange-until-close port text)))
+    (values (car (string-split text #\return)) closed?)))
 
 (test-begin "regress/chunk-extension-unchecked")
 

@@ -30,16 +30,12 @@
 
 (define (answer port text)
   ;; -> (values status line, number of responses, closed?)
-  (with-client port
-    (lambda (client)
-      (client-send! client text)
-      (let* ((bytes closed? (client-read-until-close client #:timeout 10))
-             (text (if (bytevector? bytes) (utf8->string bytes) "")))
-        (values (car (string-split text #\return))
-                (let count ((i 0) (n 0))
-                  (let ((k (string-contains text "HTTP/1.1 " i)))
-                    (if k (count (+ k 1) (+ n 1)) n)))
-                closed?)))))
+  (let ((text closed? (exchange-until-close port text)))
+    (values (car (string-split text #\return))
+            (let count ((i 0) (n 0))
+              (let ((k (string-contains text "HTTP/1.1 " i)))
+                (if k (count (+ k 1) (+ n 1)) n)))
+            closed?)))
 
 (test-begin "regress/connect-tunnel-opened")
 

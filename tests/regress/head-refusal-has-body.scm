@@ -30,15 +30,11 @@
 
 (define (answer port text)
   ;; -> (values status line, bytes after the head, closed?)
-  (with-client port
-    (lambda (client)
-      (client-send! client text)
-      (let* ((bytes closed? (client-read-until-close client #:timeout 10))
-             (text (if (bytevector? bytes) (utf8->string bytes) ""))
-             (end (string-contains text "\r\n\r\n")))
-        (values (car (string-split text #\return))
-                (if end (substring text (+ end 4)) text)
-                closed?)))))
+  (let* ((text closed? (exchange-until-close port text))
+         (end (string-contains text "\r\n\r\n")))
+    (values (car (string-split text #\return))
+            (if end (substring text (+ end 4)) text)
+            closed?)))
 
 (test-begin "regress/head-refusal-has-body")
 

@@ -30,12 +30,8 @@
 (define (stalled-answer port text)
   ;; Send TEXT and wait for the server to end the connection.
   ;; -> (values first line or "" closed?)
-  (with-client port
-    (lambda (client)
-      (client-send! client text)
-      (let* ((bytes closed? (client-read-until-close client #:timeout 10))
-             (text (if (bytevector? bytes) (utf8->string bytes) "")))
-        (values (car (string-split text #\return)) closed?)))))
+  (let ((text closed? (exchange-until-close port text)))
+    (values (car (string-split text #\return)) closed?)))
 
 (test-begin "regress/stalled-body-closed-without-408")
 
