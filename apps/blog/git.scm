@@ -42,7 +42,8 @@
   #:use-module (ice-9 rdelim)
   #:use-module (ice-9 threads)
   #:use-module (rnrs bytevectors)
-  #:use-module ((plucky sys libc) #:select (fd-open-read fd-read fd-close bytevector-address))
+  #:use-module ((plucky sys libc) #:select (fd-open-read fd-open-directory fd-open-read-at
+                                                   fd-read fd-close bytevector-address))
   #:use-module ((plucky web timing) #:select (with-phase))
   ;; guile-git's submodules: (git) re-exports them in a way #:select
   ;; cannot see through.
@@ -134,13 +135,19 @@ one-line message when DIRECTORY is not a git repository."
 
 ;; A thread's buffer for `read-hex-line', and what it read last.
 (define-record-type <ref-reader>
-  (make-ref-reader buffer address file path path-address bytes hex)
+  (make-ref-reader buffer address file path path-address directory name name-address
+                   bytes hex)
   ref-reader?
   (buffer ref-reader-buffer)            ; hex-length bytes
   (address ref-reader-address)          ; the buffer's
   (file ref-reader-file set-ref-reader-file!)  ; the file named last, or #f
   (path ref-reader-path set-ref-reader-path!)  ; its name, NUL-terminated bytes
   (path-address ref-reader-path-address set-ref-reader-path-address!)
+  ;; a descriptor of its directory (or a negated errno), and its name in
+  ;; there, NUL-terminated bytes
+  (directory ref-reader-directory set-ref-reader-directory!)
+  (name ref-reader-name set-ref-reader-name!)
+  (name-address ref-reader-name-address set-ref-reader-name-address!)
   (bytes ref-reader-bytes)              ; what it held last read, or zeros
   (hex ref-reader-hex set-ref-reader-hex!))    ; and them as a string
 
@@ -149,21 +156,44 @@ one-line message when DIRECTORY is not a git repository."
 (define (ref-reader)
   (or (fluid-ref ref-readers)
       (let* ((bv (make-bytevector hex-length))
-             (reader (make-ref-reader bv (bytevector-address bv) #f #f 0
+             (reader (make-ref-reader bv (bytevector-address bv) #f #f 0 -1 #f 0
                                       (make-bytevector hex-length 0) #f)))
         (fluid-set! ref-readers reader)
         reader)))
 
-(define (reader-path-address! reader file)
-  ;; -> the address of FILE's name as the C string open(2) takes, made
-  ;; once per file name: `open-fdes' would encode the name each time
+(define (reader-open! reader file)
+  ;; -> a new descriptor of FILE, or a negated errno.  Names are encoded
+  ;; once per file name (`open-fdes' would encode it each time), and FILE
+  ;; is opened relative to a descriptor of its directory, which the
+  ;; reader keeps open until it is asked for another file: the kernel
+  ;; then looks up one name, not every component of the path (bench/blog,
+  ;; the index).  A directory that cannot be opened (not there yet) leaves
+  ;; the whole path to open(2); so does a name missing under the kept
+  ;; one, which may have been removed and made again (`git pack-refs'
+  ;; prunes empty directories), and which is then opened afresh.
+  (define (open-directory!)
+    (let ((old (ref-reader-directory reader)))
+      (when (>= old 0) (fd-close old))
+      (set-ref-reader-directory! reader (fd-open-directory (dirname file)))))
   (unless (eq? file (ref-reader-file reader))
-    (let ((path (string->utf8 (string-append file "\x00"))))
+    (let ((path (string->utf8 (string-append file "\x00")))
+          (name (string->utf8 (string-append (basename file) "\x00"))))
       (set-ref-reader-file! reader file)
       (set-ref-reader-path! reader path)
       (set-ref-reader-path-address! reader (bytevector-address path))
-      (set-ref-reader-hex! reader #f)))
-  (ref-reader-path-address reader))
+      (set-ref-reader-name! reader name)
+      (set-ref-reader-name-address! reader (bytevector-address name))
+      (set-ref-reader-hex! reader #f)
+      (open-directory!)))
+  (let* ((directory (ref-reader-directory reader))
+         (fd (if (>= directory 0)
+                 (fd-open-read-at directory (ref-reader-name-address reader))
+                 -1)))
+    (if (>= fd 0)
+        fd
+        (let ((fd (fd-open-read (ref-reader-path-address reader))))
+          (when (>= fd 0) (open-directory!))
+          fd))))
 
 (define (read-hex-line file)
   ;; -> the first 40 characters of FILE if they are hex, else #f.  A
@@ -178,7 +208,7 @@ one-line message when DIRECTORY is not a git repository."
   ;; request allocates nothing when the ref has not moved, and so brings
   ;; the collector's pauses no closer (bench/blog's p99).
   (let* ((reader (ref-reader))
-         (fd (fd-open-read (reader-path-address! reader file))))
+         (fd (reader-open! reader file)))
     (and (>= fd 0)
          (let* ((bv (ref-reader-buffer reader))
                 (n (fd-read fd (ref-reader-address reader) 0 hex-length)))

@@ -38,6 +38,8 @@
             fd-sendfile
             fd-close
             fd-open-read
+            fd-open-directory
+            fd-open-read-at
             fd-memfd-create
             fd-shutdown-write
             fd-shutdown
@@ -102,6 +104,7 @@ as the negated errno."
 (define %sendfile (libc-procedure ssize_t "sendfile" (list int int uintptr_t size_t)))
 (define %close (libc-procedure int "close" (list int)))
 (define %open (libc-procedure int "open" (list uintptr_t int)))
+(define %openat (libc-procedure int "openat" (list int uintptr_t int)))
 (define %memfd-create (libc-procedure int "memfd_create" (list uintptr_t unsigned-int)))
 (define %shutdown (libc-procedure int "shutdown" (list int int)))
 (define %accept4 (libc-procedure int "accept4" (list int uintptr_t uintptr_t int)))
@@ -186,6 +189,22 @@ reading and close-on-exec; or a negated errno (-ENOENT when there is no
 such file).  Unlike `open-fdes', it raises nothing and allocates nothing:
 a file read on every request (apps/blog's ref) costs no exception handler."
   (retrying-eintr (%open path-address (logior O_RDONLY O_CLOEXEC))))
+
+(define (fd-open-directory name)
+  "Return a new descriptor of the directory NAME (a string), opened only
+to name files under it (O_PATH) and close-on-exec, for `fd-open-read-at';
+or a negated errno."
+  (let ((bv (string->utf8 (string-append name "\x00"))))
+    (retrying-eintr (%open (bytevector-address bv)
+                           (logior O_PATH O_DIRECTORY O_CLOEXEC)))))
+
+(define (fd-open-read-at directory name-address)
+  "Return a new descriptor of the file whose name, a NUL-terminated byte
+string at NAME-ADDRESS, is relative to the directory descriptor
+DIRECTORY (from `fd-open-directory'), opened as `fd-open-read' opens
+one; or a negated errno.  The kernel looks up one name instead of every
+component of a long path."
+  (retrying-eintr (%openat directory name-address (logior O_RDONLY O_CLOEXEC))))
 
 (define MFD_CLOEXEC 1)
 

@@ -419,6 +419,17 @@
           (test-assert "a moved ref: the new commit" (and (string? two) (not (equal? one two))))
           (test-equal "and the same string while it stays" #t
             (eq? two (branch-commit other-store))))
+        ;; the ref's directory removed and made again, as `git pack-refs'
+        ;; may do to a branch's: read in the new one, not the old
+        (let ((heads (string-append other "/.git/refs/heads")))
+          (delete-file (string-append heads "/master"))
+          (rmdir heads)
+          (mkdir heads)
+          (call-with-output-file (string-append heads "/master")
+            (lambda (port) (display one port) (newline port)))
+          (test-equal "the ref's directory made again: the ref in it" one
+            (branch-commit other-store))
+          (test-equal "and again" one (branch-commit other-store)))
         (call-with-output-file (string-append other "/.git/refs/heads/master")
           (lambda (port) (display "not a commit id, though forty bytes long!\n" port)))
         (test-equal "a ref file that is not hex: #f" #f (branch-commit other-store))))))

@@ -194,6 +194,33 @@
     (test-equal "a missing file: -ENOENT, nothing raised" (- ENOENT)
       (fd-open-read (bytevector-address name)))))
 
+(test-group "fd-open-read-at"
+  (let* ((dir (mkdtemp (string-copy "/tmp/plucky-test-at-XXXXXX")))
+         (name (c-string "ref")))
+    (call-with-output-file (string-append dir "/ref") (lambda (port) (display "xyz" port)))
+    (let ((directory (fd-open-directory dir)))
+      (test-assert "a descriptor of the directory" (>= directory 0))
+      (test-assert "close-on-exec"
+        (not (zero? (logand (fcntl directory F_GETFD) FD_CLOEXEC))))
+      (let ((fd (fd-open-read-at directory (bytevector-address name))))
+        (test-assert "a descriptor of the file in it" (>= fd 0))
+        (test-equal "of the file" (string->utf8 "xyz") (read-some fd 10))
+        (test-equal "read-only" (- EBADF) (write-all fd #vu8(1)))
+        (fd-close fd))
+      (delete-file (string-append dir "/ref"))
+      (test-equal "a missing file: -ENOENT, nothing raised" (- ENOENT)
+        (fd-open-read-at directory (bytevector-address name)))
+      (fd-close directory))
+    (test-equal "a file is no directory: -ENOTDIR" (- ENOTDIR)
+      (let ((file (string-append dir "/plain")))
+        (call-with-output-file file (lambda (port) (display "x" port)))
+        (let ((result (fd-open-directory file)))
+          (delete-file file)
+          result)))
+    (test-equal "a missing directory: -ENOENT" (- ENOENT)
+      (fd-open-directory (string-append dir "/missing")))
+    (rmdir dir)))
+
 ;;;
 ;;; fd-sendfile
 ;;;
