@@ -50,7 +50,8 @@
   #:use-module (web request)
   #:use-module (web uri)
   #:use-module (plucky server tally)
-  #:use-module ((plucky server hooks) #:select (make-observer-hooks take-handler-phases!))
+  #:use-module ((plucky server hooks) #:select (make-observer-hooks take-handler-phases!
+                                                      want-handler-phases!))
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe series)
   #:use-module (plucky observe share)
@@ -285,7 +286,9 @@ whatever the rate (for benchmarks).  Installs a procedure on `after-gc-hook' tha
 
 (define (observer-detach! observer)
   "Stop counting collections for OBSERVER: take its procedure off
-`after-gc-hook', so that an observer no longer used costs nothing."
+`after-gc-hook', and tell handlers their phases are no longer taken,
+so that an observer no longer used costs nothing."
+  (want-handler-phases! #f)
   (let ((hook (observer-gc-hook observer)))
     (when hook
       (remove-hook! after-gc-hook hook)
@@ -583,6 +586,7 @@ answers and 5xx go to their routes' histograms, a handler's exception
 and the stack where it was raised to the error inbox, timed writes,
 accepts and closes to the worker's histograms; once a second the figures
 are shared with the other workers."
+  (want-handler-phases! #t)
   (make-observer-hooks
    ;; the vector the loop counts in and reads its countdown from
    #:tally (observer-tally observer)

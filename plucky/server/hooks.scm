@@ -46,7 +46,9 @@
             ignore-close
             ignore-tick
             note-handler-phases!
-            take-handler-phases!))
+            take-handler-phases!
+            want-handler-phases!
+            handler-phases-wanted?))
 
 ;; A record private to this module, read through the procedures below:
 ;; the loop reads it when it times a request, not on every request.
@@ -164,5 +166,21 @@ another request."
   (let ((phases handler-phases))
     (when phases (set! handler-phases #f))
     phases))
+
+;; Whether anyone takes the phases: an observer says so when it is made
+;; into hooks.  Without one, `with-server-timing' times nothing — a
+;; timing record, a fluid and four clock reads per request nobody would
+;; read (bench/blog).
+(define phases-wanted? #f)
+
+(define (want-handler-phases! wanted?)
+  "Return nothing useful; say whether an observer takes the phases
+handlers note (WANTED? true) or not."
+  (set! phases-wanted? (and wanted? #t)))
+
+(define (handler-phases-wanted?)
+  "Return #t when an observer takes the phases handlers note with
+`note-handler-phases!', else #f."
+  phases-wanted?)
 
 ;;; (plucky server hooks) ends here

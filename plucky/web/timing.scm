@@ -35,15 +35,17 @@
 ;;; (`plucky serve --status'): `with-server-timing' hands them to
 ;;; `note-handler-phases!' of (plucky server hooks), and the status page
 ;;; shows them per route beside the server's own phases, the handler's
-;;; time they leave unmarked with them.  Without an observer nobody
-;;; reads them.
+;;; time they leave unmarked with them.  Without an observer, a header
+;;; or an #:on-timing, nobody would read them: then no timing is started
+;;; and the phases cost what they cost without the middleware.
 ;;;
 ;;; Code:
 
 (define-module (plucky web timing)
   #:use-module (srfi srfi-9)
   #:use-module ((plucky web middleware) #:select (with-response-headers))
-  #:use-module ((plucky server hooks) #:select (note-handler-phases!))
+  #:use-module ((plucky server hooks)
+                #:select (note-handler-phases! handler-phases-wanted?))
   #:export (make-timing
             timing?
             timing-phases
@@ -171,10 +173,12 @@ its total, in milliseconds (\"db;dur=0.12, total;dur=0.45\")."
 Server-Timing header of its phases to the response.  ON-TIMING, if
 given, is called as (ON-TIMING request timing) once the handler has
 returned.  The phases also go to the server's observer, if any, for the
-status page (see `note-handler-phases!' of (plucky server hooks)).  A streamed body's time is not counted: its head, with the
-header, is sent before the body is written."
+status page (see `note-handler-phases!' of (plucky server hooks)).
+With HEADER? #f, no ON-TIMING and no observer, requests are not timed
+(`current-timing' is #f in the handler).  A streamed body's time is not
+counted: its head, with the header, is sent before the body is written."
   (lambda (handler)
-    (lambda (request body)
+    (define (timed request body)
       (let ((timing (make-timing)))
         (call-with-values (lambda () (with-fluids ((current timing))
                                        (handler request body)))
@@ -187,6 +191,12 @@ header, is sent before the body is written."
                         (with-response-headers
                          response `((server-timing . ,(timing->header timing))))
                         response)
-                    response-body)))))))
+                    response-body)))))
+    (if (or header? on-timing)
+        timed
+        (lambda (request body)
+          (if (handler-phases-wanted?)
+              (timed request body)
+              (handler request body))))))
 
 ;;; (plucky web timing) ends here

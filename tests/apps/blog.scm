@@ -32,7 +32,7 @@
              ((plucky server connection)
               #:select (file-body? file-body->bytevector close-file-body!))
              (plucky web password)
-             ((plucky server hooks) #:select (take-handler-phases!))
+             ((plucky server hooks) #:select (take-handler-phases! want-handler-phases!))
              (blog git)
              (blog store)
              (blog app))
@@ -270,9 +270,12 @@
 ;; the phases the app timed for its last request, as the server's
 ;; observer takes them: ((name . ns) …)
 (define (phases-of method path)
+  (want-handler-phases! #t)               ; as the status page's observer does
   (take-handler-phases!)
   (call method path #:jar? #f)
-  (or (take-handler-phases!) '()))
+  (let ((phases (take-handler-phases!)))
+    (want-handler-phases! #f)
+    (or phases '())))
 
 (test-group "the phases it times"
   (let ((miss (phases-of 'GET "/blog/tags/"))

@@ -7,7 +7,7 @@
              (web request)
              (web uri)
              (tests lib harness)
-             ((plucky server hooks) #:select (take-handler-phases!))
+             ((plucky server hooks) #:select (take-handler-phases! want-handler-phases!))
              (plucky web timing))
 
 (define (request) (build-request (string->uri-reference "/") #:headers '((host . ("h" . #f)))))
@@ -86,6 +86,7 @@
 (test-group "with-server-timing tells the server's observer"
   (call-guarded
    (lambda ()
+     (want-handler-phases! #t)            ; as an observer does
      (take-handler-phases!)
      (((with-server-timing #:header? #f) phased) (request) #f)
      (let ((phases (take-handler-phases!)))
@@ -97,7 +98,29 @@
      (((with-server-timing #:header? #f)
        (lambda (request body) (values '((content-type . (text/plain))) "none")))
       (request) #f)
-     (test-equal "a handler that timed nothing: no phases" #f (take-handler-phases!)))))
+     (test-equal "a handler that timed nothing: no phases" #f (take-handler-phases!))
+     (want-handler-phases! #f))))
+
+(test-group "with-server-timing with nobody to read the phases"
+  (call-guarded
+   (lambda ()
+     (want-handler-phases! #f)
+     (take-handler-phases!)
+     (let ((seen 'unset))
+       (((with-server-timing #:header? #f)
+         (lambda (request body)
+           (set! seen (current-timing))
+           (phased request body)))
+        (request) #f)
+       (test-equal "no timing started" #f seen)
+       (test-equal "no phases noted" #f (take-handler-phases!)))
+     (let ((seen #f))
+       (((with-server-timing #:header? #f #:on-timing (lambda (request timing) #t))
+         (lambda (request body)
+           (set! seen (current-timing))
+           (phased request body)))
+        (request) #f)
+       (test-assert "#:on-timing: timed all the same" (timing? seen))))))
 
 (test-group "timing->header"
   (call-guarded
