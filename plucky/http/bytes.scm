@@ -27,7 +27,8 @@
             lanes-equal
             *little-endian?*
             lowest-lane
-            put-utf8!))
+            put-utf8!
+            bytevector-copy-range))
 
 (define-syntax-rule (u8 bv i) (bytevector-u8-ref bv i))
 
@@ -88,5 +89,11 @@
       (bytevector-u8-set! bv (+ o 2) (logior #x80 (logand (ash n -6) #x3F)))
       (bytevector-u8-set! bv (+ o 3) (logior #x80 (logand n #x3F)))
       (+ o 4)))))
+
+(define (bytevector-copy-range bv start end)
+  "Return a new bytevector of the bytes of BV in [START, END)."
+  (let ((copy (make-bytevector (- end start))))
+    (bytevector-copy! bv start copy 0 (- end start))
+    copy))
 
 ;;; (plucky http bytes) ends here

@@ -45,6 +45,7 @@
   #:use-module (plucky sys foreign)
   #:use-module (plucky http status)
   #:use-module (plucky http date)
+  #:use-module ((plucky http bytes) #:select (bytevector-copy-range))
   #:export (make-output
             output?
             output-bytes
@@ -381,8 +382,11 @@ only the loop's thread may use (see `write-streamed-head!')."
          (bodiless? (must-not-include-body? code)))
     (when (and bodiless? (> length 0))
       (error "response with this status code must not include body" code))
-    (let ((close? (put-head! out request response headers code textual?
-                             length head? payload bodiless? close? cache? #f)))
+    (let ((close? (if cache?
+                      (put-head/memo! out request response headers code textual?
+                                      length head? payload bodiless? close?)
+                      (put-head! out request response headers code textual?
+                                 length head? payload bodiless? close? #f #f))))
       (cond
        ((or head? (not payload) (zero? length))
         (values close? #f))
@@ -403,9 +407,86 @@ not LENGTH, or a body on a status that must not have one."
         (code (answer-code response)))
     (when (and (must-not-include-body? code) (> length 0))
       (error "response with this status code must not include body" code))
-    (put-head! out request response headers code #f length
-               (eq? (request-method request) 'HEAD) #f
-               (must-not-include-body? code) close? #t #f)))
+    (put-head/memo! out request response headers code #f length
+                    (eq? (request-method request) 'HEAD) #f
+                    (must-not-include-body? code) close?)))
+
+;;; The heads of answers given again.  An app that keeps a response and
+;;; answers with it again and again (a page cache: apps/blog's, the
+;;; news site's) would have the same head rendered each time, header by
+;;; header.  The second time a response is seen (the same object, with a
+;;; request of the same version, a body of the same length and kind, and
+;;; the same close? and HEAD), its head is kept as bytes; from the third
+;;; on it is copied, the Date line put in afresh (bench/blog, the
+;;; index).  A response seen once costs a slot's look and store: no
+;;; allocation for the apps that make a response per request.  A slot
+;;; per hash of the object (`hashq'), the newest wins; the validity of a
+;;; kept head was checked when it was rendered, by the same arguments.
+;;; Only the loop's thread writes with the caches (see `write-response!').
+
+(define-record-type <kept-head>
+  (make-kept-head response version textual? length head? close-in
+                  before-date after-date close?)
+  kept-head?
+  (response kept-head-response)
+  (version kept-head-version)           ; the request's, a pair
+  (textual? kept-head-textual?)
+  (length kept-head-length)
+  (head? kept-head-head?)
+  (close-in kept-head-close-in)         ; the close? it was rendered with
+  (before-date kept-head-before-date)   ; bytes
+  (after-date kept-head-after-date)     ; bytes, or #f when no Date line
+  (close? kept-head-close?))            ; what put-head! returned
+
+(define kept-head-slots 64)
+(define kept-heads (make-vector kept-head-slots #f))
+
+;; Where put-head! wrote the Date line in the output (its fill offset),
+;; or #f when the response had a Date of its own.
+(define date-at #f)
+
+(define (put-head/memo! out request response headers code textual? length head?
+                        payload bodiless? close?)
+  ;; put-head! for a body of LENGTH bytes, through the kept heads
+  (let* ((slot (hashq response kept-head-slots))
+         (kept (vector-ref kept-heads slot))
+         (version (request-version request)))
+    (cond
+     ((and (kept-head? kept)
+           (eq? (kept-head-response kept) response)
+           (eqv? (kept-head-length kept) length)
+           (eq? (kept-head-head? kept) head?)
+           (eq? (kept-head-textual? kept) textual?)
+           (eq? (kept-head-close-in kept) close?)
+           (let ((v (kept-head-version kept)))
+             (and (eqv? (car v) (car version)) (eqv? (cdr v) (cdr version)))))
+      (output-put-bytes! out (kept-head-before-date kept))
+      (let ((after (kept-head-after-date kept)))
+        (when after
+          (output-put-bytes! out (date-line))
+          (output-put-bytes! out after)))
+      (kept-head-close? kept))
+     ((or (eq? kept response)
+          (and (kept-head? kept) (eq? (kept-head-response kept) response)))
+      ;; seen before: render, and keep
+      (let* ((start (output-fill out))
+             (close-after (put-head! out request response headers code textual?
+                                     length head? payload bodiless? close? #t #f))
+             (end (output-fill out))
+             (bytes (output-bytes out))
+             (cut (or date-at end))
+             (date-end (and date-at (+ date-at (bytevector-length (date-line))))))
+        (vector-set! kept-heads slot
+                     (make-kept-head response (cons (car version) (cdr version))
+                                     textual? length head? close?
+                                     (bytevector-copy-range bytes start cut)
+                                     (and date-end (bytevector-copy-range bytes date-end end))
+                                     close-after))
+        close-after))
+     (else
+      (vector-set! kept-heads slot response)
+      (put-head! out request response headers code textual? length head?
+                 payload bodiless? close? #t #f)))))
 
 (define (put-head! out request response headers code textual? length head?
                    payload bodiless? close? cache? streamed)
@@ -477,8 +558,11 @@ not LENGTH, or a body on a status that must not have one."
               (output-put-bytes! out content-length-prefix)
               (output-put-decimal! out length)
               (output-put-bytes! out crlf)))
-            (unless date-seen?
-              (output-put-bytes! out (date-line)))
+            (if date-seen?
+                (set! date-at #f)
+                (begin
+                  (set! date-at (output-fill out))
+                  (output-put-bytes! out (date-line))))
             ;; ALL-HEADERS: HEADERS is the loop's, empty by now.
             (let ((connection (assq-ref all-headers 'connection)))
               (cond

@@ -53,6 +53,7 @@
   #:use-module (plucky sys libc)
   #:use-module (plucky sys epoll)
   #:use-module ((plucky http parse) #:select (%default-parse-limits))
+  #:use-module ((plucky http bytes) #:select (bytevector-copy-range))
   #:use-module ((plucky http response)
                 #:select (output-bytes output-address output-fill output-reset!))
   #:use-module (plucky server hooks)
@@ -101,9 +102,10 @@
             input-size never set-deadline! wake!
             connection-ref register-connection! close-connection! forget-connection!
             watch! linger! take-over!
-            keep-input! grow-input! bytevector-copy-range
+            keep-input! grow-input!
 
-            file-body-fd file-body-offset set-file-body-offset! file-body-end))
+            file-body-fd file-body-offset set-file-body-offset! file-body-end)
+  #:re-export (bytevector-copy-range))
 
 ;;;
 ;;; Settings
@@ -603,11 +605,5 @@ into storage of the connection's own unless it is already there."
       (set-connection-input-address! conn (bytevector-address own))
       (set-connection-start! conn 0)
       (set-connection-end! conn (- end start))))))
-
-(define (bytevector-copy-range bv start end)
-  "Return a new bytevector of the bytes of BV in [START, END)."
-  (let ((copy (make-bytevector (- end start))))
-    (bytevector-copy! bv start copy 0 (- end start))
-    copy))
 
 ;;; (plucky server connection) ends here

@@ -24,6 +24,8 @@
              (web request)
              (web response)
              (web uri)
+             ((srfi srfi-19) #:select (make-date))
+             (plucky http date)
              (plucky http response))
 
 (test-begin "http/response")
@@ -417,6 +419,61 @@
                (member (string-append "X-N: " v)
                        (header-lines (render-bytes `((x-n . ,v)) #f)))))
            (iota 1200))))
+
+;;;
+;;; Kept heads: a response answered with again and again
+;;;
+
+;; The head without its Date line, which may tick between two renders.
+(define (head-but-date bytes)
+  (filter (lambda (l) (not (string-prefix? "Date: " l)))
+          (cons (status-line-of bytes) (header-lines bytes))))
+
+(define (render-head-of response body . args)
+  (let ((bytes (apply render-bytes response body args)))
+    (list (head-but-date bytes) (header-count bytes "Date") (body-of bytes))))
+
+(define (fresh-response)
+  (build-response #:code 200
+                  #:headers `((content-type . (text/html (charset . "utf-8")))
+                              (etag . ("abc" . #t))
+                              (cache-control . (no-cache)))))
+
+(test-group "kept heads"
+  (let ((kept (fresh-response)))
+    (define (same-as-fresh? name body . args)
+      ;; KEPT rendered three times (seen, kept, copied) under ARGS gives
+      ;; what a response made afresh gives
+      (let ((expected (apply render-head-of (fresh-response) body args)))
+        (test-equal (string-append name ": seen") expected
+          (apply render-head-of kept body args))
+        (test-equal (string-append name ": kept") expected
+          (apply render-head-of kept body args))
+        (test-equal (string-append name ": copied") expected
+          (apply render-head-of kept body args))))
+    (same-as-fresh? "GET" #vu8(1 2 3))
+    (same-as-fresh? "another length" #vu8(1 2 3 4 5))
+    (same-as-fresh? "a string body" "text")
+    (same-as-fresh? "HEAD" #vu8(1 2 3) #:req (request #:method 'HEAD))
+    (same-as-fresh? "close?" #vu8(1 2 3) #:close? #t)
+    (same-as-fresh? "HTTP/1.0" #vu8(1 2 3) #:req (request #:version '(1 . 0)))
+    (same-as-fresh? "back to GET" #vu8(1 2 3))
+    (test-equal "one Date line, of the current second"
+      (list 1 (string-append "Date: " (seconds->imf-fixdate (current-time))))
+      (let ((bytes (render-bytes kept #vu8(1))))
+        (list (header-count bytes "Date")
+              (find (lambda (l) (string-prefix? "Date: " l)) (header-lines bytes))))))
+  (let ((dated `((date . ,(make-date 0 0 0 0 1 1 2000 0)) (content-type . (text/plain)))))
+    (test-equal "a Date of the response's own is kept, once"
+      '(1 1 1)
+      (map (lambda (i) (header-count (render-bytes dated #vu8(1)) "Date")) '(1 2 3))))
+  (let ((alist '((content-type . (text/plain)))))
+    (test-equal "an alist answered with again"
+      '("Content-Length: 2" "Content-Length: 2" "Content-Length: 3")
+      (map (lambda (body)
+             (find (lambda (l) (string-prefix? "Content-Length" l))
+                   (header-lines (render-bytes alist body))))
+           (list #vu8(1 2) #vu8(1 2) #vu8(1 2 3))))))
 
 ;;;
 ;;; response-record?: (web response) records only
