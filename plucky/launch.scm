@@ -73,6 +73,7 @@
   (prepend! "GUILE_LOAD_COMPILED_PATH" build))
 
 ((@ (plucky sys gc) reserve-heap!) (* 8 1024 1024))
+((@ (plucky sys gc) collect-less-often!))
 (resolve-interface '(plucky command))
 (gc-enable)
 (let ((trace-start-up (@ (plucky server) trace-start-up)))

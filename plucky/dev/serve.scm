@@ -35,7 +35,7 @@
   #:use-module (plucky server)
   #:use-module (plucky server loop)
   #:use-module ((plucky server hooks) #:select (make-observer-hooks))
-  #:use-module ((plucky sys gc) #:select (reserve-heap!))
+  #:use-module ((plucky sys gc) #:select (reserve-heap! collect-less-often!))
   ;; Loaded by the modes that account, not by mode off: `plucky serve'
   ;; without --status does not load them, and every module in the heap
   ;; is marked at each collection (bench/instructions, mode off).
@@ -124,6 +124,7 @@ Return the observer, or #f in modes off and loop."
       ;; The heap room bin/plucky gives a server (plucky/launch.scm): it
       ;; sets how often a busy server collects (bench/instructions).
       (reserve-heap! (* 8 1024 1024))
+      (collect-less-often!)
       (let ((option (lambda (name) (assoc-ref options name))))
         (serve-app (load-app (car files))
                    #:host (or (option "--host") "127.0.0.1")

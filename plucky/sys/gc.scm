@@ -25,11 +25,25 @@
 ;;;     objects are put there; the first collection then comes when the
 ;;;     server has allocated that much, as any program's would.
 ;;;
+;;;
+;;; A server allocates for every request and keeps little of it, and
+;;; each of libgc's collections marks the whole heap with Guile's roots,
+;;; about as long whatever the server allocated since the last.  libgc
+;;; collects after a third of what it must scan has been allocated anew
+;;; (its free-space divisor, 3); `collect-less-often!' makes that all of
+;;; it (1), as Go's GOGC=100 lets the heap grow to twice the live data:
+;;; a third of the collections for a heap that is, at its fullest,
+;;; bigger by the live data.  bench/blog's index: instructions per
+;;; request under callgrind, its throughput and p99 (bench/RESULTS.md).
+;;; A GC_FREE_SPACE_DIVISOR in the environment, read by libgc as it
+;;; starts, is left as it says.
+;;;
 ;;; Code:
 
 (define-module (plucky sys gc)
   #:use-module (plucky sys foreign)
-  #:export (reserve-heap!))
+  #:export (reserve-heap!
+            collect-less-often!))
 
 (define (reserve-heap! bytes)
   "Grow the garbage-collected heap by BYTES now, rather than collect when
@@ -46,5 +60,14 @@ it is full; return #t on success."
                                        (list size_t))
                    bytes)))
     (not (zero? expanded))))
+
+(define (collect-less-often!)
+  "Have libgc collect after allocating as much as the heap it scans (a
+free-space divisor of 1, see the commentary) unless GC_FREE_SPACE_DIVISOR
+is set in the environment.  Return nothing useful."
+  (unless (getenv "GC_FREE_SPACE_DIVISOR")
+    ((pointer->procedure void (symbol-address "GC_set_free_space_divisor")
+                         (list unsigned-long))
+     1)))
 
 ;;; (plucky sys gc) ends here
