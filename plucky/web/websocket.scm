@@ -54,6 +54,8 @@
   #:use-module ((srfi srfi-1) #:select (filter-map))
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
+  #:use-module ((rnrs io ports)
+                #:select (call-with-bytevector-output-port open-bytevector-input-port))
   #:use-module ((system foreign) #:select (bytevector->pointer pointer-address))
   #:use-module (web request)
   #:use-module (web response)
@@ -235,7 +237,7 @@ it calls this."
 ;;;
 
 (define-record-type <websocket>
-  (%make-websocket fd transport request protocol reader deflater deflate-reset?
+  (%make-websocket fd transport head protocol reader deflater deflate-reset?
                    inflater on-message on-close
                    on-drain max-buffer ping-ms timeout-ms state queue
                    queue-offset buffered refused? last-read pinged-at
@@ -243,7 +245,9 @@ it calls this."
   websocket?
   (fd websocket-fd)
   (transport websocket-transport)
-  (request websocket-request)           ; the upgrade request
+  ;; the upgrade request as Guile writes it: bytes, which the collector
+  ;; does not scan (see `websocket-request')
+  (head websocket-head)
   (protocol websocket-protocol)         ; the chosen subprotocol, or #f
   (reader websocket-reader)
   (deflater websocket-deflater)         ; #f, or permessage-deflate's (raw)
@@ -274,10 +278,30 @@ it calls this."
 (define* (make-websocket #:key fd transport request protocol reader deflater
                          deflate-reset? inflater on-message
                          on-close on-drain max-buffer ping-ms timeout-ms)
-  (%make-websocket fd transport request protocol reader deflater deflate-reset?
-                   inflater on-message on-close
+  (%make-websocket fd transport (request->bytes request) protocol reader deflater
+                   deflate-reset? inflater on-message on-close
                    on-drain max-buffer ping-ms timeout-ms 'open '() 0 0 #f
                    (loop-now-ms) #f #f #f #f #f #f))
+
+;; An open WebSocket lives as long as its client stays, and every
+;; collection marks what it holds: with thousands of them, the upgrade
+;; requests (a record, its URI, a list of headers and their strings)
+;; were most of it, and made each collection, and so the pause HTTP
+;; clients of the worker wait through, several times as long (bench/websocket,
+;; idle).  Kept as the bytes Guile's `write-request' gives, they are one
+;; object the collector does not look into, read again when asked for.
+(define (request->bytes request)
+  (call-with-bytevector-output-port
+   (lambda (port)
+     (set-port-encoding! port "ISO-8859-1")
+     (write-request request port))))
+
+(define (websocket-request ws)
+  "Return the request WS was upgraded from: a (web request) record read
+afresh from its bytes on each call (equal to the handler's, not `eq?')."
+  (let ((port (open-bytevector-input-port (websocket-head ws))))
+    (set-port-encoding! port "ISO-8859-1")
+    (read-request port)))
 
 (define (websocket-open? ws)
   "Return true when WS can still send messages (no close frame sent)."

@@ -55,6 +55,20 @@
                      (if (websocket-send ws (make-bytevector 4096 1))
                          (lp (+ n 1))
                          (websocket-close ws 1000 (number->string n)))))))
+     ((string=? path "/whoami")
+      ;; says what `websocket-request' gives, once open
+      (websocket-upgrade
+       request
+       #:on-open (lambda (ws)
+                   (let ((again (websocket-request ws)))
+                     (websocket-send
+                      ws (string-append
+                          (symbol->string (request-method again)) " "
+                          (uri-path (request-uri again)) "?"
+                          (or (uri-query (request-uri again)) "") " "
+                          (or (assq-ref (request-headers again) 'x-probe) "none") " "
+                          (if (equal? (request-headers again) (request-headers request))
+                              "same-headers" "other-headers")))))))
      ((string=? path "/quick")
       ;; pings after a second of silence, gives up a second later
       (websocket-upgrade request #:ping-interval 1 #:ping-timeout 1))
@@ -176,6 +190,35 @@
             got
             (lp (u8-list->bytevector (append (bytevector->u8-list got)
                                              (bytevector->u8-list more))))))))))
+
+(define (bytevector-slice bv start)
+  (let ((out (make-bytevector (- (bytevector-length bv) start))))
+    (bytevector-copy! bv start out 0 (bytevector-length out))
+    out))
+
+(test-group "websocket-request"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((client (connect-client (server-port server))))
+       (client-send! client
+                     (string-append "GET /whoami?q=1 HTTP/1.1\r\nHost: x\r\n"
+                                    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                                    "X-Probe: probe-value\r\n"
+                                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                    "Sec-WebSocket-Version: 13\r\n\r\n"))
+       (test-assert "upgraded"
+         (let ((head (read-head (client-socket client) (+ (now-seconds) 10))))
+           (and head (string-prefix? "HTTP/1.1 101" head))))
+       (let* ((expected "GET /whoami?q=1 probe-value same-headers")
+              (got (read-bytes (client-socket client) (+ 2 (string-length expected))
+                               (+ (now-seconds) 10))))
+         (test-equal "the upgrade request, read again: method, path, query, headers"
+           expected
+           (and got (>= (bytevector-length got) 2)
+                (latin-1 (bytevector-slice got 2)))))
+       (client-close! client)))))
+
 
 (test-group "websocket-upgrade: keepalive"
   (call-with-server
