@@ -11,9 +11,11 @@
 ;;; miss's (bench/blog measures it).
 ;;;
 ;;; The branch's commit, which every request checks, is not asked of
-;;; libgit2: `branch-commit' reads the ref file, refs/heads/master, one
-;;; open, read and close, as tekuti does (libgit2 would also stat
-;;; packed-refs and the reflog directory).  A repository whose refs were
+;;; libgit2: `branch-commit' reads the ref file, refs/heads/master, as
+;;; tekuti does, on every call; the file stays open between calls, and is
+;;; opened again by its name once git has replaced or removed it (a
+;;; statx(2) says so).  libgit2 would also stat packed-refs and the reflog
+;;; directory.  A repository whose refs were
 ;;; packed (`git gc', `git pack-refs') has no ref file; then packed-refs is
 ;;; read instead, and the next write makes the loose file again.
 ;;;
@@ -42,8 +44,8 @@
   #:use-module (ice-9 rdelim)
   #:use-module (ice-9 threads)
   #:use-module (rnrs bytevectors)
-  #:use-module ((plucky sys libc) #:select (fd-open-read fd-open-directory fd-open-read-at
-                                                   fd-read fd-close bytevector-address))
+  #:use-module ((plucky sys libc) #:select (fd-open-read fd-pread fd-link-count
+                                                   fd-close bytevector-address))
   #:use-module ((plucky web timing) #:select (with-phase))
   ;; guile-git's submodules: (git) re-exports them in a way #:select
   ;; cannot see through.
@@ -133,21 +135,17 @@ one-line message when DIRECTORY is not a git repository."
 
 (define hex-length 40)
 
-;; A thread's buffer for `read-hex-line', and what it read last.
+;; A thread's buffer for `read-hex-line', the file it reads, kept open,
+;; and what it read last.
 (define-record-type <ref-reader>
-  (make-ref-reader buffer address file path path-address directory name name-address
-                   bytes hex)
+  (make-ref-reader buffer address file path path-address fd bytes hex)
   ref-reader?
   (buffer ref-reader-buffer)            ; hex-length bytes
   (address ref-reader-address)          ; the buffer's
   (file ref-reader-file set-ref-reader-file!)  ; the file named last, or #f
   (path ref-reader-path set-ref-reader-path!)  ; its name, NUL-terminated bytes
   (path-address ref-reader-path-address set-ref-reader-path-address!)
-  ;; a descriptor of its directory (or a negated errno), and its name in
-  ;; there, NUL-terminated bytes
-  (directory ref-reader-directory set-ref-reader-directory!)
-  (name ref-reader-name set-ref-reader-name!)
-  (name-address ref-reader-name-address set-ref-reader-name-address!)
+  (fd ref-reader-fd set-ref-reader-fd!) ; a descriptor of it, or negative
   (bytes ref-reader-bytes)              ; what it held last read, or zeros
   (hex ref-reader-hex set-ref-reader-hex!))    ; and them as a string
 
@@ -156,50 +154,44 @@ one-line message when DIRECTORY is not a git repository."
 (define (ref-reader)
   (or (fluid-ref ref-readers)
       (let* ((bv (make-bytevector hex-length))
-             (reader (make-ref-reader bv (bytevector-address bv) #f #f 0 -1 #f 0
+             (reader (make-ref-reader bv (bytevector-address bv) #f #f 0 -1
                                       (make-bytevector hex-length 0) #f)))
         (fluid-set! ref-readers reader)
         reader)))
 
-(define (reader-open! reader file)
-  ;; -> a new descriptor of FILE, or a negated errno.  Names are encoded
-  ;; once per file name (`open-fdes' would encode it each time), and FILE
-  ;; is opened relative to a descriptor of its directory, which the
-  ;; reader keeps open until it is asked for another file: the kernel
-  ;; then looks up one name, not every component of the path (bench/blog,
-  ;; the index).  A directory that cannot be opened (not there yet) leaves
-  ;; the whole path to open(2); so does a name missing under the kept
-  ;; one, which may have been removed and made again (`git pack-refs'
-  ;; prunes empty directories), and which is then opened afresh.
-  (define (open-directory!)
-    (let ((old (ref-reader-directory reader)))
-      (when (>= old 0) (fd-close old))
-      (set-ref-reader-directory! reader (fd-open-directory (dirname file)))))
+(define (reader-fd! reader file)
+  ;; -> a descriptor of FILE as it is named now, or a negated errno.  The
+  ;; reader keeps FILE open (until it is asked for another file) and
+  ;; asks the kernel how many names the open file still has: git moves
+  ;; a ref by writing a new file and renaming it over the old, and
+  ;; deletes a ref it packs, and either leaves the old file with none.
+  ;; Then it is opened again by its name (encoded once: `open-fdes' would
+  ;; encode it each time).  A statx(2) on a descriptor costs less than the
+  ;; open(2) and close(2) around each read that it replaces, which walked
+  ;; every component of the path (bench/blog, the index).
   (unless (eq? file (ref-reader-file reader))
     (let ((path (string->utf8 (string-append file "\x00")))
-          (name (string->utf8 (string-append (basename file) "\x00"))))
+          (old (ref-reader-fd reader)))
+      (when (>= old 0) (fd-close old))
+      (set-ref-reader-fd! reader -1)
       (set-ref-reader-file! reader file)
       (set-ref-reader-path! reader path)
       (set-ref-reader-path-address! reader (bytevector-address path))
-      (set-ref-reader-name! reader name)
-      (set-ref-reader-name-address! reader (bytevector-address name))
-      (set-ref-reader-hex! reader #f)
-      (open-directory!)))
-  (let* ((directory (ref-reader-directory reader))
-         (fd (if (>= directory 0)
-                 (fd-open-read-at directory (ref-reader-name-address reader))
-                 -1)))
-    (if (>= fd 0)
+      (set-ref-reader-hex! reader #f)))
+  (let ((fd (ref-reader-fd reader)))
+    (if (and (>= fd 0) (> (fd-link-count fd) 0))
         fd
-        (let ((fd (fd-open-read (ref-reader-path-address reader))))
-          (when (>= fd 0) (open-directory!))
+        (let ((fd (begin
+                    (when (>= fd 0) (fd-close fd))
+                    (fd-open-read (ref-reader-path-address reader)))))
+          (set-ref-reader-fd! reader fd)
           fd))))
 
 (define (read-hex-line file)
-  ;; -> the first 40 characters of FILE if they are hex, else #f.  A
-  ;; descriptor and one read(2), not a port: a Guile port's buffers made
-  ;; the check ten times dearer (bench/blog-costs.scm, ref-check); and
-  ;; open(2) through the FFI, on a name encoded once, which raises
+  ;; -> the first 40 characters of FILE if they are hex, else #f: read on
+  ;; every call, from its start, with pread(2) on a descriptor, not a
+  ;; port (a Guile port's buffers made the check ten times dearer:
+  ;; bench/blog-costs.scm, ref-check).  Through the FFI, which raises
   ;; nothing when the file is missing: no exception handler is set up
   ;; per request (bench/instructions on the blog).  The read goes into a
   ;; buffer of the thread's, whose address is taken once
@@ -208,11 +200,10 @@ one-line message when DIRECTORY is not a git repository."
   ;; request allocates nothing when the ref has not moved, and so brings
   ;; the collector's pauses no closer (bench/blog's p99).
   (let* ((reader (ref-reader))
-         (fd (reader-open! reader file)))
+         (fd (reader-fd! reader file)))
     (and (>= fd 0)
          (let* ((bv (ref-reader-buffer reader))
-                (n (fd-read fd (ref-reader-address reader) 0 hex-length)))
-           (fd-close fd)
+                (n (fd-pread fd (ref-reader-address reader) 0 hex-length 0)))
            (and (= n hex-length)
                 (if (and (ref-reader-hex reader)
                          (bytevector=? bv (ref-reader-bytes reader)))

@@ -38,8 +38,8 @@
             fd-sendfile
             fd-close
             fd-open-read
-            fd-open-directory
-            fd-open-read-at
+            fd-pread
+            fd-link-count
             fd-memfd-create
             fd-shutdown-write
             fd-shutdown
@@ -104,7 +104,8 @@ as the negated errno."
 (define %sendfile (libc-procedure ssize_t "sendfile" (list int int uintptr_t size_t)))
 (define %close (libc-procedure int "close" (list int)))
 (define %open (libc-procedure int "open" (list uintptr_t int)))
-(define %openat (libc-procedure int "openat" (list int uintptr_t int)))
+(define %pread (libc-procedure ssize_t "pread" (list int uintptr_t size_t long)))
+(define %statx (libc-procedure int "statx" (list int uintptr_t int unsigned-int uintptr_t)))
 (define %memfd-create (libc-procedure int "memfd_create" (list uintptr_t unsigned-int)))
 (define %shutdown (libc-procedure int "shutdown" (list int int)))
 (define %accept4 (libc-procedure int "accept4" (list int uintptr_t uintptr_t int)))
@@ -190,21 +191,35 @@ such file).  Unlike `open-fdes', it raises nothing and allocates nothing:
 a file read on every request (apps/blog's ref) costs no exception handler."
   (retrying-eintr (%open path-address (logior O_RDONLY O_CLOEXEC))))
 
-(define (fd-open-directory name)
-  "Return a new descriptor of the directory NAME (a string), opened only
-to name files under it (O_PATH) and close-on-exec, for `fd-open-read-at';
-or a negated errno."
-  (let ((bv (string->utf8 (string-append name "\x00"))))
-    (retrying-eintr (%open (bytevector-address bv)
-                           (logior O_PATH O_DIRECTORY O_CLOEXEC)))))
+(define (fd-pread fd address start count offset)
+  "Read at most COUNT bytes of the file FD from byte OFFSET into the
+buffer at ADDRESS plus START, leaving the file's own offset alone.
+Return the number of bytes read (0 at end of file) or a negated errno."
+  (retrying-eintr (%pread fd (+ address start) count offset)))
 
-(define (fd-open-read-at directory name-address)
-  "Return a new descriptor of the file whose name, a NUL-terminated byte
-string at NAME-ADDRESS, is relative to the directory descriptor
-DIRECTORY (from `fd-open-directory'), opened as `fd-open-read' opens
-one; or a negated errno.  The kernel looks up one name instead of every
-component of a long path."
-  (retrying-eintr (%openat directory name-address (logior O_RDONLY O_CLOEXEC))))
+;; statx(2)'s struct statx, one per thread (see `sendfile-offset'), and
+;; the empty name that makes it describe the descriptor itself.  Its
+;; layout is the same on every architecture: stx_nlink is the 32 bits at
+;; byte 16.
+(define statx-cell (make-thread-local-fluid #f))
+(define empty-name (make-bytevector 1 0))
+(define empty-name-address (bytevector-address empty-name))
+(define AT_EMPTY_PATH #x1000)
+(define STATX_NLINK #x4)
+
+(define (fd-link-count fd)
+  "Return the number of names the file FD is open on has (0 once it was
+removed, or replaced by a rename over its name), or a negated errno."
+  (let ((cell (or (fluid-ref statx-cell)
+                  (let* ((bv (make-bytevector 256 0))
+                         (cell (cons bv (bytevector-address bv))))
+                    (fluid-set! statx-cell cell)
+                    cell))))
+    (let ((result (retrying-eintr (%statx fd empty-name-address AT_EMPTY_PATH
+                                          STATX_NLINK (cdr cell)))))
+      (if (< result 0)
+          result
+          (bytevector-u32-native-ref (car cell) 16)))))
 
 (define MFD_CLOEXEC 1)
 
