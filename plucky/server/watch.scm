@@ -21,6 +21,13 @@
 ;;; Watched descriptors are not HTTP connections: a drain does not wait
 ;;; for them.
 ;;;
+;;; What is watched is kept in a vector indexed by descriptor, and a
+;;; watcher may carry the object its procedures are called with (#:object)
+;;; rather than closures over it: every collection marks what an idle
+;;; descriptor holds, and the worker's HTTP clients wait through that
+;;; (bench/websocket, idle: a hash table's entry is two objects more, a
+;;; closure one each).
+;;;
 ;;; Timers are kept in a list sorted by time: meant for a few per loop
 ;;; (a module's periodic sweep of its own connections), not one per
 ;;; connection.
@@ -49,18 +56,41 @@
   (%make-watchers epfd table timers now)
   watchers?
   (epfd watchers-epfd)
-  (table watchers-table)                ; fd -> <watcher>
+  (table watchers-table set-watchers-table!) ; vector: fd -> <watcher> or #f
   ;; ((due-ms . <timer>) …), earliest first
   (timers watchers-timers set-watchers-timers!)
   (now watchers-now))                   ; thunk -> the loop's clock, ms
 
 (define-record-type <watcher>
-  (make-watcher on-read on-write on-stop write?)
+  (make-watcher on-read on-write on-stop write? object)
   watcher?
-  (on-read watcher-on-read)             ; thunk
-  (on-write watcher-on-write)           ; thunk
-  (on-stop watcher-on-stop)             ; thunk
-  (write? watcher-write? set-watcher-write!)) ; EPOLLOUT asked for
+  (on-read watcher-on-read)             ; procedures of OBJECT, or thunks
+  (on-write watcher-on-write)
+  (on-stop watcher-on-stop)
+  (write? watcher-write? set-watcher-write!) ; EPOLLOUT asked for
+  (object watcher-object))              ; or `no-object'
+
+(define no-object (list 'no-object))
+
+(define-inlinable (call-watcher watcher procedure)
+  (let ((object (watcher-object watcher)))
+    (if (eq? object no-object)
+        (procedure)
+        (procedure object))))
+
+(define (watcher-of w fd)
+  ;; -> the <watcher> of FD in W, or #f
+  (let ((table (watchers-table w)))
+    (and (< fd (vector-length table)) (vector-ref table fd))))
+
+(define (set-watcher-of! w fd watcher)
+  ;; FD's entry in W becomes WATCHER (or #f)
+  (let ((table (watchers-table w)))
+    (when (>= fd (vector-length table))
+      (let ((bigger (make-vector (max (+ fd 1) (* 2 (vector-length table))) #f)))
+        (vector-move-left! table 0 (vector-length table) bigger 0)
+        (set-watchers-table! w bigger)))
+    (vector-set! (watchers-table w) fd watcher)))
 
 (define-record-type <timer>
   (make-timer thunk)
@@ -70,7 +100,7 @@
 (define (make-watchers epfd now)
   "Return the watchers of a loop whose epoll descriptor is EPFD and whose
 clock NOW returns (a thunk, milliseconds)."
-  (%make-watchers epfd (make-hash-table) '() now))
+  (%make-watchers epfd (make-vector 64 #f) '() now))
 
 ;; The <watchers> of the loop running in this process, or #f.
 (define %current-watchers #f)
@@ -89,15 +119,19 @@ return nothing."
   (or (current-watchers)
       (error (string-append (symbol->string who) ": no loop runs here"))))
 
-(define* (loop-watch! fd #:key on-read (on-write (lambda () #f))
-                      (on-stop (lambda () #f)))
-  "Watch FD on the loop of this process, on its thread: call ON-READ (a
-thunk) when FD is readable or the peer is gone, ON-WRITE when it is
-writable and `loop-want-write!' asked for that, and ON-STOP when the loop
-stops (it must close FD).  Return nothing.  Call it from the loop's own
-thread (a takeover's procedure, or a watcher's callback)."
+(define (ignore . _) #f)
+
+(define* (loop-watch! fd #:key on-read (on-write ignore) (on-stop ignore)
+                      (object no-object))
+  "Watch FD on the loop of this process, on its thread: call ON-READ when
+FD is readable or the peer is gone, ON-WRITE when it is writable and
+`loop-want-write!' asked for that, and ON-STOP when the loop stops (it
+must close FD).  Each is a thunk, or, when OBJECT is given, a procedure
+called with OBJECT: shared procedures and one object per descriptor
+rather than closures over it.  Return nothing.  Call it from the loop's
+own thread (a takeover's procedure, or a watcher's callback)."
   (let ((w (the-watchers 'loop-watch!)))
-    (hashv-set! (watchers-table w) fd (make-watcher on-read on-write on-stop #f))
+    (set-watcher-of! w fd (make-watcher on-read on-write on-stop #f object))
     (epoll-add! (watchers-epfd w) fd EPOLLIN)
     (values)))
 
@@ -105,7 +139,7 @@ thread (a takeover's procedure, or a watcher's callback)."
   "Make the loop call FD's ON-WRITE when it is writable (WANT? true), or
 stop (WANT? #f); return nothing."
   (let* ((w (the-watchers 'loop-want-write!))
-         (watcher (hashv-ref (watchers-table w) fd)))
+         (watcher (watcher-of w fd)))
     (when (and watcher (not (eq? (watcher-write? watcher) (and want? #t))))
       (set-watcher-write! watcher (and want? #t))
       (epoll-modify! (watchers-epfd w) fd
@@ -115,15 +149,15 @@ stop (WANT? #f); return nothing."
 (define (loop-unwatch! fd)
   "Stop watching FD (before closing it); return nothing."
   (let ((w (current-watchers)))
-    (when (and w (hashv-ref (watchers-table w) fd))
-      (hashv-remove! (watchers-table w) fd)
+    (when (and w (watcher-of w fd))
+      (set-watcher-of! w fd #f)
       (epoll-remove! (watchers-epfd w) fd))
     (values)))
 
 (define (loop-watching? fd)
   "Return true when the loop of this process watches FD."
   (let ((w (current-watchers)))
-    (and w (hashv-ref (watchers-table w) fd) #t)))
+    (and w (watcher-of w fd) #t)))
 
 (define (loop-now-ms)
   "Return the loop's clock, in milliseconds of a monotonic clock, as of
@@ -167,24 +201,29 @@ earliest); return a timer for `loop-cancel-timer!'."
 (define (watchers-ready! w fd flags)
   "Call the procedures of the watcher of FD that FLAGS (epoll's) call
 for; return #f when nobody watches FD."
-  (let ((watcher (hashv-ref (watchers-table w) fd)))
+  (let ((watcher (watcher-of w fd)))
     (and watcher
          (begin
            (when (and (watcher-write? watcher) (logtest flags EPOLLOUT))
-             ((watcher-on-write watcher)))
+             (call-watcher watcher (watcher-on-write watcher)))
            (when (and (logtest flags (logior EPOLLIN EPOLLERR EPOLLHUP))
                       ;; ON-WRITE may have unwatched it
-                      (eq? watcher (hashv-ref (watchers-table w) fd)))
-             ((watcher-on-read watcher)))
+                      (eq? watcher (watcher-of w fd)))
+             (call-watcher watcher (watcher-on-read watcher)))
            #t))))
 
 (define (stop-watchers! w)
   "Call every ON-STOP of W, forgetting each watcher first; return
 nothing."
-  (let ((all (hash-map->list cons (watchers-table w))))
-    (hash-clear! (watchers-table w))
+  (let* ((table (watchers-table w))
+         (all (let lp ((fd (- (vector-length table) 1)) (all '()))
+                (if (< fd 0)
+                    all
+                    (lp (- fd 1) (let ((watcher (vector-ref table fd)))
+                                   (if watcher (cons watcher all) all)))))))
+    (vector-fill! table #f)
     (set-watchers-timers! w '())
-    (for-each (lambda (entry) ((watcher-on-stop (cdr entry)))) all))
+    (for-each (lambda (watcher) (call-watcher watcher (watcher-on-stop watcher))) all))
   (values))
 
 ;;; (plucky server watch) ends here

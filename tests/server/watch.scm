@@ -52,11 +52,43 @@
     (loop-call-after! 50 (lambda () (write! (string->utf8 "tick"))))
     (write! leftover)))
 
+(define (shout-on-loop! fd transport leftover)
+  ;; the same with #:object: shared procedures, called with the descriptor
+  (let ((buffer (make-bytevector 4096)))
+    (define (write! fd bv)
+      ((transport-write transport) fd
+       ((@ (system foreign) pointer-address) ((@ (system foreign) bytevector->pointer) bv))
+       0 (bytevector-length bv)))
+    (loop-watch! fd
+                 #:object fd
+                 #:on-read (lambda (fd)
+                             (let ((n ((transport-read transport) fd
+                                       ((@ (system foreign) pointer-address)
+                                        ((@ (system foreign) bytevector->pointer) buffer))
+                                       0 4096)))
+                               (cond
+                                ((> n 0)
+                                 (write! fd (string->utf8
+                                             (string-upcase
+                                              (utf8->string
+                                               (let ((got (make-bytevector n)))
+                                                 (bytevector-copy! buffer 0 got 0 n)
+                                                 got))))))
+                                ((= n (- EAGAIN)) #f)
+                                (else (loop-unwatch! fd) ((transport-close transport) fd)))))
+                 #:on-stop (lambda (fd) (loop-unwatch! fd) ((transport-close transport) fd)))
+    (write! fd leftover)))
+
 (define (site request body)
-  (if (string=? (uri-path (request-uri request)) "/upgrade")
-      (values (build-response #:code 101 #:headers '((connection . (upgrade))))
-              (make-takeover echo-on-loop!))
-      (values '((content-type . (text/plain))) "Hello, World!")))
+  (cond
+   ((string=? (uri-path (request-uri request)) "/upgrade")
+    (values (build-response #:code 101 #:headers '((connection . (upgrade))))
+            (make-takeover echo-on-loop!)))
+   ((string=? (uri-path (request-uri request)) "/shout")
+    (values (build-response #:code 101 #:headers '((connection . (upgrade))))
+            (make-takeover shout-on-loop!)))
+   (else
+    (values '((content-type . (text/plain))) "Hello, World!"))))
 
 (define (read-until-text port text deadline)
   ;; -> the text PORT gave until it contains TEXT, or #f at DEADLINE
@@ -90,6 +122,18 @@
        ;; thread of the pool
        (test-equal "no thread for it" "2"
          (process-status-field (server-pid server) "Threads"))
+       (client-close! client)))))
+
+(test-group "loop-watch!: #:object"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((client (connect-client (server-port server))))
+       (client-send! client (request-text "/shout"))
+       (read-until-text (client-socket client) "\r\n\r\n" (+ (now-seconds) 10))
+       (client-send! client "quiet words")
+       (test-assert "on-read is called with the object"
+         (read-until-text (client-socket client) "QUIET WORDS" (+ (now-seconds) 10)))
        (client-close! client)))))
 
 (test-end "server/watch")
