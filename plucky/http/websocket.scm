@@ -53,6 +53,7 @@
             websocket-reader-feed!
             websocket-reader-next!
             websocket-reader-buffered
+            websocket-reader-idle?
             websocket-frame
             websocket-close-frame
             websocket-close-code-valid?
@@ -191,6 +192,13 @@ invalid."
   "Return the number of bytes READER holds that are not yet part of an
 event."
   (+ (- (reader-end reader) (reader-start reader)) (reader-size reader)))
+
+(define (websocket-reader-idle? reader)
+  "Return #t when READER holds nothing: no bytes of a frame, no part of
+a message, no failure; a reader made afresh would go on as it would."
+  (and (= (reader-start reader) (reader-end reader))
+       (not (reader-kind reader))
+       (not (reader-failed? reader))))
 
 (define (websocket-reader-feed! reader bv start end)
   "Give READER the bytes of BV from START to END, as they came from the

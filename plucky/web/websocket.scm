@@ -201,11 +201,9 @@ it calls this."
               (open-websocket! (make-websocket
                                 #:fd fd #:transport transport #:request request
                                 #:protocol protocol
-                                #:reader (make-websocket-reader
-                                          #:max-message max-message
-                                          #:inflate (and inflater
-                                                         (inflate-procedure
-                                                          inflater deflate)))
+                                #:max-message max-message
+                                #:inflate (and inflater
+                                               (inflate-procedure inflater deflate))
                                 #:deflater deflater
                                 #:deflate-reset? (and deflate
                                                       (deflate-params-server-reset? deflate))
@@ -237,8 +235,8 @@ it calls this."
 ;;;
 
 (define-record-type <websocket>
-  (%make-websocket fd transport head protocol reader deflater deflate-reset?
-                   inflater on-message on-close
+  (%make-websocket fd transport head protocol reader max-message inflate
+                   deflater deflate-reset? inflater on-message on-close
                    on-drain max-buffer ping-ms timeout-ms state queue
                    queue-offset buffered refused? last-read pinged-at
                    stalled-since closing-since close-code close-reason data)
@@ -249,7 +247,11 @@ it calls this."
   ;; does not scan (see `websocket-request')
   (head websocket-head)
   (protocol websocket-protocol)         ; the chosen subprotocol, or #f
-  (reader websocket-reader)
+  ;; a reader of the client's frames, or #f when it held nothing at the
+  ;; last sweep (see `websocket-reader!'); what makes one
+  (reader websocket-reader set-websocket-reader!)
+  (max-message websocket-max-message)
+  (inflate websocket-inflate)
   (deflater websocket-deflater)         ; #f, or permessage-deflate's (raw)
   (deflate-reset? websocket-deflate-reset?) ; reset it after each message
   (inflater websocket-inflater)         ; #f, or the reader's, to free
@@ -275,11 +277,11 @@ it calls this."
   (close-reason websocket-close-reason set-websocket-close-reason!)
   (data websocket-data set-websocket-data!)) ; the app's
 
-(define* (make-websocket #:key fd transport request protocol reader deflater
-                         deflate-reset? inflater on-message
+(define* (make-websocket #:key fd transport request protocol max-message inflate
+                         deflater deflate-reset? inflater on-message
                          on-close on-drain max-buffer ping-ms timeout-ms)
-  (%make-websocket fd transport (request->bytes request) protocol reader deflater
-                   deflate-reset? inflater on-message on-close
+  (%make-websocket fd transport (request->bytes request) protocol #f max-message
+                   inflate deflater deflate-reset? inflater on-message on-close
                    on-drain max-buffer ping-ms timeout-ms 'open '() 0 0 #f
                    (loop-now-ms) #f #f #f #f #f #f))
 
@@ -307,28 +309,53 @@ afresh from its bytes on each call (equal to the handler's, not `eq?')."
   "Return true when WS can still send messages (no close frame sent)."
   (eq? (websocket-state ws) 'open))
 
-;; The open WebSockets of this process's loop: fd -> <websocket>.
-(define websockets (make-hash-table))
+;; The open WebSockets of this process's loop: a vector indexed by
+;; descriptor, and how many.  Not a hash table, nor closures over each
+;; WebSocket for the loop to call: every collection marks what an idle
+;; WebSocket holds, and the worker's HTTP clients wait through it
+;; (bench/websocket, idle); a table's entry is two objects, a closure
+;; one.  For the same reason a WebSocket's reader is dropped by the
+;; sweep when it holds nothing, and made again by the next read.
+(define websockets (make-vector 64 #f))
+(define open-count 0)
 
 ;; The pending sweep's timer, or #f when no WebSocket is open.
 (define sweep-timer #f)
 
 (define (websocket-count)
   "Return the number of WebSockets open on this process's loop."
-  (hash-count (const #t) websockets))
+  open-count)
+
+(define (enter-websocket! fd ws)
+  (when (>= fd (vector-length websockets))
+    (let ((bigger (make-vector (max (+ fd 1) (* 2 (vector-length websockets))) #f)))
+      (vector-move-left! websockets 0 (vector-length websockets) bigger 0)
+      (set! websockets bigger)))
+  (vector-set! websockets fd ws)
+  (set! open-count (+ open-count 1)))
+
+(define (forget-websocket! fd ws)
+  (when (and (< fd (vector-length websockets)) (eq? (vector-ref websockets fd) ws))
+    (vector-set! websockets fd #f)
+    (set! open-count (- open-count 1))))
+
+(define (websocket-reader! ws)
+  ;; -> WS's reader, made if the sweep dropped it
+  (or (websocket-reader ws)
+      (let ((reader (make-websocket-reader #:max-message (websocket-max-message ws)
+                                           #:inflate (websocket-inflate ws))))
+        (set-websocket-reader! ws reader)
+        reader)))
 
 (define (open-websocket! ws on-open leftover)
   (let ((fd (websocket-fd ws)))
-    (hashv-set! websockets fd ws)
-    (loop-watch! fd
-                 #:on-read (lambda () (read-ready! ws))
-                 #:on-write (lambda () (flush! ws))
-                 #:on-stop (lambda () (stop! ws)))
+    (enter-websocket! fd ws)
+    (loop-watch! fd #:object ws #:on-read read-ready! #:on-write flush! #:on-stop stop!)
     (unless sweep-timer
       (set! sweep-timer (loop-call-after! 1000 sweep!)))
     (guarded ws (lambda () (on-open ws)))
     (when (> (bytevector-length leftover) 0)
-      (websocket-reader-feed! (websocket-reader ws) leftover 0
+      (websocket-reader-feed! (websocket-reader! ws) leftover 0
                               (bytevector-length leftover))
       (take-events! ws))))
 
@@ -365,7 +392,7 @@ afresh from its bytes on each call (equal to the handler's, not `eq?')."
       (set-websocket-last-read! ws (loop-now-ms))
       (set-websocket-pinged-at! ws #f)
       (unless (eq? (websocket-state ws) 'flushing)
-        (websocket-reader-feed! (websocket-reader ws) read-buffer 0 n)
+        (websocket-reader-feed! (websocket-reader! ws) read-buffer 0 n)
         (take-events! ws)))
      ((= n (- EAGAIN)) #f)
      (else
@@ -375,7 +402,7 @@ afresh from its bytes on each call (equal to the handler's, not `eq?')."
 (define (take-events! ws)
   (let lp ()
     (when (memq (websocket-state ws) '(open closing))
-      (let ((event (websocket-reader-next! (websocket-reader ws))))
+      (let ((event (websocket-reader-next! (websocket-reader! ws))))
         (when event
           (case (car event)
             ((text binary)
@@ -473,7 +500,7 @@ afresh from its bytes on each call (equal to the handler's, not `eq?')."
   (unless (eq? (websocket-state ws) 'closed)
     (let ((fd (websocket-fd ws)))
       (set-websocket-state! ws 'closed)
-      (hashv-remove! websockets fd)
+      (forget-websocket! fd ws)
       (loop-unwatch! fd)
       ((transport-close (websocket-transport ws)) fd)
       (when (websocket-deflater ws) (deflater-end! (websocket-deflater ws)))
@@ -545,31 +572,41 @@ after the ping timeout).  Return nothing."
 ;;; The sweep
 ;;;
 
+(define (sweep-one! ws now)
+  ;; -> a reason to close WS now, or #f; pings it, drops its empty reader
+  (let ((timeout (websocket-timeout-ms ws))
+        (reader (websocket-reader ws)))
+    (when (and reader (websocket-reader-idle? reader))
+      (set-websocket-reader! ws #f))
+    (cond
+     ((and (websocket-pinged-at ws)
+           (>= now (+ (websocket-pinged-at ws) timeout)))
+      "no answer to a ping")
+     ((and (websocket-stalled-since ws)
+           (>= now (+ (websocket-stalled-since ws) timeout)))
+      "the client does not read")
+     ((and (websocket-closing-since ws)
+           (>= now (+ (websocket-closing-since ws) timeout)))
+      "no answer to the close")
+     ((and (websocket-open? ws)
+           (not (websocket-pinged-at ws))
+           (>= now (+ (websocket-last-read ws) (websocket-ping-ms ws))))
+      (set-websocket-pinged-at! ws now)
+      (enqueue! ws (websocket-frame opcode-ping #vu8()))
+      #f)
+     (else #f))))
+
 (define (sweep!)
   (let ((now (loop-now-ms))
-        (late '()))
-    (hash-for-each
-     (lambda (fd ws)
-       (let ((timeout (websocket-timeout-ms ws)))
-         (cond
-          ((and (websocket-pinged-at ws)
-                (>= now (+ (websocket-pinged-at ws) timeout)))
-           (set! late (cons (cons ws "no answer to a ping") late)))
-          ((and (websocket-stalled-since ws)
-                (>= now (+ (websocket-stalled-since ws) timeout)))
-           (set! late (cons (cons ws "the client does not read") late)))
-          ((and (websocket-closing-since ws)
-                (>= now (+ (websocket-closing-since ws) timeout)))
-           (set! late (cons (cons ws "no answer to the close") late)))
-          ((and (websocket-open? ws)
-                (not (websocket-pinged-at ws))
-                (>= now (+ (websocket-last-read ws) (websocket-ping-ms ws))))
-           (set-websocket-pinged-at! ws now)
-           (enqueue! ws (websocket-frame opcode-ping #vu8()))))))
-     websockets)
-    (for-each (lambda (entry) (close-now! (car entry) 1006 (cdr entry))) late)
+        (table websockets))
+    (let lp ((fd 0) (late '()))
+      (if (< fd (vector-length table))
+          (let* ((ws (vector-ref table fd))
+                 (reason (and ws (sweep-one! ws now))))
+            (lp (+ fd 1) (if reason (cons (cons ws reason) late) late)))
+          (for-each (lambda (entry) (close-now! (car entry) 1006 (cdr entry))) late)))
     (set! sweep-timer
-          (and (> (hash-count (const #t) websockets) 0)
+          (and (> open-count 0)
                (loop-call-after! 1000 sweep!)))))
 
 ;;; (plucky web websocket) ends here

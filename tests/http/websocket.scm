@@ -189,6 +189,28 @@
   (test-equal "and not inside a character" 126
     (bytevector-length (websocket-close-frame 1000 (make-string 200 #\é)))))
 
+(test-group "websocket-reader-idle?"
+  (let ((reader (make-websocket-reader)))
+    (define (feed! bv) (websocket-reader-feed! reader bv 0 (bytevector-length bv)))
+    (test-assert "a new reader" (websocket-reader-idle? reader))
+    (let ((frame (client-frame 1 "hello")))
+      (websocket-reader-feed! reader frame 0 3)
+      (test-assert "half a frame: not idle" (not (websocket-reader-idle? reader)))
+      (websocket-reader-feed! reader frame 3 (bytevector-length frame))
+      (test-assert "the whole frame, not yet taken: not idle"
+        (not (websocket-reader-idle? reader)))
+      (websocket-reader-next! reader)
+      (test-assert "taken: idle" (websocket-reader-idle? reader)))
+    (feed! (client-frame 1 "first part" #:fin? #f))
+    (websocket-reader-next! reader)
+    (test-assert "mid-message: not idle" (not (websocket-reader-idle? reader)))
+    (feed! (client-frame 0 ", last part"))
+    (websocket-reader-next! reader)
+    (test-assert "the message out: idle" (websocket-reader-idle? reader))
+    (feed! (client-frame 1 "x" #:mask? #f))
+    (websocket-reader-next! reader)
+    (test-assert "failed: not idle" (not (websocket-reader-idle? reader)))))
+
 (test-group "websocket-reader-next!: fuzz"
   ;; Mutated copies of valid frames: flipped bits, cut or grown lengths,
   ;; bytes dropped.  Each must end (bounded steps) with no exception.

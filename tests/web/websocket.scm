@@ -220,6 +220,34 @@
        (client-close! client)))))
 
 
+(define (text-frame text)
+  ;; a client's text frame, masked with the key 0
+  (let* ((payload (string->utf8 text))
+         (frame (make-bytevector (+ 6 (bytevector-length payload)) 0)))
+    (bytevector-u8-set! frame 0 #x81)
+    (bytevector-u8-set! frame 1 (logior #x80 (bytevector-length payload)))
+    (bytevector-copy! payload 0 frame 6 (bytevector-length payload))
+    frame))
+
+(test-group "websocket-upgrade: an echo after the sweep"
+  ;; The sweep (once a second) drops the reader of a connection that
+  ;; holds nothing; the next frame makes another.
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((client (connect-client (server-port server))))
+       (client-send! client (upgrade-text "/echo"))
+       (read-head (client-socket client) (+ (now-seconds) 10))
+       (client-send! client (text-frame "before"))
+       (test-equal "echoed" (u8-list->bytevector (cons* #x81 6 (bytevector->u8-list (string->utf8 "before"))))
+         (read-bytes (client-socket client) 8 (+ (now-seconds) 10)))
+       (test-assert "nothing more for two sweeps"
+         (not (readable? (client-socket client) (+ (now-seconds) 2.2))))
+       (client-send! client (text-frame "after"))
+       (test-equal "echoed again" (u8-list->bytevector (cons* #x81 5 (bytevector->u8-list (string->utf8 "after"))))
+         (read-bytes (client-socket client) 7 (+ (now-seconds) 10)))
+       (client-close! client)))))
+
 (test-group "websocket-upgrade: keepalive"
   (call-with-server
    site
