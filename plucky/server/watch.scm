@@ -36,6 +36,7 @@
 
 (define-module (plucky server watch)
   #:use-module (srfi srfi-9)
+  #:use-module (rnrs bytevectors)
   #:use-module (plucky sys epoll)
   #:export (make-watchers
             current-watchers
@@ -53,44 +54,69 @@
             loop-now-ms))
 
 (define-record-type <watchers>
-  (%make-watchers epfd table timers now)
+  (%make-watchers epfd handlers objects writing last timers now)
   watchers?
   (epfd watchers-epfd)
-  (table watchers-table set-watchers-table!) ; vector: fd -> <watcher> or #f
+  ;; by descriptor: its <handlers> or #f, the object they are called
+  ;; with, and 1 where EPOLLOUT was asked for
+  (handlers watchers-handlers set-watchers-handlers!)
+  (objects watchers-objects set-watchers-objects!)
+  (writing watchers-writing set-watchers-writing!)
+  (last watchers-last set-watchers-last!) ; the <handlers> made last, or #f
   ;; ((due-ms . <timer>) …), earliest first
   (timers watchers-timers set-watchers-timers!)
   (now watchers-now))                   ; thunk -> the loop's clock, ms
 
-(define-record-type <watcher>
-  (make-watcher on-read on-write on-stop write? object)
-  watcher?
-  (on-read watcher-on-read)             ; procedures of OBJECT, or thunks
-  (on-write watcher-on-write)
-  (on-stop watcher-on-stop)
-  (write? watcher-write? set-watcher-write!) ; EPOLLOUT asked for
-  (object watcher-object))              ; or `no-object'
+;; The procedures of a watched descriptor.  Descriptors watched with the
+;; same procedures and an #:object share one record: an idle descriptor
+;; then holds no object of its own here.
+(define-record-type <handlers>
+  (make-handlers on-read on-write on-stop object?)
+  handlers?
+  (on-read handlers-on-read)            ; procedures of the object, or thunks
+  (on-write handlers-on-write)
+  (on-stop handlers-on-stop)
+  (object? handlers-object?))           ; called with the descriptor's object
 
-(define no-object (list 'no-object))
+(define (handlers-for w on-read on-write on-stop object?)
+  ;; -> the <handlers> of these, the last one made if it is the same
+  (let ((last (watchers-last w)))
+    (if (and last object? (handlers-object? last)
+             (eq? (handlers-on-read last) on-read)
+             (eq? (handlers-on-write last) on-write)
+             (eq? (handlers-on-stop last) on-stop))
+        last
+        (let ((handlers (make-handlers on-read on-write on-stop object?)))
+          (set-watchers-last! w handlers)
+          handlers))))
 
-(define-inlinable (call-watcher watcher procedure)
-  (let ((object (watcher-object watcher)))
-    (if (eq? object no-object)
-        (procedure)
-        (procedure object))))
-
-(define (watcher-of w fd)
-  ;; -> the <watcher> of FD in W, or #f
-  (let ((table (watchers-table w)))
+(define (handlers-of w fd)
+  ;; -> the <handlers> of FD in W, or #f
+  (let ((table (watchers-handlers w)))
     (and (< fd (vector-length table)) (vector-ref table fd))))
 
-(define (set-watcher-of! w fd watcher)
-  ;; FD's entry in W becomes WATCHER (or #f)
-  (let ((table (watchers-table w)))
-    (when (>= fd (vector-length table))
-      (let ((bigger (make-vector (max (+ fd 1) (* 2 (vector-length table))) #f)))
-        (vector-move-left! table 0 (vector-length table) bigger 0)
-        (set-watchers-table! w bigger)))
-    (vector-set! (watchers-table w) fd watcher)))
+(define (call-handler handlers procedure object)
+  (if (handlers-object? handlers)
+      (procedure object)
+      (procedure)))
+
+(define (set-entry! w fd handlers object)
+  ;; FD's entry in W becomes HANDLERS (or #f) and OBJECT, not writing
+  (let ((size (vector-length (watchers-handlers w))))
+    (when (>= fd size)
+      (let* ((new-size (max (+ fd 1) (* 2 size)))
+             (grow (lambda (old)
+                     (let ((new (make-vector new-size #f)))
+                       (vector-move-left! old 0 size new 0)
+                       new)))
+             (writing (make-bytevector new-size 0)))
+        (bytevector-copy! (watchers-writing w) 0 writing 0 size)
+        (set-watchers-handlers! w (grow (watchers-handlers w)))
+        (set-watchers-objects! w (grow (watchers-objects w)))
+        (set-watchers-writing! w writing))))
+  (vector-set! (watchers-handlers w) fd handlers)
+  (vector-set! (watchers-objects w) fd object)
+  (bytevector-u8-set! (watchers-writing w) fd 0))
 
 (define-record-type <timer>
   (make-timer thunk)
@@ -100,7 +126,8 @@
 (define (make-watchers epfd now)
   "Return the watchers of a loop whose epoll descriptor is EPFD and whose
 clock NOW returns (a thunk, milliseconds)."
-  (%make-watchers epfd (make-vector 64 #f) '() now))
+  (%make-watchers epfd (make-vector 64 #f) (make-vector 64 #f) (make-bytevector 64 0)
+                  #f '() now))
 
 ;; The <watchers> of the loop running in this process, or #f.
 (define %current-watchers #f)
@@ -120,6 +147,7 @@ return nothing."
       (error (string-append (symbol->string who) ": no loop runs here"))))
 
 (define (ignore . _) #f)
+(define no-object (list 'no-object))
 
 (define* (loop-watch! fd #:key on-read (on-write ignore) (on-stop ignore)
                       (object no-object))
@@ -131,17 +159,20 @@ called with OBJECT: shared procedures and one object per descriptor
 rather than closures over it.  Return nothing.  Call it from the loop's
 own thread (a takeover's procedure, or a watcher's callback)."
   (let ((w (the-watchers 'loop-watch!)))
-    (set-watcher-of! w fd (make-watcher on-read on-write on-stop #f object))
+    (set-entry! w fd (handlers-for w on-read on-write on-stop
+                                   (not (eq? object no-object)))
+                object)
     (epoll-add! (watchers-epfd w) fd EPOLLIN)
     (values)))
 
 (define (loop-want-write! fd want?)
   "Make the loop call FD's ON-WRITE when it is writable (WANT? true), or
 stop (WANT? #f); return nothing."
-  (let* ((w (the-watchers 'loop-want-write!))
-         (watcher (watcher-of w fd)))
-    (when (and watcher (not (eq? (watcher-write? watcher) (and want? #t))))
-      (set-watcher-write! watcher (and want? #t))
+  (let ((w (the-watchers 'loop-want-write!))
+        (flag (if want? 1 0)))
+    (when (and (handlers-of w fd)
+               (not (= flag (bytevector-u8-ref (watchers-writing w) fd))))
+      (bytevector-u8-set! (watchers-writing w) fd flag)
       (epoll-modify! (watchers-epfd w) fd
                      (if want? (logior EPOLLIN EPOLLOUT) EPOLLIN)))
     (values)))
@@ -149,15 +180,15 @@ stop (WANT? #f); return nothing."
 (define (loop-unwatch! fd)
   "Stop watching FD (before closing it); return nothing."
   (let ((w (current-watchers)))
-    (when (and w (watcher-of w fd))
-      (set-watcher-of! w fd #f)
+    (when (and w (handlers-of w fd))
+      (set-entry! w fd #f #f)
       (epoll-remove! (watchers-epfd w) fd))
     (values)))
 
 (define (loop-watching? fd)
   "Return true when the loop of this process watches FD."
   (let ((w (current-watchers)))
-    (and w (watcher-of w fd) #t)))
+    (and w (handlers-of w fd) #t)))
 
 (define (loop-now-ms)
   "Return the loop's clock, in milliseconds of a monotonic clock, as of
@@ -201,29 +232,39 @@ earliest); return a timer for `loop-cancel-timer!'."
 (define (watchers-ready! w fd flags)
   "Call the procedures of the watcher of FD that FLAGS (epoll's) call
 for; return #f when nobody watches FD."
-  (let ((watcher (watcher-of w fd)))
-    (and watcher
-         (begin
-           (when (and (watcher-write? watcher) (logtest flags EPOLLOUT))
-             (call-watcher watcher (watcher-on-write watcher)))
+  (let ((handlers (handlers-of w fd)))
+    (and handlers
+         (let ((object (vector-ref (watchers-objects w) fd)))
+           (when (and (= 1 (bytevector-u8-ref (watchers-writing w) fd))
+                      (logtest flags EPOLLOUT))
+             (call-handler handlers (handlers-on-write handlers) object))
            (when (and (logtest flags (logior EPOLLIN EPOLLERR EPOLLHUP))
                       ;; ON-WRITE may have unwatched it
-                      (eq? watcher (watcher-of w fd)))
-             (call-watcher watcher (watcher-on-read watcher)))
+                      (eq? handlers (handlers-of w fd))
+                      (eq? object (vector-ref (watchers-objects w) fd)))
+             (call-handler handlers (handlers-on-read handlers) object))
            #t))))
 
 (define (stop-watchers! w)
   "Call every ON-STOP of W, forgetting each watcher first; return
 nothing."
-  (let* ((table (watchers-table w))
+  (let* ((table (watchers-handlers w))
+         (objects (watchers-objects w))
          (all (let lp ((fd (- (vector-length table) 1)) (all '()))
                 (if (< fd 0)
                     all
-                    (lp (- fd 1) (let ((watcher (vector-ref table fd)))
-                                   (if watcher (cons watcher all) all)))))))
+                    (lp (- fd 1)
+                        (let ((handlers (vector-ref table fd)))
+                          (if handlers
+                              (cons (cons handlers (vector-ref objects fd)) all)
+                              all)))))))
     (vector-fill! table #f)
+    (vector-fill! objects #f)
+    (bytevector-fill! (watchers-writing w) 0)
     (set-watchers-timers! w '())
-    (for-each (lambda (watcher) (call-watcher watcher (watcher-on-stop watcher))) all))
+    (for-each (lambda (entry)
+                (call-handler (car entry) (handlers-on-stop (car entry)) (cdr entry)))
+              all))
   (values))
 
 ;;; (plucky server watch) ends here
