@@ -229,6 +229,11 @@
     (bytevector-copy! payload 0 frame 6 (bytevector-length payload))
     frame))
 
+(define (server-text-frame text)
+  ;; a short text frame as the server sends it: unmasked
+  (let ((payload (bytevector->u8-list (string->utf8 text))))
+    (u8-list->bytevector (cons* #x81 (length payload) payload))))
+
 (test-group "websocket-upgrade: an echo after the sweep"
   ;; The sweep (once a second) drops the reader of a connection that
   ;; holds nothing; the next frame makes another.
@@ -239,12 +244,12 @@
        (client-send! client (upgrade-text "/echo"))
        (read-head (client-socket client) (+ (now-seconds) 10))
        (client-send! client (text-frame "before"))
-       (test-equal "echoed" (u8-list->bytevector (cons* #x81 6 (bytevector->u8-list (string->utf8 "before"))))
+       (test-equal "echoed" (server-text-frame "before")
          (read-bytes (client-socket client) 8 (+ (now-seconds) 10)))
        (test-assert "nothing more for two sweeps"
          (not (readable? (client-socket client) (+ (now-seconds) 2.2))))
        (client-send! client (text-frame "after"))
-       (test-equal "echoed again" (u8-list->bytevector (cons* #x81 5 (bytevector->u8-list (string->utf8 "after"))))
+       (test-equal "echoed again" (server-text-frame "after")
          (read-bytes (client-socket client) 7 (+ (now-seconds) 10)))
        (client-close! client)))))
 
