@@ -59,6 +59,7 @@
   #:use-module (plucky server hooks)
   #:use-module (plucky server tally)
   #:use-module (plucky server transport)
+  #:use-module ((plucky server watch) #:select (loop-unwatch!))
   #:export (make-loop-settings loop-settings? %default-loop-settings
             settings-parse-limits settings-max-body settings-max-connections
             settings-keep-alive-ms settings-header-ms
@@ -525,18 +526,29 @@ from the epoll set."
 
 (define (take-over! loop conn takeover)
   "Give CONN, whose head is out, to TAKEOVER (a <takeover>) and forget it
-in LOOP; return what TAKEOVER's procedure returns."
+in LOOP; return nothing.  A takeover procedure that raises is logged,
+and the socket it was given closed: the worker serves on, as after a
+handler's exception."
   (let ((leftover (let ((own (connection-input conn)))
                     (if own
                         (bytevector-copy-range own (connection-start conn)
                                                (connection-end conn))
-                        #vu8()))))
+                        #vu8())))
+        (fd (connection-fd conn))
+        (transport (connection-transport conn)))
     (set-connection-pending! conn '())
     (forget-connection! loop conn)
     (when (connection-watched? conn)
-      (epoll-remove! (loop-epfd loop) (connection-fd conn)))
-    ((takeover-procedure takeover) (connection-fd conn) (connection-transport conn)
-     leftover)))
+      (epoll-remove! (loop-epfd loop) fd))
+    (catch #t
+      (lambda () ((takeover-procedure takeover) fd transport leftover))
+      (lambda (key . args)
+        (let ((port (current-error-port)))
+          (format port "plucky: a takeover failed, its socket closed: ~a ~s~%" key args)
+          (force-output port))
+        (loop-unwatch! fd)
+        ((transport-close transport) fd)))
+    (values)))
 
 (define (linger! loop conn)
   "Shut down CONN's sending side and read and drop what still comes for a

@@ -84,6 +84,9 @@
    ((string=? (uri-path (request-uri request)) "/upgrade")
     (values (build-response #:code 101 #:headers '((connection . (upgrade))))
             (make-takeover echo-on-loop!)))
+   ((string=? (uri-path (request-uri request)) "/fail")
+    (values (build-response #:code 101 #:headers '((connection . (upgrade))))
+            (make-takeover (lambda (fd transport leftover) (error "takeover bug")))))
    ((string=? (uri-path (request-uri request)) "/shout")
     (values (build-response #:code 101 #:headers '((connection . (upgrade))))
             (make-takeover shout-on-loop!)))
@@ -135,5 +138,25 @@
        (test-assert "on-read is called with the object"
          (read-until-text (client-socket client) "QUIET WORDS" (+ (now-seconds) 10)))
        (client-close! client)))))
+
+(test-group "take-over!: a takeover that raises"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((client (connect-client (server-port server))))
+       (client-send! client (request-text "/fail"))
+       (test-assert "its socket is closed"
+         (let lp ((got ""))
+           (if (null? (car (select (list (client-socket client)) '() '() 10)))
+               #f
+               (let ((more (get-bytevector-some (client-socket client))))
+                 (if (eof-object? more)
+                     (string-prefix? "HTTP/1.1 101" got)
+                     (lp (string-append got (utf8->string more))))))))
+       (client-close! client))
+     (let ((response body (http-get (server-port server) "/")))
+       (test-equal "the worker serves on" 200 (response-code response)))
+     (test-assert "and logged it"
+       (string-contains (server-log server) "a takeover failed")))))
 
 (test-end "server/watch")
