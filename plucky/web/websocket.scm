@@ -280,30 +280,38 @@ it calls this."
 (define* (make-websocket #:key fd transport request protocol max-message inflate
                          deflater deflate-reset? inflater on-message
                          on-close on-drain max-buffer ping-ms timeout-ms)
-  (%make-websocket fd transport (request->bytes request) protocol #f max-message
+  (%make-websocket fd transport (request->head request) protocol #f max-message
                    inflate deflater deflate-reset? inflater on-message on-close
                    on-drain max-buffer ping-ms timeout-ms 'open '() 0 0 #f
                    (loop-now-ms) #f #f #f #f #f #f))
 
 ;; An open WebSocket lives as long as its client stays, and every
-;; collection marks what it holds: with thousands of them, the upgrade
-;; requests (a record, its URI, a list of headers and their strings)
-;; were most of it, and made each collection, and so the pause HTTP
-;; clients of the worker wait through, several times as long (bench/websocket,
-;; idle).  Kept as the bytes Guile's `write-request' gives, they are one
-;; object the collector does not look into, read again when asked for.
-(define (request->bytes request)
-  (call-with-bytevector-output-port
-   (lambda (port)
-     (set-port-encoding! port "ISO-8859-1")
-     (write-request request port))))
+;; collection marks what it holds, while the worker's HTTP clients wait
+;; (bench/websocket, idle): the upgrade request (a record, its URI, a
+;; list of headers and their strings) was most of it.  It is kept as the
+;; bytes Guile's `write-request' gives, one object the collector does
+;; not look into, and read again when asked for.  A request Guile cannot
+;; write (plucky keeps a header Guile's parser refuses as its raw string,
+;; which Guile's writer refuses in turn) is kept as it is.
+(define (request->head request)
+  (catch #t
+    (lambda ()
+      (call-with-bytevector-output-port
+       (lambda (port)
+         (set-port-encoding! port "ISO-8859-1")
+         (write-request request port))))
+    (lambda _ request)))
 
 (define (websocket-request ws)
-  "Return the request WS was upgraded from: a (web request) record read
-afresh from its bytes on each call (equal to the handler's, not `eq?')."
-  (let ((port (open-bytevector-input-port (websocket-head ws))))
-    (set-port-encoding! port "ISO-8859-1")
-    (read-request port)))
+  "Return the request WS was upgraded from: a (web request) record, read
+afresh from the bytes kept on each call (equal to the handler's, not
+`eq?', and without its meta, such as the mount prefix)."
+  (let ((head (websocket-head ws)))
+    (if (bytevector? head)
+        (let ((port (open-bytevector-input-port head)))
+          (set-port-encoding! port "ISO-8859-1")
+          (read-request port))
+        head)))
 
 (define (websocket-open? ws)
   "Return true when WS can still send messages (no close frame sent)."
@@ -331,8 +339,9 @@ afresh from its bytes on each call (equal to the handler's, not `eq?')."
     (let ((bigger (make-vector (max (+ fd 1) (* 2 (vector-length websockets))) #f)))
       (vector-move-left! websockets 0 (vector-length websockets) bigger 0)
       (set! websockets bigger)))
-  (vector-set! websockets fd ws)
-  (set! open-count (+ open-count 1)))
+  (unless (vector-ref websockets fd)
+    (set! open-count (+ open-count 1)))
+  (vector-set! websockets fd ws))
 
 (define (forget-websocket! fd ws)
   (when (and (< fd (vector-length websockets)) (eq? (vector-ref websockets fd) ws))
