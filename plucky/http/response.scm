@@ -558,10 +558,12 @@ not LENGTH, or a body on a status that must not have one."
               (output-put-bytes! out content-length-prefix)
               (output-put-decimal! out length)
               (output-put-bytes! out crlf)))
+            ;; DATE-AT only for `put-head/memo!', on the loop's thread:
+            ;; the other threads write with CACHE? #f
             (if date-seen?
-                (set! date-at #f)
+                (when cache? (set! date-at #f))
                 (begin
-                  (set! date-at (output-fill out))
+                  (when cache? (set! date-at (output-fill out)))
                   (output-put-bytes! out (date-line))))
             ;; ALL-HEADERS: HEADERS is the loop's, empty by now.
             (let ((connection (assq-ref all-headers 'connection)))
