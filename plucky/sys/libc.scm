@@ -105,7 +105,12 @@ as the negated errno."
 (define %close (libc-procedure int "close" (list int)))
 (define %open (libc-procedure int "open" (list uintptr_t int)))
 (define %pread (libc-procedure ssize_t "pread" (list int uintptr_t size_t long)))
-(define %statx (libc-procedure int "statx" (list int uintptr_t int unsigned-int uintptr_t)))
+;; #f where the C library has no statx (glibc before 2.28, older musl):
+;; `fd-link-count' then says ENOSYS rather than the module failing to load.
+(define %statx
+  (catch #t
+    (lambda () (libc-procedure int "statx" (list int uintptr_t int unsigned-int uintptr_t)))
+    (lambda _ #f)))
 (define %memfd-create (libc-procedure int "memfd_create" (list uintptr_t unsigned-int)))
 (define %shutdown (libc-procedure int "shutdown" (list int int)))
 (define %accept4 (libc-procedure int "accept4" (list int uintptr_t uintptr_t int)))
@@ -209,17 +214,20 @@ Return the number of bytes read (0 at end of file) or a negated errno."
 
 (define (fd-link-count fd)
   "Return the number of names the file FD is open on has (0 once it was
-removed, or replaced by a rename over its name), or a negated errno."
+removed, or replaced by a rename over its name), or a negated errno
+(-ENOSYS without statx(2))."
   (let ((cell (or (fluid-ref statx-cell)
                   (let* ((bv (make-bytevector 256 0))
                          (cell (cons bv (bytevector-address bv))))
                     (fluid-set! statx-cell cell)
                     cell))))
-    (let ((result (retrying-eintr (%statx fd empty-name-address AT_EMPTY_PATH
-                                          STATX_NLINK (cdr cell)))))
-      (if (< result 0)
-          result
-          (bytevector-u32-native-ref (car cell) 16)))))
+    (if (not %statx)
+        (- ENOSYS)
+        (let ((result (retrying-eintr (%statx fd empty-name-address AT_EMPTY_PATH
+                                              STATX_NLINK (cdr cell)))))
+          (if (< result 0)
+              result
+              (bytevector-u32-native-ref (car cell) 16))))))
 
 (define MFD_CLOEXEC 1)
 
