@@ -11,13 +11,17 @@
 ;;; miss's (bench/blog measures it).
 ;;;
 ;;; The branch's commit, which every request checks, is not asked of
-;;; libgit2: `branch-commit' reads the ref file, refs/heads/master, as
-;;; tekuti does, on every call; the file stays open between calls, and is
-;;; opened again by its name once git has replaced or removed it (a
-;;; statx(2) says so).  libgit2 would also stat packed-refs and the reflog
-;;; directory.  A repository whose refs were
-;;; packed (`git gc', `git pack-refs') has no ref file; then packed-refs is
-;;; read instead, and the next write makes the loose file again.
+;;; libgit2 (which would also stat packed-refs and the reflog
+;;; directory): `branch-commit' reads the ref file, refs/heads/master,
+;;; on every call, as tekuti does.  The file stays open between calls, in
+;;; the calling thread (the loop's, which answers the blog's requests),
+;;; and is opened again by its name once git has replaced or removed it,
+;;; which statx(2) tells.  A repository moved away under its name and
+;;; another put there (`mv', a symlink flipped) is not noticed: the file
+;;; kept open still has its name, in the old one.  A repository whose
+;;; refs were packed (`git gc', `git pack-refs') has no ref file; then
+;;; packed-refs is read instead, and the next write makes the loose file
+;;; again.
 ;;;
 ;;; Writes are git plumbing run as processes, because guile-git 0.5 cannot
 ;;; build trees: the new blobs are written with `hash-object -w', a

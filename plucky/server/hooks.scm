@@ -174,8 +174,8 @@ another request."
 (define phases-wanted? #f)
 
 (define (want-handler-phases! wanted?)
-  "Return nothing useful; say whether an observer takes the phases
-handlers note (WANTED? true) or not."
+  "Say whether an observer takes the phases handlers note (WANTED?
+true) or not; return nothing useful."
   (set! phases-wanted? (and wanted? #t)))
 
 (define (handler-phases-wanted?)

@@ -25,18 +25,16 @@
 ;;;     objects are put there; the first collection then comes when the
 ;;;     server has allocated that much, as any program's would.
 ;;;
-;;;
 ;;; A server allocates for every request and keeps little of it, and
 ;;; each of libgc's collections marks the whole heap with Guile's roots,
 ;;; about as long whatever the server allocated since the last.  libgc
-;;; collects after a third of what it must scan has been allocated anew
-;;; (its free-space divisor, 3); `collect-less-often!' makes that all of
-;;; it (1), as Go's GOGC=100 lets the heap grow to twice the live data:
-;;; a third of the collections for a heap that is, at its fullest,
-;;; bigger by the live data.  bench/blog's index: instructions per
-;;; request under callgrind, its throughput and p99 (bench/RESULTS.md).
-;;; A GC_FREE_SPACE_DIVISOR in the environment, read by libgc as it
-;;; starts, is left as it says.
+;;; collects once what it must scan, divided by its free-space divisor
+;;; (3), has been allocated anew; `collect-less-often!' sets the divisor
+;;; to 1, as Go's GOGC=100 lets the heap grow to twice the live data:
+;;; fewer collections for a heap bigger, at its fullest, by the live
+;;; data (bench/blog's index: its throughput, p99 and the worker's RSS,
+;;; in bench/RESULTS.md).  A GC_FREE_SPACE_DIVISOR in the environment,
+;;; read by libgc as it starts, is left as it says.
 ;;;
 ;;; Code:
 
