@@ -160,10 +160,19 @@ leave in the same segments.  Return the number written or a negated
 errno."
   (retrying-eintr (%send fd (+ address start) count MSG_MORE)))
 
+;; Memory a call fills or reads by address, one per thread, as threads
+;; may call at once: a thread-local fluid holding (bytevector . address),
+;; made on the thread's first call (`bytevector-address' makes a pointer
+;; object on each call).
+(define (thread-cell fluid size)
+  (or (fluid-ref fluid)
+      (let* ((bv (make-bytevector size 0))
+             (cell (cons bv (bytevector-address bv))))
+        (fluid-set! fluid cell)
+        cell)))
+
 ;; sendfile(2) reads the file offset from, and writes it back to, an
-;; off_t in memory: one per thread, as threads may send at once.  The
-;; fluid holds the cell and its address: `bytevector-address' makes a
-;; pointer object on each call.
+;; off_t in memory.
 (define sendfile-offset (make-thread-local-fluid #f))
 
 (define (fd-sendfile out-fd in-fd offset count)
@@ -172,11 +181,7 @@ OUT-FD with one sendfile(2), without reading them into the process.
 Return the number of bytes sent (0 at the end of the file) or a negated
 errno, -EAGAIN when OUT-FD, non-blocking, takes nothing now.  The file's
 own offset is left alone."
-  (let ((cell (or (fluid-ref sendfile-offset)
-                  (let* ((bv (make-bytevector 8 0))
-                         (cell (cons bv (bytevector-address bv))))
-                    (fluid-set! sendfile-offset cell)
-                    cell))))
+  (let ((cell (thread-cell sendfile-offset 8)))
     (bytevector-s64-native-set! (car cell) 0 offset)
     (retrying-eintr (%sendfile out-fd in-fd (cdr cell) count))))
 
@@ -202,8 +207,8 @@ buffer at ADDRESS plus START, leaving the file's own offset alone.
 Return the number of bytes read (0 at end of file) or a negated errno."
   (retrying-eintr (%pread fd (+ address start) count offset)))
 
-;; statx(2)'s struct statx, one per thread (see `sendfile-offset'), and
-;; the empty name that makes it describe the descriptor itself.  Its
+;; statx(2)'s struct statx, one per thread (see `thread-cell'), and the
+;; empty name that makes it describe the descriptor itself.  Its
 ;; layout is the same on every architecture: stx_nlink is the 32 bits at
 ;; byte 16.
 (define statx-cell (make-thread-local-fluid #f))
@@ -216,11 +221,7 @@ Return the number of bytes read (0 at end of file) or a negated errno."
   "Return the number of names the file FD is open on has (0 once it was
 removed, or replaced by a rename over its name), or a negated errno
 (-ENOSYS without statx(2))."
-  (let ((cell (or (fluid-ref statx-cell)
-                  (let* ((bv (make-bytevector 256 0))
-                         (cell (cons bv (bytevector-address bv))))
-                    (fluid-set! statx-cell cell)
-                    cell))))
+  (let ((cell (thread-cell statx-cell 256)))
     (if (not %statx)
         (- ENOSYS)
         (let ((result (retrying-eintr (%statx fd empty-name-address AT_EMPTY_PATH
