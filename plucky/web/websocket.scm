@@ -18,8 +18,11 @@
 ;;; sent, the socket is watched by the worker's own epoll loop (plucky
 ;;; server watch), not given a thread.  Every callback runs on the loop's
 ;;; thread, so it must not block: it may send on this or any other
-;;; WebSocket of the worker.  A connection is a <websocket> record, a
-;;; reader (plucky http websocket) and a queue of frames to send.
+;;; WebSocket of the worker.  A connection is a row of this process's
+;;; tables, by descriptor, and the app holds a handle to it (see "A
+;;; connection, kept by descriptor" below): an idle one has no object
+;;; of its own for the collector to mark.  The upgrade request is not
+;;; kept; a callback that needs it closes over it.
 ;;;
 ;;; Reading: a readable socket is read into one buffer shared by every
 ;;; connection of the loop; the reader copies only what is not yet a
@@ -51,11 +54,10 @@
 ;;; Code:
 
 (define-module (plucky web websocket)
-  #:use-module ((srfi srfi-1) #:select (filter-map))
+  #:use-module ((srfi srfi-1) #:select (filter-map find))
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
-  #:use-module ((rnrs io ports)
-                #:select (call-with-bytevector-output-port open-bytevector-input-port))
+  #:use-module (ice-9 weak-vector)
   #:use-module ((system foreign) #:select (bytevector->pointer pointer-address))
   #:use-module (web request)
   #:use-module (web response)
@@ -75,7 +77,6 @@
             websocket-close
             websocket-open?
             websocket-buffered
-            websocket-request
             websocket-protocol
             websocket-data
             set-websocket-data!
@@ -127,12 +128,13 @@ Upgrade: websocket and Connection: upgrade."
           text))
 
 (define (choose-protocol request protocols)
-  ;; The first subprotocol the client offers that the app accepts.
+  ;; The first subprotocol the client offers that the app accepts: the
+  ;; app's string, which every connection that chose it then shares.
   (let ((offered (header-tokens request 'sec-websocket-protocol)))
     (let lp ((offered offered))
       (cond
        ((null? offered) #f)
-       ((member (car offered) protocols) (car offered))
+       ((member (car offered) protocols) => car)
        (else (lp (cdr offered)))))))
 
 (define* (websocket-upgrade request #:key (on-open (lambda (ws) #f))
@@ -190,29 +192,12 @@ it calls this."
                             '())))
          (make-takeover
           (lambda (fd transport leftover)
-            (let ((deflater (and deflate
-                                 (make-deflater #:format 'raw
-                                                #:window-bits
-                                                (deflate-params-server-bits deflate)
-                                                #:mem-level deflate-mem-level)))
-                  (inflater (and deflate
-                                 (make-inflater #:window-bits
-                                                (deflate-params-client-bits deflate)))))
-              (open-websocket! (make-websocket
-                                #:fd fd #:transport transport #:request request
-                                #:protocol protocol
-                                #:max-message max-message
-                                #:inflate (and inflater
-                                               (inflate-procedure inflater deflate))
-                                #:deflater deflater
-                                #:deflate-reset? (and deflate
-                                                      (deflate-params-server-reset? deflate))
-                                #:inflater inflater
-                                #:on-message on-message #:on-close on-close
-                                #:on-drain on-drain #:max-buffer max-buffer
-                                #:ping-ms (* 1000 ping-interval)
-                                #:timeout-ms (* 1000 ping-timeout))
-                               on-open leftover))))))))))
+            (open-websocket!
+             fd transport
+             (settings-for protocol max-message max-buffer (* 1000 ping-interval)
+                           (* 1000 ping-timeout) on-message on-close on-drain)
+             (and deflate (make-codec* deflate))
+             on-open leftover)))))))))
 
 ;; permessage-deflate's memory per connection: zlib's deflate state is
 ;; 2^(window+2) + 2^(mem-level+9) bytes, 32 KiB with these rather than
@@ -222,110 +207,189 @@ it calls this."
 (define deflate-window-bits 12)
 (define deflate-mem-level 5)
 
-(define (inflate-procedure inflater deflate)
-  ;; -> the reader's #:inflate for this connection
-  (let ((reset? (deflate-params-client-reset? deflate)))
-    (lambda (payload limit)
-      (let ((message (inflate-message inflater payload limit)))
-        (when reset? (inflater-reset! inflater))
-        message))))
+;;;
+;;; A connection, kept by descriptor
+;;;
 
-;;;
-;;; A connection
-;;;
+;; Every collection marks each object that lives, while the worker's
+;; HTTP clients wait (bench/websocket, idle).  A record per WebSocket,
+;; even one of four fields, cost 10,000 idle ones about a millisecond a
+;; collection, a record of 28 fields and the upgrade request two.  So
+;; an open WebSocket has no object of its own while it is idle.  Its
+;; state is a row of numbers in a bytevector, which the collector does
+;; not look into, and a row of a vector whose slots then hold only
+;; immediates and objects every connection shares (its <settings>, the
+;; plain transport, '()); a reader, a queue, a compressor fill them
+;; while there is something to keep.  The <websocket> an app is given
+;; is a handle, the descriptor and a generation (a descriptor is reused
+;; once closed), made when a callback needs one and held weakly: the
+;; same handle while the app keeps one, none while it does not.
+;;
+;; The tables are this process's: every WebSocket lives on its loop's
+;; thread, where all of this runs.
 
 (define-record-type <websocket>
-  (%make-websocket fd transport head protocol reader max-message inflate
-                   deflater deflate-reset? inflater on-message on-close
-                   on-drain max-buffer ping-ms timeout-ms state queue
-                   queue-offset buffered refused? last-read pinged-at
-                   stalled-since closing-since close-code close-reason data)
+  (make-handle fd generation)
   websocket?
-  (fd websocket-fd)
-  (transport websocket-transport)
-  ;; the upgrade request as Guile writes it: bytes, which the collector
-  ;; does not scan (see `websocket-request')
-  (head websocket-head)
-  (protocol websocket-protocol)         ; the chosen subprotocol, or #f
-  ;; a reader of the client's frames, or #f when it held nothing at the
-  ;; last sweep (see `websocket-reader!'); what makes one
-  (reader websocket-reader set-websocket-reader!)
-  (max-message websocket-max-message)
-  (inflate websocket-inflate)
-  (deflater websocket-deflater)         ; #f, or permessage-deflate's (raw)
-  (deflate-reset? websocket-deflate-reset?) ; reset it after each message
-  (inflater websocket-inflater)         ; #f, or the reader's, to free
-  (on-message websocket-on-message)
-  (on-close websocket-on-close)
-  (on-drain websocket-on-drain)
-  (max-buffer websocket-max-buffer)     ; bytes queued, at most
-  (ping-ms websocket-ping-ms)
-  (timeout-ms websocket-timeout-ms)
-  ;; open, closing (our close frame queued, the client's awaited),
-  ;; flushing (to close once the queue is out), closed
-  (state websocket-state set-websocket-state!)
-  (queue websocket-queue set-websocket-queue!) ; frames to send, in order
-  (queue-offset websocket-queue-offset set-websocket-queue-offset!) ; sent of the first
-  (buffered websocket-buffered set-websocket-buffered!)
-  (refused? websocket-refused? set-websocket-refused!) ; a send was refused
-  (last-read websocket-last-read set-websocket-last-read!) ; loop ms
-  (pinged-at websocket-pinged-at set-websocket-pinged-at!) ; #f or loop ms
-  (stalled-since websocket-stalled-since set-websocket-stalled-since!) ; #f or ms
-  (closing-since websocket-closing-since set-websocket-closing-since!)
-  ;; the close frame that ended it: the client's, else ours
-  (close-code websocket-close-code set-websocket-close-code!)
-  (close-reason websocket-close-reason set-websocket-close-reason!)
-  (data websocket-data set-websocket-data!)) ; the app's
+  (fd handle-fd)
+  (generation handle-generation))
 
-(define* (make-websocket #:key fd transport request protocol max-message inflate
-                         deflater deflate-reset? inflater on-message
-                         on-close on-drain max-buffer ping-ms timeout-ms)
-  (%make-websocket fd transport (request->head request) protocol #f max-message
-                   inflate deflater deflate-reset? inflater on-message on-close
-                   on-drain max-buffer ping-ms timeout-ms 'open '() 0 0 #f
-                   (loop-now-ms) #f #f #f #f #f #f))
+;; What an upgrade asked for, shared by every connection that asked the
+;; same (see `settings-for').
+(define-record-type <settings>
+  (make-settings protocol max-message max-buffer ping-ms timeout-ms
+                 on-message on-close on-drain)
+  settings?
+  (protocol settings-protocol)          ; the chosen subprotocol, or #f
+  (max-message settings-max-message)    ; bytes a message from the client may have
+  (max-buffer settings-max-buffer)      ; bytes queued, at most
+  (ping-ms settings-ping-ms)
+  (timeout-ms settings-timeout-ms)
+  (on-message settings-on-message)
+  (on-close settings-on-close)
+  (on-drain settings-on-drain))
 
-;; An open WebSocket lives as long as its client stays, and every
-;; collection marks what it holds, while the worker's HTTP clients wait
-;; (bench/websocket, idle): the upgrade request (a record, its URI, a
-;; list of headers and their strings) was most of it.  It is kept as the
-;; bytes Guile's `write-request' gives, one object the collector does
-;; not look into, and read again when asked for.  A request Guile cannot
-;; write (plucky keeps a header Guile's parser refuses as its raw string,
-;; which Guile's writer refuses in turn) is kept as it is.
-(define (request->head request)
-  (catch #t
-    (lambda ()
-      (call-with-bytevector-output-port
-       (lambda (port)
-         (set-port-encoding! port "ISO-8859-1")
-         (write-request request port))))
-    (lambda _ request)))
+;; The <settings> made last, a few of them, newest first.
+(define known-settings '())
 
-(define (websocket-request ws)
-  "Return the request WS was upgraded from: a (web request) record, read
-afresh from the bytes kept on each call (equal to the handler's, not
-`eq?', and without its meta, such as the mount prefix)."
-  (let ((head (websocket-head ws)))
-    (if (bytevector? head)
-        (let ((port (open-bytevector-input-port head)))
-          (set-port-encoding! port "ISO-8859-1")
-          (read-request port))
-        head)))
+(define (settings-for . fields)
+  ;; -> the <settings> of FIELDS, one of the known ones if it has them:
+  ;; the upgrades of a route, whose callbacks are the same procedures,
+  ;; share one
+  (define (same? settings)
+    (equal? fields
+            (map (lambda (get) (get settings))
+                 (list settings-protocol settings-max-message settings-max-buffer
+                       settings-ping-ms settings-timeout-ms settings-on-message
+                       settings-on-close settings-on-drain))))
+  (or (find same? known-settings)
+      (let ((settings (apply make-settings fields)))
+        (set! known-settings (cons settings (if (> (length known-settings) 7)
+                                                (list-head known-settings 7)
+                                                known-settings)))
+        settings)))
 
-(define (websocket-open? ws)
-  "Return true when WS can still send messages (no close frame sent)."
-  (eq? (websocket-state ws) 'open))
+;; permessage-deflate's state, for a connection that agreed to it
+(define-record-type <codec>
+  (make-codec deflater reset? inflater inflate)
+  codec?
+  (deflater codec-deflater)             ; raw, for what we send
+  (reset? codec-reset?)                 ; reset it after each message
+  (inflater codec-inflater)             ; the reader's, to free at the end
+  (inflate codec-inflate))              ; the reader's #:inflate
 
-;; The open WebSockets of this process's loop: a vector indexed by
-;; descriptor, and how many.  Not a hash table, nor closures over each
-;; WebSocket for the loop to call: every collection marks what an idle
-;; WebSocket holds, and the worker's HTTP clients wait through it
-;; (bench/websocket, idle); a table's entry is two objects, a closure
-;; one.  For the same reason a WebSocket's reader is dropped by the
-;; sweep when it holds nothing, and made again by the next read.
-(define websockets (make-vector 64 #f))
+(define (make-codec* deflate)
+  ;; -> the <codec> of the agreed permessage-deflate parameters DEFLATE
+  (let ((deflater (make-deflater #:format 'raw
+                                 #:window-bits (deflate-params-server-bits deflate)
+                                 #:mem-level deflate-mem-level))
+        (inflater (make-inflater #:window-bits (deflate-params-client-bits deflate)))
+        (reset? (deflate-params-client-reset? deflate)))
+    (make-codec deflater (deflate-params-server-reset? deflate) inflater
+                (lambda (payload limit)
+                  (let ((message (inflate-message inflater payload limit)))
+                    (when reset? (inflater-reset! inflater))
+                    message)))))
+
+;; The tables: CAPACITY descriptors, NUMBERS-ROW numbers (s64) and
+;; OBJECTS-ROW slots each, and a weak vector of handles.
+(define capacity 0)
+(define numbers-row 10)
+(define objects-row 7)
+(define numbers (make-bytevector 0))
+(define objects (make-vector 0))
+(define handles (make-weak-vector 0))
 (define open-count 0)
+(define generations 0)                  ; handed out so far
+
+(define-syntax define-numbers
+  (syntax-rules ()
+    ((_ (index getter setter) ...)
+     (begin
+       (begin
+         (define-syntax-rule (getter fd)
+           (bytevector-s64-native-ref numbers (* 8 (+ (* fd numbers-row) index))))
+         (define-syntax-rule (setter fd value)
+           (bytevector-s64-native-set! numbers (* 8 (+ (* fd numbers-row) index))
+                                       value)))
+       ...))))
+
+(define-syntax define-objects
+  (syntax-rules ()
+    ((_ (index getter setter) ...)
+     (begin
+       (begin
+         (define-syntax-rule (getter fd)
+           (vector-ref objects (+ (* fd objects-row) index)))
+         (define-syntax-rule (setter fd value)
+           (vector-set! objects (+ (* fd objects-row) index) value)))
+       ...))))
+
+;; Times are the loop's clock, in ms; -1 is none.
+(define-numbers
+  (0 generation set-generation!)
+  (1 state set-state!)                  ; one of the four below
+  (2 last-read set-last-read!)
+  (3 pinged-at set-pinged-at!)          ; our ping unanswered since
+  (4 stalled-since set-stalled-since!)  ; the queue stuck since
+  (5 closing-since set-closing-since!)  ; our close frame sent at
+  (6 queue-offset set-queue-offset!)    ; bytes of the queue's first frame sent
+  (7 buffered set-buffered!)            ; bytes queued
+  (8 refused set-refused!)              ; 1: a send was refused since the queue emptied
+  (9 close-code set-close-code!))       ; of the close that ended it (the client's,
+                                        ; else ours), 0 until then
+(define-objects
+  (0 settings set-settings!)
+  (1 transport set-transport!)
+  (2 reader set-reader!)                ; #f when it held nothing at the last sweep
+  (3 queue set-queue!)                  ; frames to send, in order
+  (4 codec set-codec!)                  ; #f, or permessage-deflate's <codec>
+  (5 close-reason set-close-reason!)
+  (6 data set-data!))                   ; the app's
+
+;; States: no WebSocket; open; closing (our close frame queued, the
+;; client's awaited); flushing (to close once the queue is out).
+(define state-none 0)
+(define state-open 1)
+(define state-closing 2)
+(define state-flushing 3)
+
+(define (live? fd)
+  (let ((s (state fd)))
+    (or (= s state-open) (= s state-closing))))
+
+(define (make-room! fd)
+  (when (>= fd capacity)
+    (let* ((size (max (+ fd 1) (* 2 capacity) 64))
+           (more-numbers (make-bytevector (* 8 numbers-row size) 0))
+           (more-objects (make-vector (* objects-row size) #f))
+           (more-handles (make-weak-vector size #f)))
+      (bytevector-copy! numbers 0 more-numbers 0 (bytevector-length numbers))
+      (vector-move-left! objects 0 (vector-length objects) more-objects 0)
+      (do ((fd 0 (+ fd 1))) ((= fd capacity))
+        (let ((handle (weak-vector-ref handles fd)))
+          (when handle (weak-vector-set! more-handles fd handle))))
+      (set! numbers more-numbers)
+      (set! objects more-objects)
+      (set! handles more-handles)
+      (set! capacity size))))
+
+(define (handle fd)
+  ;; -> the app's <websocket> for FD, the one it holds if it holds one
+  (let ((known (weak-vector-ref handles fd)))
+    (if (and known (= (handle-generation known) (generation fd)))
+        known
+        (let ((new (make-handle fd (generation fd))))
+          (weak-vector-set! handles fd new)
+          new))))
+
+(define (open-fd ws)
+  ;; -> the descriptor of WS while its connection is not closed, or #f
+  (let ((fd (handle-fd ws)))
+    (and (< fd capacity)
+         (= (generation fd) (handle-generation ws))
+         (not (= (state fd) state-none))
+         fd)))
 
 ;; The pending sweep's timer, or #f when no WebSocket is open.
 (define sweep-timer #f)
@@ -334,51 +398,84 @@ afresh from the bytes kept on each call (equal to the handler's, not
   "Return the number of WebSockets open on this process's loop."
   open-count)
 
-(define (enter-websocket! fd ws)
-  (when (>= fd (vector-length websockets))
-    (let ((bigger (make-vector (max (+ fd 1) (* 2 (vector-length websockets))) #f)))
-      (vector-move-left! websockets 0 (vector-length websockets) bigger 0)
-      (set! websockets bigger)))
-  (unless (vector-ref websockets fd)
-    (set! open-count (+ open-count 1)))
-  (vector-set! websockets fd ws))
+(define (websocket-open? ws)
+  "Return true when WS can still send messages (no close frame sent)."
+  (let ((fd (open-fd ws)))
+    (and fd (= (state fd) state-open))))
 
-(define (forget-websocket! fd ws)
-  (when (and (< fd (vector-length websockets)) (eq? (vector-ref websockets fd) ws))
-    (vector-set! websockets fd #f)
-    (set! open-count (- open-count 1))))
+(define (websocket-buffered ws)
+  "Return the bytes queued to send on WS."
+  (let ((fd (open-fd ws)))
+    (if fd (buffered fd) 0)))
 
-(define (websocket-reader! ws)
-  ;; -> WS's reader, made if the sweep dropped it
-  (or (websocket-reader ws)
-      (let ((reader (make-websocket-reader #:max-message (websocket-max-message ws)
-                                           #:inflate (websocket-inflate ws))))
-        (set-websocket-reader! ws reader)
-        reader)))
+(define (websocket-protocol ws)
+  "Return the subprotocol chosen for WS, or #f (and #f once it is closed)."
+  (let ((fd (open-fd ws)))
+    (and fd (settings-protocol (settings fd)))))
 
-(define (open-websocket! ws on-open leftover)
-  (let ((fd (websocket-fd ws)))
-    (enter-websocket! fd ws)
-    (loop-watch! fd #:object ws #:on-read read-ready! #:on-write flush! #:on-stop stop!)
-    (unless sweep-timer
-      (set! sweep-timer (loop-call-after! 1000 sweep!)))
-    (guarded ws (lambda () (on-open ws)))
-    (when (> (bytevector-length leftover) 0)
-      (websocket-reader-feed! (websocket-reader! ws) leftover 0
-                              (bytevector-length leftover))
-      (take-events! ws))))
+(define (websocket-data ws)
+  "Return what the app last put in WS's slot (`set-websocket-data!'), #f
+before that and once WS is closed (ON-CLOSE still sees it)."
+  (let ((fd (open-fd ws)))
+    (and fd (data fd))))
 
-(define (guarded ws thunk)
+(define (set-websocket-data! ws value)
+  "Put VALUE in WS's slot for the app; nothing once WS is closed."
+  (let ((fd (open-fd ws)))
+    (when fd (set-data! fd value))))
+
+(define (reader! fd)
+  ;; -> FD's reader, made if the sweep dropped it
+  (or (reader fd)
+      (let ((new (make-websocket-reader
+                  #:max-message (settings-max-message (settings fd))
+                  #:inflate (let ((codec (codec fd))) (and codec (codec-inflate codec))))))
+        (set-reader! fd new)
+        new)))
+
+(define (open-websocket! fd transport settings codec on-open leftover)
+  (make-room! fd)
+  ;; First, as it may raise: the takeover's caller then closes FD, and
+  ;; the row is left empty.
+  (loop-watch! fd #:object fd #:on-read read-ready! #:on-write flush! #:on-stop stop!)
+  (set! generations (+ generations 1))
+  (set! open-count (+ open-count 1))
+  (set-generation! fd generations)
+  (set-state! fd state-open)
+  (set-last-read! fd (loop-now-ms))
+  (set-pinged-at! fd -1)
+  (set-stalled-since! fd -1)
+  (set-closing-since! fd -1)
+  (set-queue-offset! fd 0)
+  (set-buffered! fd 0)
+  (set-refused! fd 0)
+  (set-close-code! fd 0)
+  (set-settings! fd settings)
+  (set-transport! fd transport)
+  (set-reader! fd #f)
+  (set-queue! fd '())
+  (set-codec! fd codec)
+  (set-close-reason! fd #f)
+  (set-data! fd #f)
+  (weak-vector-set! handles fd #f)
+  (unless sweep-timer
+    (set! sweep-timer (loop-call-after! 1000 sweep!)))
+  (guarded fd (lambda () (on-open (handle fd))))
+  (when (and (> (bytevector-length leftover) 0) (live? fd))
+    (websocket-reader-feed! (reader! fd) leftover 0 (bytevector-length leftover))
+    (take-events! fd)))
+
+(define (guarded fd thunk)
   ;; An app's callback that raises is logged, and its connection closed
   ;; with 1011, as a handler's exception is a 500.
   (catch #t
     thunk
     (lambda (key . args)
       (log-line "websocket callback: ~a ~s" key args)
-      (when (memq (websocket-state ws) '(open closing))
-        (send-close! ws 1011 "internal error")
-        (set-websocket-state! ws 'flushing)
-        (close-if-flushed! ws)))))
+      (when (live? fd)
+        (send-close! fd 1011 "internal error")
+        (set-state! fd state-flushing)
+        (close-if-flushed! fd)))))
 
 ;;;
 ;;; Reading
@@ -393,143 +490,153 @@ afresh from the bytes kept on each call (equal to the handler's, not
 (define read-buffer (make-bytevector read-size))
 (define read-address (bytevector-address* read-buffer))
 
-(define (read-ready! ws)
-  (let ((n ((transport-read (websocket-transport ws))
-            (websocket-fd ws) read-address 0 read-size)))
+(define (read-ready! fd)
+  (let ((n ((transport-read (transport fd)) fd read-address 0 read-size)))
     (cond
      ((> n 0)
-      (set-websocket-last-read! ws (loop-now-ms))
-      (set-websocket-pinged-at! ws #f)
-      (unless (eq? (websocket-state ws) 'flushing)
-        (websocket-reader-feed! (websocket-reader! ws) read-buffer 0 n)
-        (take-events! ws)))
+      (set-last-read! fd (loop-now-ms))
+      (set-pinged-at! fd -1)
+      (when (live? fd)
+        (websocket-reader-feed! (reader! fd) read-buffer 0 n)
+        (take-events! fd)))
      ((= n (- EAGAIN)) #f)
      (else
       ;; end of file or an error: the client is gone
-      (close-now! ws 1006 "connection lost")))))
+      (close-now! fd 1006 "connection lost")))))
 
-(define (take-events! ws)
+(define (take-events! fd)
   (let lp ()
-    (when (memq (websocket-state ws) '(open closing))
-      (let ((event (websocket-reader-next! (websocket-reader! ws))))
+    (when (live? fd)
+      (let ((event (websocket-reader-next! (reader! fd))))
         (when event
           (case (car event)
             ((text binary)
-             (when (websocket-open? ws)
-               (guarded ws (lambda () ((websocket-on-message ws) ws (cdr event))))))
-            ((ping) (enqueue! ws (websocket-frame opcode-pong (cdr event))))
+             (when (= (state fd) state-open)
+               (let ((on-message (settings-on-message (settings fd)))
+                     (ws (handle fd)))
+                 (guarded fd (lambda () (on-message ws (cdr event)))))))
+            ((ping) (enqueue! fd (websocket-frame opcode-pong (cdr event))))
             ((pong) #f)
             ((close)
              (let ((code (cadr event)) (reason (cddr event)))
-               (set-websocket-close-code! ws (or code 1005))
-               (set-websocket-close-reason! ws reason)
-               (when (websocket-open? ws)
+               (set-close-code! fd (or code 1005))
+               (set-close-reason! fd reason)
+               (when (= (state fd) state-open)
                  ;; Echo the code (RFC 6455, 5.5.1).
-                 (enqueue! ws (websocket-close-frame code)))
-               (set-websocket-state! ws 'flushing)
-               (close-if-flushed! ws)))
+                 (enqueue! fd (websocket-close-frame code)))
+               (set-state! fd state-flushing)
+               (close-if-flushed! fd)))
             ((error)
              (let ((code (cadr event)) (reason (cddr event)))
-               (send-close! ws code reason)
-               (set-websocket-state! ws 'flushing)
-               (close-if-flushed! ws))))
+               (send-close! fd code reason)
+               (set-state! fd state-flushing)
+               (close-if-flushed! fd))))
           (lp))))))
 
 ;;;
 ;;; Writing
 ;;;
 
-(define (queue-full? ws bytes)
+(define (queue-full? fd bytes)
   ;; -> #t, and the refusal noted for ON-DRAIN, when BYTES more would
   ;; pass the queue's bound; a message is always taken by an empty queue.
-  (and (> (+ (websocket-buffered ws) bytes) (websocket-max-buffer ws))
-       (> (websocket-buffered ws) 0)
-       (begin (set-websocket-refused! ws #t) #t)))
+  (and (> (+ (buffered fd) bytes) (settings-max-buffer (settings fd)))
+       (> (buffered fd) 0)
+       (begin (set-refused! fd 1) #t)))
 
-(define (enqueue! ws frame)
+(define (enqueue! fd frame)
   ;; Queue FRAME and send as much of it as the socket takes; -> #t.
-  (let ((was-empty? (null? (websocket-queue ws))))
-    (set-websocket-queue! ws (append (websocket-queue ws) (list frame)))
-    (set-websocket-buffered! ws (+ (websocket-buffered ws) (bytevector-length frame)))
-    (when was-empty? (flush! ws))
+  (let ((was-empty? (null? (queue fd))))
+    (set-queue! fd (append (queue fd) (list frame)))
+    (set-buffered! fd (+ (buffered fd) (bytevector-length frame)))
+    (when was-empty? (flush! fd))
     #t))
 
-(define (flush! ws)
+(define (flush! fd)
   ;; Write what the socket takes; watch for writable while some is left.
-  (let ((fd (websocket-fd ws))
-        (write (transport-write (websocket-transport ws))))
+  (let ((write (transport-write (transport fd))))
     (let lp ()
-      (let ((queue (websocket-queue ws)))
-        (if (null? queue)
+      (let ((frames (queue fd)))
+        (if (null? frames)
             (begin
               (loop-want-write! fd #f)
-              (set-websocket-stalled-since! ws #f)
-              (when (websocket-refused? ws)
-                (set-websocket-refused! ws #f)
-                (when (websocket-open? ws)
-                  (guarded ws (lambda () ((websocket-on-drain ws) ws)))))
-              (close-if-flushed! ws))
-            (let* ((frame (car queue))
-                   (offset (websocket-queue-offset ws))
+              (set-stalled-since! fd -1)
+              (when (= (refused fd) 1)
+                (set-refused! fd 0)
+                (when (= (state fd) state-open)
+                  (let ((on-drain (settings-on-drain (settings fd)))
+                        (ws (handle fd)))
+                    (guarded fd (lambda () (on-drain ws))))))
+              (close-if-flushed! fd))
+            (let* ((frame (car frames))
+                   (offset (queue-offset fd))
                    (left (- (bytevector-length frame) offset))
                    (n (write fd (bytevector-address* frame) offset left)))
               (cond
                ((= n left)
-                (set-websocket-queue! ws (cdr queue))
-                (set-websocket-queue-offset! ws 0)
-                (set-websocket-buffered! ws (- (websocket-buffered ws) n))
+                (set-queue! fd (cdr frames))
+                (set-queue-offset! fd 0)
+                (set-buffered! fd (- (buffered fd) n))
                 (lp))
                ((> n 0)
-                (set-websocket-queue-offset! ws (+ offset n))
-                (set-websocket-buffered! ws (- (websocket-buffered ws) n))
-                (set-websocket-stalled-since! ws (loop-now-ms))
+                (set-queue-offset! fd (+ offset n))
+                (set-buffered! fd (- (buffered fd) n))
+                (set-stalled-since! fd (loop-now-ms))
                 (lp))
                ((= n (- EAGAIN))
-                (unless (websocket-stalled-since ws)
-                  (set-websocket-stalled-since! ws (loop-now-ms)))
+                (when (< (stalled-since fd) 0)
+                  (set-stalled-since! fd (loop-now-ms)))
                 (loop-want-write! fd #t))
                (else
-                (close-now! ws 1006 "connection lost")))))))))
+                (close-now! fd 1006 "connection lost")))))))))
 
-(define (send-close! ws code reason)
-  (unless (websocket-close-code ws)
-    (set-websocket-close-code! ws code)
-    (set-websocket-close-reason! ws reason))
-  (enqueue! ws (websocket-close-frame code reason)))
+(define (send-close! fd code reason)
+  (let ((frame (websocket-close-frame code reason))) ; checks CODE
+    (when (= (close-code fd) 0)
+      (set-close-code! fd (or code 1005))
+      (set-close-reason! fd reason))
+    (enqueue! fd frame)))
 
-(define (close-if-flushed! ws)
-  (when (and (eq? (websocket-state ws) 'flushing)
-             (null? (websocket-queue ws)))
+(define (close-if-flushed! fd)
+  (when (and (= (state fd) state-flushing)
+             (null? (queue fd)))
     ;; The server closes the TCP connection first (RFC 6455, 7.1.1).
-    (close-now! ws (or (websocket-close-code ws) 1005)
-                (or (websocket-close-reason ws) ""))))
+    (close-now! fd (if (= (close-code fd) 0) 1005 (close-code fd))
+                (or (close-reason fd) ""))))
 
-(define (close-now! ws code reason)
-  ;; Close the socket, once, and tell the app.
-  (unless (eq? (websocket-state ws) 'closed)
-    (let ((fd (websocket-fd ws)))
-      (set-websocket-state! ws 'closed)
-      (forget-websocket! fd ws)
+(define (close-now! fd code reason)
+  ;; Close the socket, once, tell the app, and empty FD's row.
+  (unless (= (state fd) state-none)
+    (let ((on-close (settings-on-close (settings fd)))
+          (ws (handle fd))
+          (codec (codec fd)))
       (loop-unwatch! fd)
-      ((transport-close (websocket-transport ws)) fd)
-      (when (websocket-deflater ws) (deflater-end! (websocket-deflater ws)))
-      (when (websocket-inflater ws) (inflater-end! (websocket-inflater ws)))
-      (set-websocket-queue! ws '())
-      (set-websocket-buffered! ws 0)
+      ((transport-close (transport fd)) fd)
+      (when codec
+        (deflater-end! (codec-deflater codec))
+        (inflater-end! (codec-inflater codec)))
+      (set-state! fd state-flushing)    ; no sending from ON-CLOSE
+      (set-queue! fd '())
+      (set-buffered! fd 0)
       (catch #t
-        (lambda () ((websocket-on-close ws) ws code reason))
+        (lambda () (on-close ws code reason))
         (lambda (key . args)
-          (log-line "websocket on-close: ~a ~s" key args))))))
+          (log-line "websocket on-close: ~a ~s" key args)))
+      (set! open-count (- open-count 1))
+      (set-state! fd state-none)
+      (do ((i 0 (+ i 1))) ((= i objects-row))
+        (vector-set! objects (+ (* fd objects-row) i) #f))
+      (weak-vector-set! handles fd #f))))
 
-(define (stop! ws)
+(define (stop! fd)
   ;; The loop stops: say so if the socket takes it at once, and close.
   ;; Its timers are gone with it.
   (set! sweep-timer #f)
-  (when (websocket-open? ws)
+  (when (= (state fd) state-open)
     (let ((frame (websocket-close-frame 1001 "server going away")))
-      ((transport-write (websocket-transport ws))
-       (websocket-fd ws) (bytevector-address* frame) 0 (bytevector-length frame))))
-  (close-now! ws 1001 "server going away"))
+      ((transport-write (transport fd)) fd (bytevector-address* frame) 0
+       (bytevector-length frame))))
+  (close-now! fd 1001 "server going away"))
 
 ;;;
 ;;; The API
@@ -540,79 +647,81 @@ afresh from the bytes kept on each call (equal to the handler's, not
 binary one.  Return #t when it is sent or queued, #f when WS is closing
 or its queue is full (the client reads slowly; ON-DRAIN says when to
 send again)."
-  (and (websocket-open? ws)
-       (let ((bytes (if (string? message) (string->utf8 message) message)))
-         ;; Checked before compressing: a compressed message must be sent
-         ;; once compressed, since the client's inflater follows ours.
-         ;; Deflate adds a few bytes at most, and the frame's head.
-         (and (not (queue-full? ws (bytevector-length bytes)))
-              (enqueue! ws (message-frame ws (if (string? message) opcode-text
-                                                 opcode-binary)
-                                          bytes))))))
+  (let ((fd (open-fd ws)))
+    (and fd
+         (= (state fd) state-open)
+         (let ((bytes (if (string? message) (string->utf8 message) message)))
+           ;; Checked before compressing: a compressed message must be
+           ;; sent once compressed, since the client's inflater follows
+           ;; ours.  Deflate adds a few bytes at most, and the frame's head.
+           (and (not (queue-full? fd (bytevector-length bytes)))
+                (enqueue! fd (message-frame fd (if (string? message) opcode-text
+                                                   opcode-binary)
+                                            bytes)))))))
 
-(define (message-frame ws opcode bytes)
-  (let ((deflater (websocket-deflater ws)))
-    (if deflater
-        (let ((frame (websocket-frame opcode (deflate-message deflater bytes)
+(define (message-frame fd opcode bytes)
+  (let ((codec (codec fd)))
+    (if codec
+        (let ((frame (websocket-frame opcode
+                                      (deflate-message (codec-deflater codec) bytes)
                                       #:rsv1? #t)))
-          (when (websocket-deflate-reset? ws)
-            (deflater-reset! deflater))
+          (when (codec-reset? codec)
+            (deflater-reset! (codec-deflater codec)))
           frame)
         (websocket-frame opcode bytes))))
 
 (define* (websocket-ping ws #:optional (payload #vu8()))
   "Send a ping carrying PAYLOAD (at most 125 bytes) on WS; return #t, or
 #f when WS is closing."
-  (and (websocket-open? ws)
-       (enqueue! ws (websocket-frame opcode-ping payload))))
+  (let ((fd (open-fd ws)))
+    (and fd
+         (= (state fd) state-open)
+         (enqueue! fd (websocket-frame opcode-ping payload)))))
 
 (define* (websocket-close ws #:optional (code 1000) (reason ""))
   "Start the close handshake on WS with CODE and REASON: no message is
 sent after it, and the socket is closed when the client answers (or
 after the ping timeout).  Return nothing."
-  (when (websocket-open? ws)
-    (send-close! ws code reason)
-    (unless (eq? (websocket-state ws) 'closed)
-      (set-websocket-state! ws 'closing)
-      (set-websocket-closing-since! ws (loop-now-ms))))
+  (let ((fd (open-fd ws)))
+    (when (and fd (= (state fd) state-open))
+      (send-close! fd code reason)
+      (when (= (state fd) state-open)
+        (set-state! fd state-closing)
+        (set-closing-since! fd (loop-now-ms)))))
   (values))
 
 ;;;
 ;;; The sweep
 ;;;
 
-(define (sweep-one! ws now)
-  ;; -> a reason to close WS now, or #f; pings it, drops its empty reader
-  (let ((timeout (websocket-timeout-ms ws))
-        (reader (websocket-reader ws)))
+(define (since? time now ms)
+  ;; -> true when TIME (or -1, none) is MS or more before NOW
+  (and (>= time 0) (>= now (+ time ms))))
+
+(define (sweep-one! fd now)
+  ;; -> a reason to close FD now, or #f; pings it, drops its empty reader
+  (let ((timeout (settings-timeout-ms (settings fd)))
+        (reader (reader fd)))
     (when (and reader (websocket-reader-idle? reader))
-      (set-websocket-reader! ws #f))
+      (set-reader! fd #f))
     (cond
-     ((and (websocket-pinged-at ws)
-           (>= now (+ (websocket-pinged-at ws) timeout)))
-      "no answer to a ping")
-     ((and (websocket-stalled-since ws)
-           (>= now (+ (websocket-stalled-since ws) timeout)))
-      "the client does not read")
-     ((and (websocket-closing-since ws)
-           (>= now (+ (websocket-closing-since ws) timeout)))
-      "no answer to the close")
-     ((and (websocket-open? ws)
-           (not (websocket-pinged-at ws))
-           (>= now (+ (websocket-last-read ws) (websocket-ping-ms ws))))
-      (set-websocket-pinged-at! ws now)
-      (enqueue! ws (websocket-frame opcode-ping #vu8()))
+     ((since? (pinged-at fd) now timeout) "no answer to a ping")
+     ((since? (stalled-since fd) now timeout) "the client does not read")
+     ((since? (closing-since fd) now timeout) "no answer to the close")
+     ((and (= (state fd) state-open)
+           (< (pinged-at fd) 0)
+           (since? (last-read fd) now (settings-ping-ms (settings fd))))
+      (set-pinged-at! fd now)
+      (enqueue! fd (websocket-frame opcode-ping #vu8()))
       #f)
      (else #f))))
 
 (define (sweep!)
-  (let ((now (loop-now-ms))
-        (table websockets))
+  (let ((now (loop-now-ms)))
     (let lp ((fd 0) (late '()))
-      (if (< fd (vector-length table))
-          (let* ((ws (vector-ref table fd))
-                 (reason (and ws (sweep-one! ws now))))
-            (lp (+ fd 1) (if reason (cons (cons ws reason) late) late)))
+      (if (< fd capacity)
+          (let ((reason (and (not (= (state fd) state-none)) (sweep-one! fd now))))
+            (lp (+ fd 1) (if reason (cons (cons fd reason) late) late)))
           (for-each (lambda (entry) (close-now! (car entry) 1006 (cdr entry))) late)))
     (set! sweep-timer
           (and (> open-count 0)

@@ -33,6 +33,8 @@
 (test-begin "web/websocket")
 
 (define refused 0)                       ; sends refused by a full queue
+(define held #f)                        ; the handle "/held" keeps
+(define data-in-on-close #f)            ; what its ON-CLOSE saw
 
 (define (site request body)
   (let ((path (uri-path (request-uri request))))
@@ -56,20 +58,35 @@
                      (if (websocket-send ws (make-bytevector 4096 1))
                          (lp (+ n 1))
                          (websocket-close ws 1000 (number->string n)))))))
-     ((string=? path "/whoami")
-      ;; says what `websocket-request' gives, once open
+     ((string=? path "/held")
+      ;; the app keeps the handle it was given when open
       (websocket-upgrade
        request
+       #:protocols '("chat")
        #:on-open (lambda (ws)
-                   (let ((again (websocket-request ws)))
-                     (websocket-send
-                      ws (string-append
-                          (symbol->string (request-method again)) " "
-                          (uri-path (request-uri again)) "?"
-                          (or (uri-query (request-uri again)) "") " "
-                          (or (assq-ref (request-headers again) 'x-probe) "none") " "
-                          (if (equal? (request-headers again) (request-headers request))
-                              "same-headers" "other-headers")))))))
+                   (set! held ws)
+                   (set-websocket-data! ws 0))
+       #:on-message (lambda (ws message)
+                      (set-websocket-data! ws (+ 1 (websocket-data ws)))
+                      (websocket-send
+                       ws (simple-format #f "~a ~a ~a" (eq? ws held)
+                                         (websocket-data ws) (websocket-protocol ws))))
+       #:on-close (lambda (ws code reason)
+                    (set! data-in-on-close (websocket-data ws)))))
+     ((string=? path "/counter")
+      ;; keeps no handle: a collection between messages takes it
+      (websocket-upgrade
+       request
+       #:on-message (lambda (ws message)
+                      (set-websocket-data! ws (+ 1 (or (websocket-data ws) 0)))
+                      (gc)
+                      (websocket-send ws (number->string (websocket-data ws))))))
+     ((string=? path "/stale")
+      ;; what the handle kept from "/held" says once that is closed
+      (values '((content-type . (text/plain)))
+              (simple-format #f "~a ~a ~a ~a ~a" (websocket-send held "late")
+                             (websocket-open? held) (websocket-data held)
+                             (websocket-protocol held) data-in-on-close)))
      ((string=? path "/quick")
       ;; pings after a second of silence, gives up a second later
       (websocket-upgrade request #:ping-interval 1 #:ping-timeout 1))
@@ -193,50 +210,6 @@
                                              (bytevector->u8-list more))))))))))
 
 
-(test-group "websocket-request"
-  (call-with-server
-   site
-   (lambda (server)
-     (let ((client (connect-client (server-port server))))
-       (client-send! client
-                     (string-append "GET /whoami?q=1 HTTP/1.1\r\nHost: x\r\n"
-                                    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                                    "X-Probe: probe-value\r\n"
-                                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                                    "Sec-WebSocket-Version: 13\r\n\r\n"))
-       (test-assert "upgraded"
-         (let ((head (read-head (client-socket client) (+ (now-seconds) 10))))
-           (and head (string-prefix? "HTTP/1.1 101" head))))
-       (let* ((expected "GET /whoami?q=1 probe-value same-headers")
-              (got (read-bytes (client-socket client) (+ 2 (string-length expected))
-                               (+ (now-seconds) 10))))
-         (test-equal "the upgrade request, read again: method, path, query, headers"
-           expected
-           (and got (>= (bytevector-length got) 2)
-                (latin-1 (bytevector-copy-range got 2 (bytevector-length got))))))
-       (client-close! client))
-     ;; a header plucky keeps as its raw string, which Guile's writer
-     ;; refuses: the request is kept as it is, and the worker serves on
-     (let ((client (connect-client (server-port server))))
-       (client-send! client
-                     (string-append "GET /whoami?q=2 HTTP/1.1\r\nHost: x\r\n"
-                                    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-                                    "Accept: text/html;q=abc\r\nX-Probe: raw\r\n"
-                                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                                    "Sec-WebSocket-Version: 13\r\n\r\n"))
-       (test-assert "a header Guile cannot write: upgraded"
-         (let ((head (read-head (client-socket client) (+ (now-seconds) 10))))
-           (and head (string-prefix? "HTTP/1.1 101" head))))
-       (let* ((expected "GET /whoami?q=2 raw same-headers")
-              (got (read-bytes (client-socket client) (+ 2 (string-length expected))
-                               (+ (now-seconds) 10))))
-         (test-equal "and websocket-request gives it" expected
-           (and got (>= (bytevector-length got) 2)
-                (latin-1 (bytevector-copy-range got 2 (bytevector-length got))))))
-       (client-close! client))
-     (let ((response body (http-get (server-port server) "/")))
-       (test-equal "the worker serves on" 200 (response-code response))))))
-
 (define (text-frame text)
   ;; a client's text frame, masked with the key 0
   (let* ((payload (string->utf8 text))
@@ -250,6 +223,52 @@
   ;; a short text frame as the server sends it: unmasked
   (let ((payload (bytevector->u8-list (string->utf8 text))))
     (u8-list->bytevector (cons* #x81 (length payload) payload))))
+
+(test-group "websocket handles"
+  (call-with-server
+   site
+   (lambda (server)
+     (let ((client (connect-client (server-port server))))
+       (client-send! client
+                     (string-append "GET /held HTTP/1.1\r\nHost: x\r\n"
+                                    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                                    "Sec-WebSocket-Protocol: chat\r\n"
+                                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                    "Sec-WebSocket-Version: 13\r\n\r\n"))
+       (read-head (client-socket client) (+ (now-seconds) 10))
+       (for-each
+        (lambda (n)
+          (client-send! client (text-frame "hi"))
+          (test-equal (simple-format #f "message ~a: the handle kept, the data, the protocol" n)
+            (server-text-frame (simple-format #f "#t ~a chat" n))
+            (read-bytes (client-socket client) 11 (+ (now-seconds) 10))))
+        '(1 2))
+       (client-close! client))
+     (test-assert "its close is seen"
+       (wait-until (lambda ()
+                     (let ((response body (http-get (server-port server) "/count")))
+                       (equal? (utf8->string body) "0")))))
+     ;; a new WebSocket may take the closed one's descriptor: the old
+     ;; handle must not reach it
+     (let ((client (connect-client (server-port server))))
+       (client-send! client (upgrade-text "/echo"))
+       (read-head (client-socket client) (+ (now-seconds) 10))
+       (let ((response body (http-get (server-port server) "/stale")))
+         (test-equal "a closed handle: no send, not open, no data; on-close saw the data"
+           "#f #f #f #f 2" (utf8->string body)))
+       (test-assert "and the new one got nothing"
+         (not (readable? (client-socket client) (+ (now-seconds) 0.5))))
+       (client-close! client))
+     (let ((client (connect-client (server-port server))))
+       (client-send! client (upgrade-text "/counter"))
+       (read-head (client-socket client) (+ (now-seconds) 10))
+       (test-equal "the data outlives a handle the app did not keep"
+         (map (lambda (n) (server-text-frame (number->string n))) '(1 2 3))
+         (map (lambda (n)
+                (client-send! client (text-frame "+"))
+                (read-bytes (client-socket client) 3 (+ (now-seconds) 10)))
+              '(1 2 3)))
+       (client-close! client)))))
 
 (test-group "websocket-upgrade: an echo after the sweep"
   ;; The sweep (once a second) drops the reader of a connection that
