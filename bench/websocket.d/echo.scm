@@ -4,7 +4,9 @@
 ;; One worker: /ws echoes every message; / answers "Hello, World!" (what
 ;; wrk measures beside idle WebSockets); /pid gives the worker's pid, whose
 ;; memory and threads the bench reads; /heap makes a full collection and
-;; gives the heap's bytes in use after it and the milliseconds it took.  bench/websocket runs this file
+;; gives the heap's bytes in use after it and the milliseconds it took;
+;; /gc gives the collections so far and the nanoseconds they took, which
+;; the bench reads before and after a load.  bench/websocket runs this file
 ;; uncompiled (GUILE_AUTO_COMPILE=0): the echo is defined once, at top
 ;; level, as a compiled app's lambda would be one constant, rather than a
 ;; closure the evaluator would make for each connection.
@@ -27,6 +29,11 @@
               (format #f "~a ~a\n"
                       (- (assq-ref stats 'heap-size) (assq-ref stats 'heap-free-size))
                       (/ (round (* 10 ms)) 10)))))
+   ((equal? (uri-path (request-uri request)) "/gc")
+    (let ((stats (gc-stats)))
+      (values '((content-type . (text/plain)))
+              (format #f "~a ~a\n" (assq-ref stats 'gc-times)
+                      (assq-ref stats 'gc-time-taken)))))
    ((equal? (uri-path (request-uri request)) "/pid")
     (values '((content-type . (text/plain))) (number->string (getpid))))
    (else
