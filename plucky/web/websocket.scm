@@ -302,31 +302,23 @@ it calls this."
 (define open-count 0)
 (define generations 0)                  ; handed out so far
 
-(define-syntax define-numbers
+(define-syntax define-columns
+  ;; (define-columns (REF PUT TABLE ROW SCALE) (INDEX GETTER SETTER) ...):
+  ;; GETTER and SETTER of column INDEX of a descriptor's row in TABLE,
+  ;; whose elements are SCALE bytes apart
   (syntax-rules ()
-    ((_ (index getter setter) ...)
+    ((_ (ref put table row scale) (index getter setter) ...)
      (begin
        (begin
          (define-syntax-rule (getter fd)
-           (bytevector-s64-native-ref numbers (* 8 (+ (* fd numbers-row) index))))
+           (ref table (* scale (+ (* fd row) index))))
          (define-syntax-rule (setter fd value)
-           (bytevector-s64-native-set! numbers (* 8 (+ (* fd numbers-row) index))
-                                       value)))
-       ...))))
-
-(define-syntax define-objects
-  (syntax-rules ()
-    ((_ (index getter setter) ...)
-     (begin
-       (begin
-         (define-syntax-rule (getter fd)
-           (vector-ref objects (+ (* fd objects-row) index)))
-         (define-syntax-rule (setter fd value)
-           (vector-set! objects (+ (* fd objects-row) index) value)))
+           (put table (* scale (+ (* fd row) index)) value)))
        ...))))
 
 ;; Times are the loop's clock, in ms; -1 is none.
-(define-numbers
+(define-columns (bytevector-s64-native-ref bytevector-s64-native-set! numbers
+                 numbers-row 8)
   (0 generation set-generation!)
   (1 state set-state!)                  ; one of the four below
   (2 last-read set-last-read!)
@@ -338,7 +330,7 @@ it calls this."
   (8 refused set-refused!)              ; 1: a send was refused since the queue emptied
   (9 close-code set-close-code!))       ; of the close that ended it (the client's,
                                         ; else ours), 0 until then
-(define-objects
+(define-columns (vector-ref vector-set! objects objects-row 1)
   (0 settings set-settings!)
   (1 transport set-transport!)
   (2 reader set-reader!)                ; #f when it held nothing at the last sweep
