@@ -6,7 +6,7 @@
 ;; memory and threads the bench reads; /heap makes a full collection and
 ;; gives the heap's bytes in use after it and the milliseconds it took;
 ;; /gc gives the collections so far and the nanoseconds they took, which
-;; the bench reads before and after a load.  bench/websocket runs this file
+;; the bench reads before and after a load; /count the WebSockets open.  bench/websocket runs this file
 ;; uncompiled (GUILE_AUTO_COMPILE=0): the echo is defined once, at top
 ;; level, as a compiled app's lambda would be one constant, rather than a
 ;; closure the evaluator would make for each connection.
@@ -34,6 +34,8 @@
       (values '((content-type . (text/plain)))
               (format #f "~a ~a\n" (assq-ref stats 'gc-times)
                       (assq-ref stats 'gc-time-taken)))))
+   ((equal? (uri-path (request-uri request)) "/count")
+    (values '((content-type . (text/plain))) (number->string (websocket-count))))
    ((equal? (uri-path (request-uri request)) "/pid")
     (values '((content-type . (text/plain))) (number->string (getpid))))
    (else
