@@ -22,7 +22,8 @@
 ;;; tables, by descriptor, and the app holds a handle to it (see "A
 ;;; connection, kept by descriptor" below): an idle one has no object
 ;;; of its own for the collector to mark.  The upgrade request is not
-;;; kept; a callback that needs it closes over it.
+;;; kept: ON-OPEN closes over it and puts what the connection needs in
+;;; `websocket-data'.
 ;;;
 ;;; Reading: a readable socket is read into one buffer shared by every
 ;;; connection of the loop; the reader copies only what is not yet a
@@ -128,9 +129,15 @@ Upgrade: websocket and Connection: upgrade."
           text))
 
 (define (choose-protocol request protocols)
-  ;; The first subprotocol the client offers that the app accepts: the
-  ;; app's string, which every connection that chose it then shares.
-  (let ((offered (header-tokens request 'sec-websocket-protocol)))
+  ;; The first subprotocol the client offers that the app accepts, as
+  ;; the app spells it (which every connection that chose it then
+  ;; shares): compared as they are, since names differing in case are
+  ;; different subprotocols to the client, which must get back one of
+  ;; its own.
+  (let ((offered (let ((value (header-joined request 'sec-websocket-protocol)))
+                   (if value
+                       (map string-trim-both (string-split value #\,))
+                       '()))))
     (let lp ((offered offered))
       (cond
        ((null? offered) #f)
@@ -378,15 +385,21 @@ it calls this."
   (5 #f data set-data!))                 ; the app's
 
 ;; States: no WebSocket; open; closing (our close frame queued, the
-;; client's awaited); flushing (to close once the queue is out).
+;; client's awaited); flushing (to close once the queue is out); ending
+;; (closed, ON-CLOSE being told).
 (define state-none 0)
 (define state-open 1)
 (define state-closing 2)
 (define state-flushing 3)
+(define state-ending 4)
 
 (define (live? fd)
   (let ((s (state fd)))
     (or (= s state-open) (= s state-closing))))
+
+(define (live-or-flushing? fd)
+  (let ((s (state fd)))
+    (or (= s state-open) (= s state-closing) (= s state-flushing))))
 
 (define (make-room! fd)
   ;; Make the chunk of FD's row, and room for it.
@@ -479,7 +492,15 @@ before that and once WS is closed (ON-CLOSE still sees it)."
   (make-room! fd)
   ;; First, as it may raise: the takeover's caller then closes FD, and
   ;; the row is left empty.
-  (loop-watch! fd #:object fd #:on-read read-ready! #:on-write flush! #:on-stop stop!)
+  (catch #t
+    (lambda ()
+      (loop-watch! fd #:object fd #:on-read read-ready! #:on-write flush!
+                   #:on-stop stop!))
+    (lambda args
+      (when codec
+        (deflater-end! (codec-deflater codec))
+        (inflater-end! (codec-inflater codec)))
+      (apply throw args)))
   (set! generations (+ generations 1))
   (set! open-count (+ open-count 1))
   (set-generation! fd generations)
@@ -499,10 +520,13 @@ before that and once WS is closed (ON-CLOSE still sees it)."
   (handle-set! fd #f)
   (unless sweep-timer
     (set! sweep-timer (loop-call-after! 1000 sweep!)))
+  ;; From here the row is the connection's: what raises closes it (1011).
   (guarded fd (lambda () (on-open (handle fd))))
   (when (and (> (bytevector-length leftover) 0) (live? fd))
-    (websocket-reader-feed! (reader! fd) leftover 0 (bytevector-length leftover))
-    (take-events! fd)))
+    (guarded fd (lambda ()
+                  (websocket-reader-feed! (reader! fd) leftover 0
+                                          (bytevector-length leftover))
+                  (take-events! fd)))))
 
 (define (guarded fd thunk)
   ;; An app's callback that raises is logged, and its connection closed
@@ -645,23 +669,25 @@ before that and once WS is closed (ON-CLOSE still sees it)."
 
 (define (close-now! fd code reason)
   ;; Close the socket, once, tell the app, and empty FD's row.
-  (unless (= (state fd) state-none)
+  (when (live-or-flushing? fd)
     (let ((on-close (settings-on-close (settings fd)))
           (ws (handle fd))
           (codec (codec fd)))
+      ;; First: nothing below runs twice, ON-CLOSE cannot send, and
+      ;; `websocket-count' no longer counts it.
+      (set-state! fd state-ending)
+      (set! open-count (- open-count 1))
+      (set-queue! fd '())
+      (set-buffered! fd 0)
       (loop-unwatch! fd)
       ((transport-close (transport fd)) fd)
       (when codec
         (deflater-end! (codec-deflater codec))
         (inflater-end! (codec-inflater codec)))
-      (set-state! fd state-flushing)    ; no sending from ON-CLOSE
-      (set-queue! fd '())
-      (set-buffered! fd 0)
       (catch #t
         (lambda () (on-close ws code reason))
         (lambda (key . args)
           (log-line "websocket on-close: ~a ~s" key args)))
-      (set! open-count (- open-count 1))
       (set-state! fd state-none)
       (set-settings! fd #f)
       (set-extras! fd #f)
@@ -718,9 +744,12 @@ send again)."
          (enqueue! fd (websocket-frame opcode-ping payload)))))
 
 (define* (websocket-close ws #:optional (code 1000) (reason ""))
-  "Start the close handshake on WS with CODE and REASON: no message is
-sent after it, and the socket is closed when the client answers (or
-after the ping timeout).  Return nothing."
+  "Start the close handshake on WS with CODE (1000 to 1003, 1007 to 1011,
+or 3000 to 4999) and REASON: no message is sent after it, and the
+socket is closed when the client answers (or after the ping timeout).
+Return nothing."
+  (unless (websocket-close-code-valid? code)
+    (error "websocket-close: not a code an endpoint may send:" code))
   (let ((fd (open-fd ws)))
     (when (and fd (= (state fd) state-open))
       (send-close! fd code reason)

@@ -35,6 +35,9 @@
 (define refused 0)                       ; sends refused by a full queue
 (define held #f)                        ; the handle "/held" keeps
 (define data-in-on-close #f)            ; what its ON-CLOSE saw
+(define count-in-on-close #f)           ; and websocket-count there
+(define latest #f)                      ; the handle "/echo" gave last
+(define handle-fd (@@ (plucky web websocket) handle-fd))
 
 (define (site request body)
   (let ((path (uri-path (request-uri request))))
@@ -47,7 +50,8 @@
        #:on-message (lambda (ws message)
                       (if (equal? message "close me")
                           (websocket-close ws 4001 "asked")
-                          (websocket-send ws message)))))
+                          (websocket-send ws message)))
+       #:on-open (lambda (ws) (set! latest ws))))
      ((string=? path "/flood")
       ;; Sends until the queue is full, to a client that never reads.
       (websocket-upgrade
@@ -72,21 +76,31 @@
                        ws (simple-format #f "~a ~a ~a" (eq? ws held)
                                          (websocket-data ws) (websocket-protocol ws))))
        #:on-close (lambda (ws code reason)
-                    (set! data-in-on-close (websocket-data ws)))))
+                    (set! data-in-on-close (websocket-data ws))
+                    (set! count-in-on-close (websocket-count)))))
+     ((string=? path "/bad-close")
+      ;; a close code no endpoint may send: the app's error, a 1011
+      (websocket-upgrade
+       request
+       #:on-message (lambda (ws message) (websocket-close ws 1005))))
+     ((string=? path "/gc")
+      (gc)
+      (values '((content-type . (text/plain))) "collected"))
      ((string=? path "/counter")
       ;; keeps no handle: a collection between messages takes it
       (websocket-upgrade
        request
        #:on-message (lambda (ws message)
                       (set-websocket-data! ws (+ 1 (or (websocket-data ws) 0)))
-                      (gc)
                       (websocket-send ws (number->string (websocket-data ws))))))
      ((string=? path "/stale")
       ;; what the handle kept from "/held" says once that is closed
       (values '((content-type . (text/plain)))
-              (simple-format #f "~a ~a ~a ~a ~a" (websocket-send held "late")
+              (simple-format #f "~a ~a ~a ~a ~a ~a ~a" (websocket-send held "late")
                              (websocket-open? held) (websocket-data held)
-                             (websocket-protocol held) data-in-on-close)))
+                             (websocket-protocol held) data-in-on-close
+                             count-in-on-close
+                             (and latest (= (handle-fd held) (handle-fd latest))))))
      ((string=? path "/quick")
       ;; pings after a second of silence, gives up a second later
       (websocket-upgrade request #:ping-interval 1 #:ping-timeout 1))
@@ -254,20 +268,45 @@
        (client-send! client (upgrade-text "/echo"))
        (read-head (client-socket client) (+ (now-seconds) 10))
        (let ((response body (http-get (server-port server) "/stale")))
-         (test-equal "a closed handle: no send, not open, no data; on-close saw the data"
-           "#f #f #f #f 2" (utf8->string body)))
+         (test-equal (string-append "a closed handle: no send, not open, no data; "
+                                    "on-close saw the data and a count without it; "
+                                    "the new WebSocket has its descriptor")
+           "#f #f #f #f 2 0 #t" (utf8->string body)))
        (test-assert "and the new one got nothing"
          (not (readable? (client-socket client) (+ (now-seconds) 0.5))))
        (client-close! client))
      (let ((client (connect-client (server-port server))))
        (client-send! client (upgrade-text "/counter"))
        (read-head (client-socket client) (+ (now-seconds) 10))
-       (test-equal "the data outlives a handle the app did not keep"
+       (test-equal "the data outlives a handle the app did not keep, across collections"
          (map (lambda (n) (server-text-frame (number->string n))) '(1 2 3))
          (map (lambda (n)
                 (client-send! client (text-frame "+"))
-                (read-bytes (client-socket client) 3 (+ (now-seconds) 10)))
+                (let ((got (read-bytes (client-socket client) 3 (+ (now-seconds) 10))))
+                  (http-get (server-port server) "/gc")
+                  got))
               '(1 2 3)))
+       (client-close! client))
+     (let ((client (connect-client (server-port server))))
+       (client-send! client (upgrade-text "/bad-close"))
+       (read-head (client-socket client) (+ (now-seconds) 10))
+       (client-send! client (text-frame "x"))
+       (test-equal "websocket-close with 1005 raises: closed with 1011"
+         #vu8(#x88 16 #x03 #xF3)
+         (let ((got (read-bytes (client-socket client) 4 (+ (now-seconds) 10))))
+           (and got (>= (bytevector-length got) 4) (bytevector-copy-range got 0 4))))
+       (client-close! client))
+     (let ((client (connect-client (server-port server))))
+       (client-send! client
+                     (string-append "GET /held HTTP/1.1\r\nHost: x\r\n"
+                                    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                                    "Sec-WebSocket-Protocol: Chat, superchat\r\n"
+                                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                    "Sec-WebSocket-Version: 13\r\n\r\n"))
+       (let ((head (read-head (client-socket client) (+ (now-seconds) 10))))
+         (test-assert "subprotocols compared as they are: Chat is not chat"
+           (and head (string-prefix? "HTTP/1.1 101" head)
+                (not (string-contains-ci head "sec-websocket-protocol")))))
        (client-close! client)))))
 
 (test-group "websocket-upgrade: an echo after the sweep"
