@@ -2,14 +2,16 @@
 ;;
 ;; guile -L . -C build bench/websocket.d/echo.scm PORT
 ;; One worker: /ws echoes every message; / answers "Hello, World!" (what
-;; wrk measures beside idle WebSockets); /pid gives the worker's pid, whose
-;; memory and threads the bench reads; /heap makes a full collection and
-;; gives the heap's bytes in use after it and the milliseconds it took;
-;; /gc gives the collections so far and the nanoseconds they took, which
-;; the bench reads before and after a load; /count the WebSockets open.  bench/websocket runs this file
-;; uncompiled (GUILE_AUTO_COMPILE=0): the echo is defined once, at top
-;; level, as a compiled app's lambda would be one constant, rather than a
-;; closure the evaluator would make for each connection.
+;; wrk measures beside idle WebSockets); /pid gives the worker's pid,
+;; whose memory and threads the bench reads; /heap makes a full
+;; collection and gives the heap's bytes in use after it and the
+;; milliseconds it took; /gc gives the collections so far and their CPU
+;; time in nanoseconds (Guile's gc-time-taken), which the bench reads
+;; before and after a load; /count the WebSockets open.
+;; bench/websocket runs this file uncompiled (GUILE_AUTO_COMPILE=0): the
+;; echo is defined once, at top level, as a compiled app's lambda would
+;; be one constant, rather than a closure the evaluator would make for
+;; each connection.
 
 (use-modules (web request) (web uri) (plucky server) (plucky web websocket))
 
