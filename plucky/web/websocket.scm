@@ -260,21 +260,15 @@ it calls this."
 (define known-settings '())
 
 (define (settings-for . fields)
-  ;; -> the <settings> of FIELDS, one of the known ones if it has them:
-  ;; the upgrades of a route, whose callbacks are the same procedures,
-  ;; share one
-  (define (same? settings)
-    (equal? fields
-            (map (lambda (get) (get settings))
-                 (list settings-protocol settings-max-message settings-max-buffer
-                       settings-ping-ms settings-timeout-ms settings-on-message
-                       settings-on-close settings-on-drain))))
-  (or (find same? known-settings)
-      (let ((settings (apply make-settings fields)))
-        (set! known-settings (cons settings (if (> (length known-settings) 7)
-                                                (list-head known-settings 7)
-                                                known-settings)))
-        settings)))
+  ;; -> the <settings> of FIELDS, a known one if it is equal (the same
+  ;; callbacks, as `eq?', and limits): the upgrades of a route share one
+  (let ((settings (apply make-settings fields)))
+    (or (find (lambda (known) (equal? known settings)) known-settings)
+        (begin
+          (set! known-settings (cons settings (if (> (length known-settings) 7)
+                                                  (list-head known-settings 7)
+                                                  known-settings)))
+          settings))))
 
 ;; permessage-deflate's state, for a connection that agreed to it
 (define-record-type <codec>
@@ -307,6 +301,7 @@ it calls this."
 ;; 1 ms longer).
 (define-syntax chunk-bits (identifier-syntax 8))
 (define-syntax chunk-mask (identifier-syntax 255))
+(define-syntax-rule (chunk-of fd) (ash fd (- chunk-bits)))
 (define-syntax numbers-row (identifier-syntax 10))
 (define-syntax objects-row (identifier-syntax 2))
 (define numbers (make-vector 0 #f))     ; chunk index -> bytevector, or #f
@@ -324,10 +319,10 @@ it calls this."
      (begin
        (begin
          (define-syntax-rule (getter fd)
-           (ref (vector-ref chunks (ash fd (- chunk-bits)))
+           (ref (vector-ref chunks (chunk-of fd))
                 (* scale (+ (* (logand fd chunk-mask) row) index))))
          (define-syntax-rule (setter fd value)
-           (put (vector-ref chunks (ash fd (- chunk-bits)))
+           (put (vector-ref chunks (chunk-of fd))
                 (* scale (+ (* (logand fd chunk-mask) row) index))
                 value)))
        ...))))
@@ -336,7 +331,7 @@ it calls this."
 (define-columns (bytevector-s64-native-ref bytevector-s64-native-set! numbers
                  numbers-row 8)
   (0 generation set-generation!)
-  (1 state set-state!)                  ; one of the four below
+  (1 state set-state!)                  ; one of the five below
   (2 last-read set-last-read!)
   (3 pinged-at set-pinged-at!)          ; our ping unanswered since
   (4 stalled-since set-stalled-since!)  ; the queue stuck since
@@ -349,6 +344,8 @@ it calls this."
 (define-columns (vector-ref vector-set! objects objects-row 1)
   (0 settings set-settings!)
   (1 extras set-extras!))                ; #f, or a vector of the slots below
+(define-columns (weak-vector-ref weak-vector-set! handles 1 1)
+  (0 handle-ref handle-set!))            ; the app's <websocket>, held weakly
 
 ;; A descriptor's other objects, each with the value it has while the
 ;; connection is idle.  A vector of them is made when one is set to
@@ -403,7 +400,7 @@ it calls this."
 
 (define (make-room! fd)
   ;; Make the chunk of FD's row, and room for it.
-  (let ((chunk (ash fd (- chunk-bits))))
+  (let ((chunk (chunk-of fd)))
     (when (>= chunk (vector-length numbers))
       (let ((grow (lambda (old)
                     (let ((new (make-vector (max (+ chunk 1) (* 2 (vector-length old))) #f)))
@@ -420,14 +417,8 @@ it calls this."
 
 (define (row? fd)
   ;; -> true when FD has a row (its chunk is made)
-  (let ((chunk (ash fd (- chunk-bits))))
+  (let ((chunk (chunk-of fd)))
     (and (< chunk (vector-length numbers)) (vector-ref numbers chunk) #t)))
-
-(define-syntax-rule (handle-ref fd)
-  (weak-vector-ref (vector-ref handles (ash fd (- chunk-bits))) (logand fd chunk-mask)))
-
-(define-syntax-rule (handle-set! fd value)
-  (weak-vector-set! (vector-ref handles (ash fd (- chunk-bits))) (logand fd chunk-mask) value))
 
 (define (handle fd)
   ;; -> the app's <websocket> for FD, the one it holds if it holds one

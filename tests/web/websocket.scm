@@ -150,6 +150,13 @@
                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                  "Sec-WebSocket-Version: 13\r\n\r\n"))
 
+(define (upgraded-client server path)
+  ;; -> a client of SERVER whose upgrade to PATH was answered (its head read)
+  (let ((client (connect-client (server-port server))))
+    (client-send! client (upgrade-text path))
+    (read-head (client-socket client) (+ (now-seconds) 10))
+    client))
+
 (test-group "websocket-upgrade: a real client"
   (call-with-server
    site
@@ -264,9 +271,7 @@
                        (equal? (utf8->string body) "0")))))
      ;; a new WebSocket may take the closed one's descriptor: the old
      ;; handle must not reach it
-     (let ((client (connect-client (server-port server))))
-       (client-send! client (upgrade-text "/echo"))
-       (read-head (client-socket client) (+ (now-seconds) 10))
+     (let ((client (upgraded-client server "/echo")))
        (let ((response body (http-get (server-port server) "/stale")))
          (test-equal (string-append "a closed handle: no send, not open, no data; "
                                     "on-close saw the data and a count without it; "
@@ -275,9 +280,7 @@
        (test-assert "and the new one got nothing"
          (not (readable? (client-socket client) (+ (now-seconds) 0.5))))
        (client-close! client))
-     (let ((client (connect-client (server-port server))))
-       (client-send! client (upgrade-text "/counter"))
-       (read-head (client-socket client) (+ (now-seconds) 10))
+     (let ((client (upgraded-client server "/counter")))
        (test-equal "the data outlives a handle the app did not keep, across collections"
          (map (lambda (n) (server-text-frame (number->string n))) '(1 2 3))
          (map (lambda (n)
@@ -287,9 +290,7 @@
                   got))
               '(1 2 3)))
        (client-close! client))
-     (let ((client (connect-client (server-port server))))
-       (client-send! client (upgrade-text "/bad-close"))
-       (read-head (client-socket client) (+ (now-seconds) 10))
+     (let ((client (upgraded-client server "/bad-close")))
        (client-send! client (text-frame "x"))
        (test-equal "websocket-close with 1005 raises: closed with 1011"
          #vu8(#x88 16 #x03 #xF3)
@@ -315,9 +316,7 @@
   (call-with-server
    site
    (lambda (server)
-     (let ((client (connect-client (server-port server))))
-       (client-send! client (upgrade-text "/echo"))
-       (read-head (client-socket client) (+ (now-seconds) 10))
+     (let ((client (upgraded-client server "/echo")))
        (client-send! client (text-frame "before"))
        (test-equal "echoed" (server-text-frame "before")
          (read-bytes (client-socket client) 8 (+ (now-seconds) 10)))
@@ -332,9 +331,7 @@
   (call-with-server
    site
    (lambda (server)
-     (let ((client (connect-client (server-port server))))
-       (client-send! client (upgrade-text "/quick"))
-       (read-head (client-socket client) (+ (now-seconds) 10))
+     (let ((client (upgraded-client server "/quick")))
        (test-equal "an idle connection is pinged" #vu8(#x89 0)
          (read-bytes (client-socket client) 2 (+ (now-seconds) 5)))
        (test-equal "and closed when it does not answer" #vu8()
