@@ -462,7 +462,10 @@ the socket to a thread, or to a loop of its own."
 (define-inlinable (set-deadline! loop conn ms)
   "Make CONN's deadline MS milliseconds from the loop's now, and the
 loop's next sweep no later than that."
-  (let ((deadline (+ (loop-now loop) ms)))
+  ;; The clock is read in whole milliseconds, so the round began up to
+  ;; one before the now it read: one more keeps a timeout from firing
+  ;; early (tests/server/loop.scm's timeouts saw 0.9996 s for 1 s).
+  (let ((deadline (+ (loop-now loop) ms 1)))
     (set-connection-deadline! conn deadline)
     (when (< deadline (loop-next-sweep loop))
       (set-loop-next-sweep! loop deadline))))

@@ -199,7 +199,8 @@ the start of its current round."
   "Call THUNK on the loop's thread MS milliseconds from now (at the
 earliest); return a timer for `loop-cancel-timer!'."
   (let* ((w (the-watchers 'loop-call-after!))
-         (due (+ ((watchers-now w)) ms))
+         ;; + 1: the clock is in whole milliseconds (see `set-deadline!')
+         (due (+ ((watchers-now w)) ms 1))
          (timer (make-timer thunk)))
     (set-watchers-timers!
      w (let insert ((timers (watchers-timers w)))
