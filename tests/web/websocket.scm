@@ -264,13 +264,18 @@
             (server-text-frame (simple-format #f "#t ~a chat" n))
             (read-bytes (client-socket client) 11 (+ (now-seconds) 10))))
         '(1 2))
-       (client-close! client))
-     (test-assert "its close is seen"
-       (wait-until (lambda ()
-                     (let ((response body (http-get (server-port server) "/count")))
-                       (equal? (utf8->string body) "0")))))
-     ;; a new WebSocket may take the closed one's descriptor: the old
-     ;; handle must not reach it
+       ;; asked on a connection made before the close, so that no other
+       ;; takes the descriptor the close frees
+       (let ((counter (connect-client (server-port server))))
+         (client-close! client)
+         (test-assert "its close is seen"
+           (wait-until (lambda ()
+                         (client-send! counter (request-text "/count"))
+                         (let ((response body (client-read-response counter)))
+                           (equal? (and body (utf8->string body)) "0")))))
+         (client-close! counter)))
+     ;; a new WebSocket takes the closed one's descriptor: the old handle
+     ;; must not reach it
      (let ((client (upgraded-client server "/echo")))
        (let ((response body (http-get (server-port server) "/stale")))
          (test-equal (string-append "a closed handle: no send, not open, no data; "
