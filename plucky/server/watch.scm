@@ -21,12 +21,14 @@
 ;;; Watched descriptors are not HTTP connections: a drain does not wait
 ;;; for them.
 ;;;
-;;; What is watched is kept in a vector indexed by descriptor, and a
+;;; What is watched is kept in tables indexed by descriptor, and a
 ;;; watcher may carry the object its procedures are called with (#:object)
 ;;; rather than closures over it: every collection marks what an idle
 ;;; descriptor holds, and the worker's HTTP clients wait through that
 ;;; (bench/websocket, idle: a hash table's entry is two objects more, a
-;;; closure one each).
+;;; closure one each).  Descriptors watched with the same procedures share
+;;; one <handlers>, and keep its number, not a pointer to it: a number in
+;;; a bytevector is not scanned at all.
 ;;;
 ;;; Timers are kept in a list sorted by time: meant for a few per loop
 ;;; (a module's periodic sweep of its own connections), not one per
@@ -54,15 +56,20 @@
             loop-now-ms))
 
 (define-record-type <watchers>
-  (%make-watchers epfd handlers objects writing last timers now)
+  (%make-watchers epfd ids objects writing known uses free last timers now)
   watchers?
   (epfd watchers-epfd)
-  ;; by descriptor: its <handlers> or #f, the object they are called
-  ;; with, and 1 where EPOLLOUT was asked for
-  (handlers watchers-handlers set-watchers-handlers!)
+  ;; by descriptor: the number of its <handlers> (u32, 0 for none), the
+  ;; object they are called with, and 1 where EPOLLOUT was asked for
+  (ids watchers-ids set-watchers-ids!)
   (objects watchers-objects set-watchers-objects!)
   (writing watchers-writing set-watchers-writing!)
-  (last watchers-last set-watchers-last!) ; the <handlers> made last, or #f
+  ;; by number: the <handlers> (#f when free; 0 is never used), and how
+  ;; many descriptors have it
+  (known watchers-known set-watchers-known!)
+  (uses watchers-uses set-watchers-uses!)
+  (free watchers-free set-watchers-free!) ; the free numbers
+  (last watchers-last set-watchers-last!) ; the number made last, or 0
   ;; ((due-ms . <timer>) …), earliest first
   (timers watchers-timers set-watchers-timers!)
   (now watchers-now))                   ; thunk -> the loop's clock, ms
@@ -79,42 +86,81 @@
   (object? handlers-object?))           ; called with the descriptor's object
 
 (define (handlers-for w on-read on-write on-stop object?)
-  ;; -> the <handlers> of these, the last one made if it is the same
-  (let ((last (watchers-last w)))
-    (if (and last object? (handlers-object? last)
-             (eq? (handlers-on-read last) on-read)
-             (eq? (handlers-on-write last) on-write)
-             (eq? (handlers-on-stop last) on-stop))
-        last
-        (let ((handlers (make-handlers on-read on-write on-stop object?)))
-          (set-watchers-last! w handlers)
-          handlers))))
+  ;; -> the number of the <handlers> of these, the last one made if it is
+  ;; the same, else a new one; counted as used once more
+  (let* ((last (vector-ref (watchers-known w) (watchers-last w)))
+         (id (if (and last object? (handlers-object? last)
+                      (eq? (handlers-on-read last) on-read)
+                      (eq? (handlers-on-write last) on-write)
+                      (eq? (handlers-on-stop last) on-stop))
+                 (watchers-last w)
+                 (new-handlers! w (make-handlers on-read on-write on-stop
+                                                 object?)))))
+    (vector-set! (watchers-uses w) id (+ 1 (vector-ref (watchers-uses w) id)))
+    id))
+
+(define (new-handlers! w handlers)
+  ;; -> a free number, now HANDLERS's
+  (when (null? (watchers-free w))
+    (let* ((size (vector-length (watchers-known w)))
+           (grow (lambda (old fill)
+                   (let ((new (make-vector (* 2 size) fill)))
+                     (vector-move-left! old 0 size new 0)
+                     new))))
+      (set-watchers-known! w (grow (watchers-known w) #f))
+      (set-watchers-uses! w (grow (watchers-uses w) 0))
+      (set-watchers-free! w (iota size size))))
+  (let ((id (car (watchers-free w))))
+    (set-watchers-free! w (cdr (watchers-free w)))
+    (vector-set! (watchers-known w) id handlers)
+    (set-watchers-last! w id)
+    id))
+
+(define (release-handlers! w id)
+  ;; One descriptor fewer has number ID; free it when none has.
+  (let ((uses (- (vector-ref (watchers-uses w) id) 1)))
+    (vector-set! (watchers-uses w) id uses)
+    (when (zero? uses)
+      (vector-set! (watchers-known w) id #f)
+      (set-watchers-free! w (cons id (watchers-free w)))
+      (when (= id (watchers-last w))
+        (set-watchers-last! w 0)))))
+
+(define (id-of w fd)
+  ;; -> the number of FD's <handlers> in W, 0 for none
+  (let ((ids (watchers-ids w)))
+    (if (< (* 4 fd) (bytevector-length ids))
+        (bytevector-u32-native-ref ids (* 4 fd))
+        0)))
 
 (define (handlers-of w fd)
   ;; -> the <handlers> of FD in W, or #f
-  (let ((table (watchers-handlers w)))
-    (and (< fd (vector-length table)) (vector-ref table fd))))
+  (let ((id (id-of w fd)))
+    (and (> id 0) (vector-ref (watchers-known w) id))))
 
 (define (call-handler handlers procedure object)
   (if (handlers-object? handlers)
       (procedure object)
       (procedure)))
 
-(define (set-entry! w fd handlers object)
-  ;; FD's entry in W becomes HANDLERS (or #f) and OBJECT, not writing
-  (let ((size (vector-length (watchers-handlers w))))
+(define (set-entry! w fd id object)
+  ;; FD's entry in W becomes handlers number ID (0: none) and OBJECT, not
+  ;; writing; the number it had is released
+  (let ((size (vector-length (watchers-objects w))))
     (when (>= fd size)
       (let* ((new-size (max (+ fd 1) (* 2 size)))
-             (grow (lambda (old)
-                     (let ((new (make-vector new-size #f)))
-                       (vector-move-left! old 0 size new 0)
-                       new)))
+             (objects (make-vector new-size #f))
+             (ids (make-bytevector (* 4 new-size) 0))
              (writing (make-bytevector new-size 0)))
+        (vector-move-left! (watchers-objects w) 0 size objects 0)
+        (bytevector-copy! (watchers-ids w) 0 ids 0 (* 4 size))
         (bytevector-copy! (watchers-writing w) 0 writing 0 size)
-        (set-watchers-handlers! w (grow (watchers-handlers w)))
-        (set-watchers-objects! w (grow (watchers-objects w)))
+        (set-watchers-objects! w objects)
+        (set-watchers-ids! w ids)
         (set-watchers-writing! w writing))))
-  (vector-set! (watchers-handlers w) fd handlers)
+  (let ((old (id-of w fd)))
+    (unless (zero? old) (release-handlers! w old)))
+  (bytevector-u32-native-set! (watchers-ids w) (* 4 fd) id)
   (vector-set! (watchers-objects w) fd object)
   (bytevector-u8-set! (watchers-writing w) fd 0))
 
@@ -126,8 +172,9 @@
 (define (make-watchers epfd now)
   "Return the watchers of a loop whose epoll descriptor is EPFD and whose
 clock NOW returns (a thunk, milliseconds)."
-  (%make-watchers epfd (make-vector 64 #f) (make-vector 64 #f) (make-bytevector 64 0)
-                  #f '() now))
+  (%make-watchers epfd (make-bytevector (* 4 64) 0) (make-vector 64 #f)
+                  (make-bytevector 64 0) (make-vector 8 #f) (make-vector 8 0)
+                  (iota 7 1) 0 '() now))
 
 ;; The <watchers> of the loop running in this process, or #f.
 (define %current-watchers #f)
@@ -181,7 +228,7 @@ stop (WANT? #f); return nothing."
   "Stop watching FD (before closing it); return nothing."
   (let ((w (current-watchers)))
     (when (and w (handlers-of w fd))
-      (set-entry! w fd #f #f)
+      (set-entry! w fd 0 #f)
       (epoll-remove! (watchers-epfd w) fd))
     (values)))
 
@@ -249,19 +296,19 @@ for; return #f when nobody watches FD."
 (define (stop-watchers! w)
   "Call every ON-STOP of W, forgetting each watcher first; return
 nothing."
-  (let* ((table (watchers-handlers w))
-         (objects (watchers-objects w))
-         (all (let lp ((fd (- (vector-length table) 1)) (all '()))
+  (let* ((objects (watchers-objects w))
+         (all (let lp ((fd (- (vector-length objects) 1)) (all '()))
                 (if (< fd 0)
                     all
                     (lp (- fd 1)
-                        (let ((handlers (vector-ref table fd)))
+                        (let ((handlers (handlers-of w fd)))
                           (if handlers
                               (cons (cons handlers (vector-ref objects fd)) all)
                               all)))))))
-    (vector-fill! table #f)
-    (vector-fill! objects #f)
-    (bytevector-fill! (watchers-writing w) 0)
+    (let lp ((fd 0))
+      (when (< fd (vector-length objects))
+        (set-entry! w fd 0 #f)
+        (lp (+ fd 1))))
     (set-watchers-timers! w '())
     (for-each (lambda (entry)
                 (call-handler (car entry) (handlers-on-stop (car entry)) (cdr entry)))

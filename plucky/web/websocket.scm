@@ -144,6 +144,21 @@ Upgrade: websocket and Connection: upgrade."
        ((member (car offered) protocols) => car)
        (else (lp (cdr offered)))))))
 
+;; What an upgrade asked for, shared by every connection that asked the
+;; same (see `take-settings!').
+(define-record-type <settings>
+  (make-settings protocol max-message max-buffer ping-ms timeout-ms
+                 on-message on-close on-drain)
+  settings?
+  (protocol settings-protocol)          ; the chosen subprotocol, or #f
+  (max-message settings-max-message)    ; bytes a message from the client may have
+  (max-buffer settings-max-buffer)      ; bytes queued, at most
+  (ping-ms settings-ping-ms)
+  (timeout-ms settings-timeout-ms)
+  (on-message settings-on-message)
+  (on-close settings-on-close)
+  (on-drain settings-on-drain))
+
 (define* (websocket-upgrade request #:key (on-open (lambda (ws) #f))
                             (on-message (lambda (ws message) #f))
                             (on-close (lambda (ws code reason) #f))
@@ -201,8 +216,8 @@ it calls this."
           (lambda (fd transport leftover)
             (open-websocket!
              fd transport
-             (settings-for protocol max-message max-buffer (* 1000 ping-interval)
-                           (* 1000 ping-timeout) on-message on-close on-drain)
+             (make-settings protocol max-message max-buffer (* 1000 ping-interval)
+                            (* 1000 ping-timeout) on-message on-close on-drain)
              (and deflate (make-codec* deflate))
              on-open leftover)))))))))
 
@@ -223,11 +238,12 @@ it calls this."
 ;; even one of four fields, cost 10,000 idle ones about half a
 ;; millisecond a collection, a record of 28 fields and the upgrade
 ;; request two.  So an open WebSocket has no object of its own while it
-;; is idle.  Its state is a row of numbers in a bytevector, which the
-;; collector does not look into, and two slots of a vector: its
-;; <settings>, which the upgrades of a route share, and #f.  A reader, a
-;; queue, a compressor, the app's data, a TLS transport make a vector of
-;; extras there while they are kept.  The <websocket> an app is given
+;; is idle, nor a pointer to a shared one.  Its state is a row of
+;; numbers in a bytevector, which the collector does not look into (the
+;; number of its <settings>, which the upgrades of a route share, among
+;; them), and a slot of a vector, #f.  A reader, a queue, a compressor,
+;; the app's data, a TLS transport make a vector of extras there while
+;; they are kept.  The <websocket> an app is given
 ;; is a handle, the descriptor and a generation (a descriptor is reused
 ;; once closed), made when a callback needs one and held weakly: the
 ;; same handle while the app keeps one, none while it does not.
@@ -241,34 +257,49 @@ it calls this."
   (fd handle-fd)
   (generation handle-generation))
 
-;; What an upgrade asked for, shared by every connection that asked the
-;; same (see `settings-for').
-(define-record-type <settings>
-  (make-settings protocol max-message max-buffer ping-ms timeout-ms
-                 on-message on-close on-drain)
-  settings?
-  (protocol settings-protocol)          ; the chosen subprotocol, or #f
-  (max-message settings-max-message)    ; bytes a message from the client may have
-  (max-buffer settings-max-buffer)      ; bytes queued, at most
-  (ping-ms settings-ping-ms)
-  (timeout-ms settings-timeout-ms)
-  (on-message settings-on-message)
-  (on-close settings-on-close)
-  (on-drain settings-on-drain))
+;; The <settings> of open connections by number, which a row keeps
+;; rather than a pointer (which every collection would follow), and how
+;; many rows have each; 0 is never used.
+(define settings-table (make-vector 8 #f))
+(define settings-uses (make-vector 8 0))
+(define settings-free (iota 7 1))       ; the free numbers
+(define settings-recent '())            ; the numbers given last, up to 8
 
-;; The <settings> made last, a few of them, newest first.
-(define known-settings '())
+(define (take-settings! settings)
+  ;; -> the number of SETTINGS, counted as used once more: a number given
+  ;; lately if its settings are equal (the same callbacks, as `eq?', and
+  ;; limits), so that the upgrades of a route share one
+  (let ((id (or (find (lambda (id) (equal? (vector-ref settings-table id) settings))
+                      settings-recent)
+                (begin
+                  (when (null? settings-free)
+                    (let* ((size (vector-length settings-table))
+                           (grow (lambda (old fill)
+                                   (let ((new (make-vector (* 2 size) fill)))
+                                     (vector-move-left! old 0 size new 0)
+                                     new))))
+                      (set! settings-table (grow settings-table #f))
+                      (set! settings-uses (grow settings-uses 0))
+                      (set! settings-free (iota size size))))
+                  (let ((id (car settings-free)))
+                    (set! settings-free (cdr settings-free))
+                    (vector-set! settings-table id settings)
+                    (set! settings-recent
+                      (cons id (if (> (length settings-recent) 7)
+                                   (list-head settings-recent 7)
+                                   settings-recent)))
+                    id)))))
+    (vector-set! settings-uses id (+ 1 (vector-ref settings-uses id)))
+    id))
 
-(define (settings-for . fields)
-  ;; -> the <settings> of FIELDS, a known one if it is equal (the same
-  ;; callbacks, as `eq?', and limits): the upgrades of a route share one
-  (let ((settings (apply make-settings fields)))
-    (or (find (lambda (known) (equal? known settings)) known-settings)
-        (begin
-          (set! known-settings (cons settings (if (> (length known-settings) 7)
-                                                  (list-head known-settings 7)
-                                                  known-settings)))
-          settings))))
+(define (release-settings! id)
+  ;; One row fewer has settings number ID; free it when none has.
+  (let ((uses (- (vector-ref settings-uses id) 1)))
+    (vector-set! settings-uses id uses)
+    (when (zero? uses)
+      (vector-set! settings-table id #f)
+      (set! settings-free (cons id settings-free))
+      (set! settings-recent (delv id settings-recent)))))
 
 ;; permessage-deflate's state, for a connection that agreed to it
 (define-record-type <codec>
@@ -294,16 +325,14 @@ it calls this."
 
 ;; The tables, in chunks of 256 descriptors, each made when a descriptor
 ;; of its range first opens: NUMBERS-ROW numbers (s64) a descriptor in
-;; a bytevector, OBJECTS-ROW slots in a vector, and a weak vector of
-;; handles.  Chunks rather than tables that double as they fill: opening
+;; a bytevector, a slot in a vector, and a weak vector of handles.  Chunks rather than tables that double as they fill: opening
 ;; 10,000 WebSockets grew the heap to 16 MB rather than 23, and a bigger
 ;; heap makes every collection longer, free as it is (20 MB more, about
 ;; 1 ms longer).
 (define-syntax chunk-bits (identifier-syntax 8))
 (define-syntax chunk-mask (identifier-syntax 255))
 (define-syntax-rule (chunk-of fd) (ash fd (- chunk-bits)))
-(define-syntax numbers-row (identifier-syntax 10))
-(define-syntax objects-row (identifier-syntax 2))
+(define-syntax numbers-row (identifier-syntax 11))
 (define numbers (make-vector 0 #f))     ; chunk index -> bytevector, or #f
 (define objects (make-vector 0 #f))     ; chunk index -> vector, or #f
 (define handles (make-vector 0 #f))     ; chunk index -> weak vector, or #f
@@ -339,11 +368,14 @@ it calls this."
   (6 queue-offset set-queue-offset!)    ; bytes of the queue's first frame sent
   (7 buffered set-buffered!)            ; bytes queued
   (8 refused set-refused!)              ; 1: a send was refused since the queue emptied
-  (9 close-code set-close-code!))       ; of the close that ended it (the client's,
+  (9 close-code set-close-code!)        ; of the close that ended it (the client's,
                                         ; else ours), 0 until then
-(define-columns (vector-ref vector-set! objects objects-row 1)
-  (0 settings set-settings!)
-  (1 extras set-extras!))                ; #f, or a vector of the slots below
+  (10 settings-id set-settings-id!))    ; in `settings-table', 0 for none
+(define-columns (vector-ref vector-set! objects 1 1)
+  (0 extras set-extras!))                ; #f, or a vector of the slots below
+
+(define-syntax-rule (settings fd)
+  (vector-ref settings-table (settings-id fd)))
 (define-columns (weak-vector-ref weak-vector-set! handles 1 1)
   (0 handle-ref handle-set!))            ; the app's <websocket>, held weakly
 
@@ -412,7 +444,7 @@ it calls this."
     (unless (vector-ref numbers chunk)
       (let ((size (+ chunk-mask 1)))
         (vector-set! numbers chunk (make-bytevector (* 8 numbers-row size) 0))
-        (vector-set! objects chunk (make-vector (* objects-row size) #f))
+        (vector-set! objects chunk (make-vector size #f))
         (vector-set! handles chunk (make-weak-vector size #f))))))
 
 (define (row? fd)
@@ -504,7 +536,7 @@ before that and once WS is closed (ON-CLOSE still sees it)."
   (set-buffered! fd 0)
   (set-refused! fd 0)
   (set-close-code! fd 0)
-  (set-settings! fd settings)
+  (set-settings-id! fd (take-settings! settings))
   (set-extras! fd #f)
   (set-transport! fd transport)
   (set-codec! fd codec)
@@ -680,7 +712,8 @@ before that and once WS is closed (ON-CLOSE still sees it)."
         (lambda (key . args)
           (log-line "websocket on-close: ~a ~s" key args)))
       (set-state! fd state-none)
-      (set-settings! fd #f)
+      (release-settings! (settings-id fd))
+      (set-settings-id! fd 0)
       (set-extras! fd #f)
       (handle-set! fd #f))))
 

@@ -21,7 +21,10 @@
              (web uri)
              (tests lib harness)
              (tests lib server)
+             (srfi srfi-1)
+             (plucky sys epoll)
              (plucky server transport)
+             (plucky server watch)
              (plucky server loop))
 
 (test-begin "server/watch")
@@ -158,5 +161,53 @@
        (test-equal "the worker serves on" 200 (response-code response)))
      (test-assert "and logged it"
        (string-contains (server-log server) "a takeover failed")))))
+
+;;;
+;;; The tables, without a loop: watchers of this process on pipes
+;;;
+
+(define (known-handlers w)
+  ;; -> the <handlers> W has a number for
+  (filter identity (vector->list ((@@ (plucky server watch) watchers-known) w))))
+
+(test-group "loop-watch!: handlers kept by number"
+  (let* ((epfd (epoll-create))
+         (w (make-watchers epfd (lambda () 0)))
+         (pipes (map (lambda (i) (pipe)) (iota 300)))
+         (fds (map (lambda (p) (port->fdes (car p))) pipes))
+         (seen '())
+         (on-read (lambda (fd) (set! seen (cons fd seen))))
+         (stopped '())
+         (on-stop (lambda (fd) (set! stopped (cons fd stopped)))))
+    (set-current-watchers! w)
+    (for-each (lambda (fd) (loop-watch! fd #:object fd #:on-read on-read #:on-stop on-stop))
+              fds)
+    (test-equal "300 descriptors with the same procedures share one"
+      1 (length (known-handlers w)))
+    (watchers-ready! w (list-ref fds 299) EPOLLIN)
+    (test-equal "the last is called with its object" (list (list-ref fds 299)) seen)
+    ;; a closure each: numbers of their own, freed when unwatched
+    (let ((a (car fds)) (b (cadr fds)) (said '()))
+      (loop-watch! a #:on-read (lambda () (set! said (cons 'a said))))
+      (loop-watch! b #:on-read (lambda () (set! said (cons 'b said))))
+      (test-equal "two closures: two numbers more" 3 (length (known-handlers w)))
+      (loop-unwatch! a)
+      (test-equal "one freed once unwatched" 2 (length (known-handlers w)))
+      (loop-watch! a #:on-read (lambda () (set! said (cons 'c said))))
+      (watchers-ready! w a EPOLLIN)
+      (watchers-ready! w b EPOLLIN)
+      (test-equal "a number given again calls the new watcher's, not the old"
+        '(b c) said)
+      (loop-unwatch! a)
+      (loop-unwatch! b)
+      (test-assert "nobody watches an unwatched descriptor"
+        (not (watchers-ready! w a EPOLLIN))))
+    (stop-watchers! w)
+    (test-equal "stop-watchers!: each ON-STOP once, with its object"
+      (sort (cddr fds) <) (sort stopped <))
+    (test-equal "and every number is free" '() (known-handlers w))
+    (set-current-watchers! #f)
+    (for-each (lambda (p) (close-port (car p)) (close-port (cdr p))) pipes)
+    (close-fdes epfd)))
 
 (test-end "server/watch")

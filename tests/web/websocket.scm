@@ -39,6 +39,13 @@
 (define latest #f)                      ; the handle "/echo" gave last
 (define handle-fd (@@ (plucky web websocket) handle-fd))
 
+(define (echo ws message)
+  ;; "/echo"'s ON-MESSAGE, one procedure for every upgrade (a lambda in
+  ;; `site' would be a closure each, as this file is not compiled)
+  (if (equal? message "close me")
+      (websocket-close ws 4001 "asked")
+      (websocket-send ws message)))
+
 (define (site request body)
   (let ((path (uri-path (request-uri request))))
     (cond
@@ -47,10 +54,7 @@
        request
        #:protocols '("chat")
        #:max-message (* 64 1024)
-       #:on-message (lambda (ws message)
-                      (if (equal? message "close me")
-                          (websocket-close ws 4001 "asked")
-                          (websocket-send ws message)))
+       #:on-message echo
        #:on-open (lambda (ws) (set! latest ws))))
      ((string=? path "/flood")
       ;; Sends until the queue is full, to a client that never reads.
@@ -106,6 +110,12 @@
       (websocket-upgrade request #:ping-interval 1 #:ping-timeout 1))
      ((string=? path "/count")
       (values '((content-type . (text/plain))) (number->string (websocket-count))))
+     ((string=? path "/settings")
+      ;; the <settings> the open WebSockets' rows have a number for
+      (values '((content-type . (text/plain)))
+              (number->string
+               (count identity
+                      (vector->list (@@ (plucky web websocket) settings-table))))))
      ((string=? path "/echo")
       (websocket-upgrade request))
      (else
@@ -360,6 +370,8 @@
                      clients (iota 1000)))
        (let ((response body (http-get (server-port server) "/count")))
          (test-equal "a thousand open" "1000" (utf8->string body)))
+       (let ((response body (http-get (server-port server) "/settings")))
+         (test-equal "sharing one <settings>" "1" (utf8->string body)))
        (test-assert "no thread per connection: two at most"
          (<= (string->number
               (string-trim-both (process-status-field (server-pid server) "Threads")))
@@ -368,6 +380,9 @@
        (test-assert "all closed when the clients go"
          (wait-until (lambda ()
                        (let ((response body (http-get (server-port server) "/count")))
-                         (equal? (utf8->string body) "0")))))))))
+                         (equal? (utf8->string body) "0")))))
+       (let ((response body (http-get (server-port server) "/settings")))
+         (test-equal "which is freed with the last of them" "0"
+           (utf8->string body)))))))
 
 (test-end "web/websocket")
