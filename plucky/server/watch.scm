@@ -40,6 +40,7 @@
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module (plucky sys epoll)
+  #:use-module ((plucky sys libc) #:select (errno->string))
   #:export (make-watchers
             current-watchers
             set-current-watchers!
@@ -203,13 +204,26 @@ FD is readable or the peer is gone, ON-WRITE when it is writable and
 `loop-want-write!' asked for that, and ON-STOP when the loop stops (it
 must close FD).  Each is a thunk, or, when OBJECT is given, a procedure
 called with OBJECT: shared procedures and one object per descriptor
-rather than closures over it.  Return nothing.  Call it from the loop's
-own thread (a takeover's procedure, or a watcher's callback)."
-  (let ((w (the-watchers 'loop-watch!)))
+rather than closures over it.  Watching FD again replaces its watcher.
+Return nothing; raise an error, FD not watched, when epoll refuses it (a
+regular file).  Call it from the loop's own thread (a takeover's
+procedure, or a watcher's callback)."
+  (unless (and (exact-integer? fd) (>= fd 0))
+    (scm-error 'wrong-type-arg "loop-watch!" "not a descriptor: ~s" (list fd) (list fd)))
+  (let* ((w (the-watchers 'loop-watch!))
+         (watched? (handlers-of w fd)))
     (set-entry! w fd (handlers-for w on-read on-write on-stop
                                    (not (eq? object no-object)))
                 object)
-    (epoll-add! (watchers-epfd w) fd EPOLLIN)
+    ;; Watched again: epoll has it, maybe for EPOLLOUT too, which the new
+    ;; watcher did not ask for.
+    (let ((result (if watched?
+                      (epoll-modify! (watchers-epfd w) fd EPOLLIN)
+                      (epoll-add! (watchers-epfd w) fd EPOLLIN))))
+      (unless (zero? result)
+        (set-entry! w fd 0 #f)
+        (error (format #f "loop-watch!: descriptor ~a: ~a" fd
+                       (errno->string result)))))
     (values)))
 
 (define (loop-want-write! fd want?)

@@ -325,10 +325,11 @@ it calls this."
 
 ;; The tables, in chunks of 256 descriptors, each made when a descriptor
 ;; of its range first opens: NUMBERS-ROW numbers (s64) a descriptor in
-;; a bytevector, a slot in a vector, and a weak vector of handles.  Chunks rather than tables that double as they fill: opening
-;; 10,000 WebSockets grew the heap to 16 MB rather than 23, and a bigger
-;; heap makes every collection longer, free as it is (20 MB more, about
-;; 1 ms longer).
+;; a bytevector, a slot in a vector, and a weak vector of handles.
+;; Chunks rather than tables that double as they fill: opening 10,000
+;; WebSockets grew the heap to 16 MB rather than 23, and a bigger heap
+;; makes every collection longer, free as it is (20 MB more, about 1 ms
+;; longer).
 (define-syntax chunk-bits (identifier-syntax 8))
 (define-syntax chunk-mask (identifier-syntax 255))
 (define-syntax-rule (chunk-of fd) (ash fd (- chunk-bits)))
@@ -383,7 +384,7 @@ it calls this."
 ;; connection is idle.  A vector of them is made when one is set to
 ;; another value, and dropped by the sweep once they all have these
 ;; again: every slot of the tables is scanned by every collection, so
-;; an idle row is two slots.
+;; an idle row is one slot, #f.
 (define-syntax define-extras
   (syntax-rules ()
     ((_ make idle? (index default getter setter) ...)
@@ -536,6 +537,9 @@ before that and once WS is closed (ON-CLOSE still sees it)."
   (set-buffered! fd 0)
   (set-refused! fd 0)
   (set-close-code! fd 0)
+  ;; A close that raised half way may have left its number.
+  (let ((old (settings-id fd)))
+    (unless (zero? old) (release-settings! old)))
   (set-settings-id! fd (take-settings! settings))
   (set-extras! fd #f)
   (set-transport! fd transport)
@@ -787,8 +791,9 @@ Return nothing."
 ;;;
 
 (define (since? time now ms)
-  ;; -> true when TIME (or -1, none) is MS or more before NOW
-  (and (>= time 0) (>= now (+ time ms))))
+  ;; -> true when TIME (or -1, none) is MS or more before NOW; + 1, as the
+  ;; clock is in whole milliseconds (see `set-deadline!')
+  (and (>= time 0) (> now (+ time ms))))
 
 (define (sweep-one! fd now)
   ;; -> a reason to close FD now, or #f; pings it, drops its empty reader

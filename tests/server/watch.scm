@@ -201,7 +201,34 @@
       (loop-unwatch! a)
       (loop-unwatch! b)
       (test-assert "nobody watches an unwatched descriptor"
-        (not (watchers-ready! w a EPOLLIN))))
+        (not (watchers-ready! w a EPOLLIN)))
+      ;; the shared number outlives a and b, and their closures' numbers
+      ;; are not it
+      (set! seen '())
+      (watchers-ready! w (list-ref fds 2) EPOLLIN)
+      (test-equal "the others still share their number" (list (list-ref fds 2)) seen)
+      (test-equal "and it alone is known" 1 (length (known-handlers w))))
+    (let ((out (port->fdes (cdr (car pipes))))
+          (events (make-epoll-events 4))
+          (wrote 0))
+      (loop-watch! out #:on-read (lambda () #f) #:on-write (lambda () (set! wrote (+ wrote 1))))
+      (loop-want-write! out #t)
+      (test-equal "a pipe's end asked for EPOLLOUT is ready" 1
+        (epoll-wait epfd events ((@ (plucky sys libc) bytevector-address) events) 0))
+      (loop-watch! out #:on-read (lambda () #f))
+      (test-equal "watched again: epoll no longer asks for EPOLLOUT" 0
+        (epoll-wait epfd events ((@ (plucky sys libc) bytevector-address) events) 0))
+      (loop-unwatch! out))
+    (let* ((file (open-input-file "tests/server/watch.scm"))
+           (raised (catch #t
+                     (lambda () (loop-watch! (port->fdes file) #:on-read (lambda () #f)) #f)
+                     (lambda (key . args) key))))
+      (test-equal "a regular file: epoll refuses it, and loop-watch! says so"
+        'misc-error raised)
+      (test-assert "and it is not watched"
+        (not (watchers-ready! w (port->fdes file) EPOLLIN)))
+      (test-equal "nor kept a number" 1 (length (known-handlers w)))
+      (close-port file))
     (stop-watchers! w)
     (test-equal "stop-watchers!: each ON-STOP once, with its object"
       (sort (cddr fds) <) (sort stopped <))

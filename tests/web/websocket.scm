@@ -277,6 +277,9 @@
        ;; asked on a connection made before the close, so that no other
        ;; takes the descriptor the close frees
        (let ((counter (connect-client (server-port server))))
+         ;; answered: the server has accepted it
+         (client-send! counter (request-text "/count"))
+         (client-read-response counter)
          (client-close! client)
          (test-assert "its close is seen"
            (wait-until (lambda ()
