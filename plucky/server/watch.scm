@@ -10,8 +10,8 @@
 ;;; enters the descriptor in the loop's epoll set with procedures to call
 ;;; when it is readable or writable, and `loop-call-after!' runs a thunk
 ;;; later, on the same thread.  WebSocket connections (plucky web
-;;; websocket) live here: ten thousand idle ones cost their records and
-;;; no thread.
+;;; websocket) live here: ten thousand idle ones cost rows of numbers
+;;; and no thread.
 ;;;
 ;;; The loop (plucky server loop) looks a ready descriptor up in its own
 ;;; table of HTTP connections first, then here (`watchers-ready!'); it
@@ -41,6 +41,7 @@
   #:use-module (rnrs bytevectors)
   #:use-module (plucky sys epoll)
   #:use-module ((plucky sys libc) #:select (errno->string))
+  #:use-module (plucky server numbered)
   #:export (make-watchers
             current-watchers
             set-current-watchers!
@@ -57,7 +58,7 @@
             loop-now-ms))
 
 (define-record-type <watchers>
-  (%make-watchers epfd ids objects writing known uses free last timers now)
+  (%make-watchers epfd ids objects writing handlers timers now)
   watchers?
   (epfd watchers-epfd)
   ;; by descriptor: the number of its <handlers> (u32, 0 for none), the
@@ -65,12 +66,7 @@
   (ids watchers-ids set-watchers-ids!)
   (objects watchers-objects set-watchers-objects!)
   (writing watchers-writing set-watchers-writing!)
-  ;; by number: the <handlers> (#f when free; 0 is never used), and how
-  ;; many descriptors have it
-  (known watchers-known set-watchers-known!)
-  (uses watchers-uses set-watchers-uses!)
-  (free watchers-free set-watchers-free!) ; the free numbers
-  (last watchers-last set-watchers-last!) ; the number made last, or 0
+  (handlers watchers-handlers)          ; the <handlers> by number (plucky server numbered)
   ;; ((due-ms . <timer>) …), earliest first
   (timers watchers-timers set-watchers-timers!)
   (now watchers-now))                   ; thunk -> the loop's clock, ms
@@ -88,44 +84,14 @@
 
 (define (handlers-for w on-read on-write on-stop object?)
   ;; -> the number of the <handlers> of these, the last one made if it is
-  ;; the same, else a new one; counted as used once more
-  (let* ((last (vector-ref (watchers-known w) (watchers-last w)))
-         (id (if (and last object? (handlers-object? last)
-                      (eq? (handlers-on-read last) on-read)
-                      (eq? (handlers-on-write last) on-write)
-                      (eq? (handlers-on-stop last) on-stop))
-                 (watchers-last w)
-                 (new-handlers! w (make-handlers on-read on-write on-stop
-                                                 object?)))))
-    (vector-set! (watchers-uses w) id (+ 1 (vector-ref (watchers-uses w) id)))
-    id))
-
-(define (new-handlers! w handlers)
-  ;; -> a free number, now HANDLERS's
-  (when (null? (watchers-free w))
-    (let* ((size (vector-length (watchers-known w)))
-           (grow (lambda (old fill)
-                   (let ((new (make-vector (* 2 size) fill)))
-                     (vector-move-left! old 0 size new 0)
-                     new))))
-      (set-watchers-known! w (grow (watchers-known w) #f))
-      (set-watchers-uses! w (grow (watchers-uses w) 0))
-      (set-watchers-free! w (iota size size))))
-  (let ((id (car (watchers-free w))))
-    (set-watchers-free! w (cdr (watchers-free w)))
-    (vector-set! (watchers-known w) id handlers)
-    (set-watchers-last! w id)
-    id))
-
-(define (release-handlers! w id)
-  ;; One descriptor fewer has number ID; free it when none has.
-  (let ((uses (- (vector-ref (watchers-uses w) id) 1)))
-    (vector-set! (watchers-uses w) id uses)
-    (when (zero? uses)
-      (vector-set! (watchers-known w) id #f)
-      (set-watchers-free! w (cons id (watchers-free w)))
-      (when (= id (watchers-last w))
-        (set-watchers-last! w 0)))))
+  ;; the same, else a new one; counted as kept once more
+  (numbered-take! (watchers-handlers w)
+                  (lambda (last)
+                    (and object? (handlers-object? last)
+                         (eq? (handlers-on-read last) on-read)
+                         (eq? (handlers-on-write last) on-write)
+                         (eq? (handlers-on-stop last) on-stop)))
+                  (lambda () (make-handlers on-read on-write on-stop object?))))
 
 (define (id-of w fd)
   ;; -> the number of FD's <handlers> in W, 0 for none
@@ -137,7 +103,7 @@
 (define (handlers-of w fd)
   ;; -> the <handlers> of FD in W, or #f
   (let ((id (id-of w fd)))
-    (and (> id 0) (vector-ref (watchers-known w) id))))
+    (and (> id 0) (numbered-ref (watchers-handlers w) id))))
 
 (define (call-handler handlers procedure object)
   (if (handlers-object? handlers)
@@ -160,7 +126,7 @@
         (set-watchers-ids! w ids)
         (set-watchers-writing! w writing))))
   (let ((old (id-of w fd)))
-    (unless (zero? old) (release-handlers! w old)))
+    (unless (zero? old) (numbered-release! (watchers-handlers w) old)))
   (bytevector-u32-native-set! (watchers-ids w) (* 4 fd) id)
   (vector-set! (watchers-objects w) fd object)
   (bytevector-u8-set! (watchers-writing w) fd 0))
@@ -174,8 +140,7 @@
   "Return the watchers of a loop whose epoll descriptor is EPFD and whose
 clock NOW returns (a thunk, milliseconds)."
   (%make-watchers epfd (make-bytevector (* 4 64) 0) (make-vector 64 #f)
-                  (make-bytevector 64 0) (make-vector 8 #f) (make-vector 8 0)
-                  (iota 7 1) 0 '() now))
+                  (make-bytevector 64 0) (make-numbered #:recent 1) '() now))
 
 ;; The <watchers> of the loop running in this process, or #f.
 (define %current-watchers #f)

@@ -55,7 +55,7 @@
 ;;; Code:
 
 (define-module (plucky web websocket)
-  #:use-module ((srfi srfi-1) #:select (filter-map find))
+  #:use-module ((srfi srfi-1) #:select (filter-map))
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module (ice-9 weak-vector)
@@ -67,6 +67,7 @@
                 #:select (make-deflater deflate-message deflater-reset! deflater-end!
                           make-inflater inflate-message inflater-reset! inflater-end!))
   #:use-module (plucky server transport)
+  #:use-module (plucky server numbered)
   #:use-module ((plucky server loop)
                 #:select (make-takeover log-line loop-watch! loop-want-write!
                           loop-unwatch! loop-call-after! loop-now-ms))
@@ -145,7 +146,7 @@ Upgrade: websocket and Connection: upgrade."
        (else (lp (cdr offered)))))))
 
 ;; What an upgrade asked for, shared by every connection that asked the
-;; same (see `take-settings!').
+;; same (see `settings-table').
 (define-record-type <settings>
   (make-settings protocol max-message max-buffer ping-ms timeout-ms
                  on-message on-close on-drain)
@@ -257,49 +258,10 @@ it calls this."
   (fd handle-fd)
   (generation handle-generation))
 
-;; The <settings> of open connections by number, which a row keeps
-;; rather than a pointer (which every collection would follow), and how
-;; many rows have each; 0 is never used.
-(define settings-table (make-vector 8 #f))
-(define settings-uses (make-vector 8 0))
-(define settings-free (iota 7 1))       ; the free numbers
-(define settings-recent '())            ; the numbers given last, up to 8
-
-(define (take-settings! settings)
-  ;; -> the number of SETTINGS, counted as used once more: a number given
-  ;; lately if its settings are equal (the same callbacks, as `eq?', and
-  ;; limits), so that the upgrades of a route share one
-  (let ((id (or (find (lambda (id) (equal? (vector-ref settings-table id) settings))
-                      settings-recent)
-                (begin
-                  (when (null? settings-free)
-                    (let* ((size (vector-length settings-table))
-                           (grow (lambda (old fill)
-                                   (let ((new (make-vector (* 2 size) fill)))
-                                     (vector-move-left! old 0 size new 0)
-                                     new))))
-                      (set! settings-table (grow settings-table #f))
-                      (set! settings-uses (grow settings-uses 0))
-                      (set! settings-free (iota size size))))
-                  (let ((id (car settings-free)))
-                    (set! settings-free (cdr settings-free))
-                    (vector-set! settings-table id settings)
-                    (set! settings-recent
-                      (cons id (if (> (length settings-recent) 7)
-                                   (list-head settings-recent 7)
-                                   settings-recent)))
-                    id)))))
-    (vector-set! settings-uses id (+ 1 (vector-ref settings-uses id)))
-    id))
-
-(define (release-settings! id)
-  ;; One row fewer has settings number ID; free it when none has.
-  (let ((uses (- (vector-ref settings-uses id) 1)))
-    (vector-set! settings-uses id uses)
-    (when (zero? uses)
-      (vector-set! settings-table id #f)
-      (set! settings-free (cons id settings-free))
-      (set! settings-recent (delv id settings-recent)))))
+;; The <settings> of open connections, which a row keeps by number
+;; (plucky server numbered): the upgrades of a route, whose settings are
+;; equal (the same callbacks, as `eq?', and limits), share one.
+(define settings-table (make-numbered))
 
 ;; permessage-deflate's state, for a connection that agreed to it
 (define-record-type <codec>
@@ -376,7 +338,7 @@ it calls this."
   (0 extras set-extras!))                ; #f, or a vector of the slots below
 
 (define-syntax-rule (settings fd)
-  (vector-ref settings-table (settings-id fd)))
+  (numbered-ref settings-table (settings-id fd)))
 (define-columns (weak-vector-ref weak-vector-set! handles 1 1)
   (0 handle-ref handle-set!))            ; the app's <websocket>, held weakly
 
@@ -539,8 +501,10 @@ before that and once WS is closed (ON-CLOSE still sees it)."
   (set-close-code! fd 0)
   ;; A close that raised half way may have left its number.
   (let ((old (settings-id fd)))
-    (unless (zero? old) (release-settings! old)))
-  (set-settings-id! fd (take-settings! settings))
+    (unless (zero? old) (numbered-release! settings-table old)))
+  (set-settings-id! fd (numbered-take! settings-table
+                                       (lambda (known) (equal? known settings))
+                                       (lambda () settings)))
   (set-extras! fd #f)
   (set-transport! fd transport)
   (set-codec! fd codec)
@@ -716,7 +680,7 @@ before that and once WS is closed (ON-CLOSE still sees it)."
         (lambda (key . args)
           (log-line "websocket on-close: ~a ~s" key args)))
       (set-state! fd state-none)
-      (release-settings! (settings-id fd))
+      (numbered-release! settings-table (settings-id fd))
       (set-settings-id! fd 0)
       (set-extras! fd #f)
       (handle-set! fd #f))))

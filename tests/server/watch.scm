@@ -25,6 +25,7 @@
              (plucky sys epoll)
              (plucky server transport)
              (plucky server watch)
+             (plucky server numbered)
              (plucky server loop))
 
 (test-begin "server/watch")
@@ -168,7 +169,7 @@
 
 (define (known-handlers w)
   ;; -> the <handlers> W has a number for
-  (filter identity (vector->list ((@@ (plucky server watch) watchers-known) w))))
+  (numbered-in-use ((@@ (plucky server watch) watchers-handlers) w)))
 
 (test-group "loop-watch!: handlers kept by number"
   (let* ((epfd (epoll-create))

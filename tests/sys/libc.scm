@@ -194,7 +194,6 @@
     (test-equal "a missing file: -ENOENT, nothing raised" (- ENOENT)
       (fd-open-read (bytevector-address name)))))
 
-
 (test-group "fd-pread and fd-link-count"
   (let* ((dir (mkdtemp (string-copy "/tmp/plucky-test-pread-XXXXXX")))
          (file (string-append dir "/ref"))

@@ -16,6 +16,7 @@
 ;;; Code:
 
 (use-modules (srfi srfi-1)
+             (plucky server numbered)
              (srfi srfi-64)
              (srfi srfi-71)
              (ice-9 popen)
@@ -114,8 +115,7 @@
       ;; the <settings> the open WebSockets' rows have a number for
       (values '((content-type . (text/plain)))
               (number->string
-               (count identity
-                      (vector->list (@@ (plucky web websocket) settings-table))))))
+               (length (numbered-in-use (@@ (plucky web websocket) settings-table))))))
      ((string=? path "/echo")
       (websocket-upgrade request))
      (else
