@@ -52,6 +52,7 @@
   #:use-module (plucky sys signal)
   #:use-module (plucky http parse)
   #:use-module (plucky server loop)
+  #:use-module (plucky server suspend)
   #:use-module (plucky server socket)
   #:use-module (plucky server workers)
   ;; Loaded only when asked for: every module is start-up time.
@@ -65,6 +66,23 @@
   #:use-module ((plucky server watchdog) #:select (start-watchdog!))
   #:re-export (make-loop-settings
                make-parse-limits
+               ;; handlers that wait: (plucky server suspend)
+               suspendable?
+               wait-readable
+               wait-writable
+               sleep-ms
+               blocking
+               make-event
+               event?
+               event-signal!
+               event-wait
+               make-channel
+               channel?
+               channel-put!
+               channel-get
+               &request-cancelled
+               request-cancelled?
+               request-cancelled-reason
                with-body-port
                body-port-handler?
                with-connect
@@ -222,6 +240,7 @@ until a restart"
                                                         code bytes)))
                            #:signal-fd signal-fd #:on-signal on-signal
                            #:observer observer
+                           #:handler-timeout handler-timeout
                            #:make-transport make-transport)))
       (when timer
         (delete-signal-timer! timer))

@@ -76,7 +76,7 @@
             loop-tally loop-read-ns set-loop-read-ns! loop-parse-ns
             set-loop-parse-ns! loop-batch set-loop-batch! loop-sampled
             set-loop-sampled! loop-serving set-loop-serving! loop-body-port?
-            loop-pool set-loop-pool!
+            loop-pool set-loop-pool! loop-tasks
 
             make-connection connection?
             connection-fd connection-out-fd connection-peer connection-transport
@@ -93,6 +93,7 @@
             connection-deadline set-connection-deadline!
             connection-watched? set-connection-watched?!
             connection-takeover set-connection-takeover!
+            connection-task set-connection-task!
 
             make-file-body (%file-body? . file-body?) file-body-length
             close-file-body!
@@ -156,7 +157,7 @@ it, such connections wait for a thread."
   (%make-loop epfd connections count input input-address output iovecs
               iovecs-address handler state settings now next-sweep guarded
               on-response wake-ports drain-deadline observer tally read-ns
-              parse-ns batch sampled serving body-port? pool)
+              parse-ns batch sampled serving body-port? pool tasks)
   loop?
   (epfd loop-epfd)
   (connections loop-connections set-loop-connections!) ; vector: fd -> <connection> | #f
@@ -192,20 +193,24 @@ it, such connections wait for a thread."
   ;; Does the handler take request bodies as ports (`with-body-port')?
   (body-port? loop-body-port?)
   ;; #f, or the <pool> of threads serving handed-off connections
-  (pool loop-pool set-loop-pool!))
+  (pool loop-pool set-loop-pool!)
+  ;; the suspended handlers' <tasks> (plucky server respond)
+  (tasks loop-tasks))
 
 (define* (make-loop #:key epfd connections input output iovecs handler state
-                    settings now on-response wake-ports observer body-port?)
+                    settings now on-response wake-ports observer body-port?
+                    tasks)
   "Return the state a worker's loop serves its connections with: its
 epoll descriptor EPFD, the CONNECTIONS table (a vector), the shared INPUT
 bytevector, OUTPUT buffer and IOVECS, the HANDLER and its STATE, its
 SETTINGS, the clock NOW (ms), the WAKE-PORTS pipe, and the options
-`run-loop' takes.  The counters start at zero."
+`run-loop' takes, and the TASKS its suspended handlers are kept in.
+The counters start at zero."
   (%make-loop epfd connections 0 input (bytevector-address input) output
               iovecs (bytevector-address iovecs) handler state settings now now
               #f on-response wake-ports #f observer
               (and observer (observer-hooks-tally observer))
-              0 #f 0 0 #f body-port? #f))
+              0 #f 0 0 #f body-port? #f tasks))
 
 ;;;
 ;;; Connections
@@ -214,13 +219,14 @@ SETTINGS, the clock NOW (ms), the WAKE-PORTS pipe, and the options
 (define-record-type <connection>
   (%make-connection fd out-fd peer transport state input input-address start end
                     request body body-fill body-length pending close-after?
-                    deadline watched? takeover)
+                    deadline watched? takeover task)
   connection?
   (fd connection-fd)                    ; read from it; a socket, or stdin
   (out-fd connection-out-fd)            ; write to it; the socket, or stdout
   (peer connection-peer)                ; "address" of the client, or #f
   (transport connection-transport)      ; <transport>: how bytes move
   ;; idle | head | body | chunked | writing | lingering | handed-off
+  ;; | suspended
   (state connection-state set-connection-state!)
   ;; #f, or a bytevector of the connection's own holding bytes not yet
   ;; served, in [start, end)
@@ -245,7 +251,10 @@ SETTINGS, the clock NOW (ms), the WAKE-PORTS pipe, and the options
   ;; in the epoll set yet?  See `watch!'.
   (watched? connection-watched? set-connection-watched?!)
   ;; #f, or the <takeover> to hand the connection to once the output is out
-  (takeover connection-takeover set-connection-takeover!))
+  (takeover connection-takeover set-connection-takeover!)
+  ;; in state suspended: the <task> of the handler that waits (plucky
+  ;; server respond)
+  (task connection-task set-connection-task!))
 
 (define-syntax make-connection
   (lambda (form)
@@ -288,7 +297,7 @@ DEADLINE (ms, loop clock) unless it makes progress."
            #`(let ((in fd))
                (%make-connection in #,(if (syntax->datum #'out-fd) #'out-fd #'in)
                                  peer transport 'idle #f 0 0 0 #f #f 0 0 '() #f
-                                 deadline #f #f))))))))
+                                 deadline #f #f #f))))))))
 
 ;;;
 ;;; Bodies besides bytes

@@ -39,12 +39,14 @@
             (%observer-hooks-on-accept . observer-hooks-on-accept)
             (%observer-hooks-on-close . observer-hooks-on-close)
             (%observer-hooks-on-tick . observer-hooks-on-tick)
+            (%observer-hooks-on-wait . observer-hooks-on-wait)
             ignore-request
             ignore-failure
             ignore-write
             ignore-accept
             ignore-close
             ignore-tick
+            ignore-wait
             note-handler-phases!
             take-handler-phases!
             want-handler-phases!
@@ -55,7 +57,7 @@
 
 (define-record-type <observer-hooks>
   (%make-observer-hooks tally on-request on-failure on-write on-accept on-close
-                        on-tick)
+                        on-tick on-wait)
   observer-hooks?
   (tally observer-hooks-tally)              ; vector of (plucky server tally)
   (on-request observer-hooks-on-request)
@@ -63,7 +65,8 @@
   (on-write observer-hooks-on-write)
   (on-accept observer-hooks-on-accept)
   (on-close observer-hooks-on-close)
-  (on-tick observer-hooks-on-tick))
+  (on-tick observer-hooks-on-tick)
+  (on-wait observer-hooks-on-wait))
 
 (eval-when (expand)
   (define-syntax-rule (define-readers (name accessor documentation) ...)
@@ -84,7 +87,9 @@
   (%observer-hooks-on-close observer-hooks-on-close
                             "Return the #:on-close hook of OBJECT (see `ignore-close').")
   (%observer-hooks-on-tick observer-hooks-on-tick
-                           "Return the #:on-tick hook of OBJECT (see `ignore-tick')."))
+                           "Return the #:on-tick hook of OBJECT (see `ignore-tick').")
+  (%observer-hooks-on-wait observer-hooks-on-wait
+                           "Return the #:on-wait hook of OBJECT (see `ignore-wait')."))
 
 (define (ignore-request request code read parse handler serialise allocated)
   "Return nothing; the default #:on-request hook.  Called after each
@@ -125,13 +130,25 @@ tally's countdown is at 1 or below)."
 second, from the loop's sweep of its timeouts."
   #f)
 
+(define (ignore-wait request code waited computing)
+  "Return nothing; the default #:on-wait hook.  Called, for every request
+whose handler suspended (plucky server suspend), once it is answered
+with CODE: WAITED lists where it waited, (((KIND . LABEL) . NS) …), KIND
+being timer, socket, thread or event, LABEL #f or what the handler named
+(\"upstream 127.0.0.1:8080\"), NS the nanoseconds it waited so, all its
+waits of that kind and label added up; COMPUTING is the nanoseconds its
+handler ran after its first wait (the part before is the handler time
+#:on-request reports, for the requests it times)."
+  #f)
+
 (define* (make-observer-hooks #:key (tally (make-tally))
                               (on-request ignore-request)
                               (on-failure ignore-failure)
                               (on-write ignore-write)
                               (on-accept ignore-accept)
                               (on-close ignore-close)
-                              (on-tick ignore-tick))
+                              (on-tick ignore-tick)
+                              (on-wait ignore-wait))
   "Return the hooks an observer hands to `run-loop' as #:observer.
 TALLY is the vector of (plucky server tally) the loop counts in and
 reads its countdown from (by default a new one, whose countdown nobody
@@ -139,9 +156,10 @@ resets: every request is timed).  Each ON-… procedure is called as the
 `ignore-…' procedure of the same name documents: ON-REQUEST after a
 timed answer or a 5xx, ON-FAILURE when a handler raised, ON-WRITE after a
 write(2) of timed answers, ON-ACCEPT and ON-CLOSE after a timed accept
-or close, ON-TICK about once a second."
+or close, ON-TICK about once a second, ON-WAIT after the answer of a
+request whose handler suspended."
   (%make-observer-hooks tally on-request on-failure on-write on-accept on-close
-                        on-tick))
+                        on-tick on-wait))
 
 ;; The phases the running handler timed: ((name . ns) …) or #f.  One
 ;; loop runs per process on one thread, and the observer takes them as

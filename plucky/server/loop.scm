@@ -56,6 +56,9 @@
   #:use-module (plucky server respond)
   #:use-module (plucky server request)
   #:use-module (plucky server watch)
+  #:use-module (plucky server suspend)
+  #:use-module (plucky server compute)
+  #:autoload (ice-9 threads) (current-thread)
   #:re-export (loop-watch!
                loop-want-write!
                loop-unwatch!
@@ -317,7 +320,7 @@ current error port, as one line, and flush it."
     (let lp ()
       (when (and (pending? fd)
                  (eq? (connection-ref loop fd) conn)
-                 (not (memq (connection-state conn) '(writing handed-off))))
+                 (not (memq (connection-state conn) '(writing handed-off suspended))))
         (read-ready! loop conn)
         (lp)))))
 
@@ -365,6 +368,35 @@ current error port, as one line, and flush it."
         (else (close-connection! loop conn))))))
 
 ;;;
+;;; What suspended handlers wait with
+;;;
+
+(define (ready! on-ready) (on-ready))
+
+(define (loop-waits loop)
+  ;; -> the <waits> (plucky server suspend) of LOOP, on this thread
+  (make-waits
+   (lambda (fd write? on-ready)
+     ;; ON-READY as the watcher's object: the procedures are shared (see
+     ;; `loop-watch!').  epoll tells errors and hang-ups to ON-READ.
+     (loop-watch! fd #:on-read ready! #:on-write ready! #:object on-ready)
+     (when write? (loop-want-write! fd #t)))
+   loop-unwatch!
+   loop-call-after!
+   loop-cancel-timer!
+   (lambda (thunk on-done)
+     (let ((tasks (loop-tasks loop)))
+       (compute-submit!
+        (or (tasks-compute tasks)
+            (let ((compute (make-compute
+                            #:max-threads (settings-max-threads (loop-settings loop))
+                            #:wake (lambda () (wake! loop)))))
+              (set-tasks-compute! tasks compute)
+              compute))
+        thunk on-done)))
+   (current-thread)))
+
+;;;
 ;;; Timeouts
 ;;;
 
@@ -387,6 +419,10 @@ current error port, as one line, and flush it."
                ((> deadline now)
                 (when (< deadline (loop-next-sweep loop))
                   (set-loop-next-sweep! loop deadline)))
+               ((eq? (connection-state conn) 'suspended)
+                ;; Past the handler timeout: give it up, a 503.
+                (set-connection-deadline! conn never)
+                (cancel-task! loop (connection-task conn) 'timeout))
                ((memq (connection-state conn) '(head body chunked))
                 ;; A head or body that is too slow: say so if we still can.
                 (let ((request (connection-request conn)))
@@ -428,6 +464,7 @@ current error port, as one line, and flush it."
                    (on-signal #f)
                    (observer #f)
                    (make-transport #f)
+                   (handler-timeout #f)
                    (body-port? (body-port-handler? handler)))
   "Serve connections arriving on LISTENERS (a list of listening,
 non-blocking socket descriptors) with HANDLER until `stop-loop!' is
@@ -458,7 +495,12 @@ MAKE-TRANSPORT, if given, is called with each accepted descriptor and
 returns the transport (plucky server transport) the loop reads, writes
 and closes it through; by default, `plain-transport'.  It may also be an
 alist of listeners' descriptors and such procedures (or #f for plain),
-when the listeners do not all speak the same protocol."
+when the listeners do not all speak the same protocol.
+
+A handler may suspend (plucky server suspend): its worker serves other
+requests until its wait ends.  HANDLER-TIMEOUT, seconds or #f, gives up
+a request that has not answered that long after it first suspended
+(503); the watchdog (plucky server watchdog) bounds the time it runs."
   (let* ((epfd (epoll-create))
          (events (make-epoll-events max-events))
          (input (make-bytevector input-size))
@@ -469,7 +511,8 @@ when the listeners do not all speak the same protocol."
                           #:handler handler #:state state #:settings settings
                           #:now (clock-ms) #:on-response on-response
                           #:wake-ports wake-ports #:observer observer
-                          #:body-port? body-port?))
+                          #:body-port? body-port?
+                          #:tasks (make-tasks #:handler-timeout handler-timeout)))
          (p (make-poller #:loop loop #:listeners listeners #:events events
                          #:exclusive? exclusive? #:exit-when-idle? exit-when-idle?
                          #:signal-fd signal-fd #:on-signal on-signal
@@ -493,6 +536,7 @@ when the listeners do not all speak the same protocol."
               connections)
     (set! current-poller p)
     (set-current-watchers! (make-watchers epfd (lambda () (loop-now loop))))
+    (install-waits! (loop-waits loop))
     (with-handler-errors-caught loop
       (lambda ()
         (serve-rounds p)))
@@ -534,7 +578,9 @@ when the listeners do not all speak the same protocol."
          (wake-fd (port->fdes (car (loop-wake-ports loop)))))
     (let round ((last-tick (loop-now loop)) (next-date 0))
       (when (poller-running? p)
-        (let* ((timeout (- (loop-next-sweep loop) (loop-now loop)))
+        (let* ((timeout (if (tasks-waiting? loop)
+                            0
+                            (- (loop-next-sweep loop) (loop-now loop))))
                (n (epoll-wait epfd events (poller-events-address p)
                               (if (< timeout 0) 0 timeout)))
                (now (clock-ms))
@@ -553,7 +599,9 @@ when the listeners do not all speak the same protocol."
                   ;; Whoever woke us set a flag or finished a job; empty
                   ;; the pipe.
                   (fd-read wake-fd (loop-input-address loop) 0 input-size)
-                  (finish-jobs! loop))
+                  (finish-jobs! loop)
+                  (let ((compute (tasks-compute (loop-tasks loop))))
+                    (when compute (take-compute-done! compute))))
                  ((eqv? fd (poller-signal-fd p))
                   ((poller-on-signal p) (read-signal fd))
                   (let ((grace (poller-drain-request p)))
@@ -565,6 +613,10 @@ when the listeners do not all speak the same protocol."
                         (watchers-ready! (current-watchers) fd flags)
                         (begin
                           (cond
+                           ((eq? (connection-state conn) 'suspended)
+                            ;; Watched for EPOLLRDHUP alone: the client
+                            ;; left while its handler waits.
+                            (cancel-task! loop (connection-task conn) 'client-gone))
                            ((eq? (connection-state conn) 'writing)
                             (if (zero? (logand flags EPOLLOUT))
                                 ;; EPOLLERR or EPOLLHUP: the peer is gone.
@@ -596,6 +648,9 @@ when the listeners do not all speak the same protocol."
             (when tick? (tick! loop))
             (when (>= now (watchers-next-due watchers))
               (run-due-timers! watchers now))
+            ;; Handlers whose waits ended this round (a descriptor, a
+            ;; timer, a compute thread, another request's signal).
+            (run-ready-tasks! loop)
             (when (>= now (loop-next-sweep loop))
               (sweep! loop now (+ last-tick 1000)))
             ;; Sleep no later than the earliest timer of a takeover.
@@ -618,8 +673,25 @@ when the listeners do not all speak the same protocol."
   (stop-pool! pool)
   (set-loop-pool! loop #f))
 
+(define (cancel-all-tasks! loop)
+  ;; Give up the requests whose handlers wait, unwinding each (see
+  ;; `cancel-task!'), which closes their connections.
+  (let ((table (loop-connections loop)))
+    (let lp ((fd 0))
+      (when (< fd (vector-length table))
+        (let ((conn (vector-ref table fd)))
+          (when (and conn (eq? (connection-state conn) 'suspended))
+            (cancel-task! loop (connection-task conn) 'stopping)))
+        (lp (+ fd 1)))))
+  (run-ready-tasks! loop))
+
 (define (close-all! loop)
   ;; Close every connection the loop holds, and its epoll descriptor.
+  (cancel-all-tasks! loop)
+  (let ((compute (tasks-compute (loop-tasks loop))))
+    (when compute
+      (stop-compute! compute)
+      (set-tasks-compute! (loop-tasks loop) #f)))
   (let ((pool (loop-pool loop)))
     (when pool (stop-threads! loop pool)))
   (let ((table (loop-connections loop)))
@@ -632,6 +704,7 @@ when the listeners do not all speak the same protocol."
     (when watchers
       (stop-watchers! watchers)
       (set-current-watchers! #f)))
+  (install-waits! #f)
   (fd-close (loop-epfd loop))
   (close-port (car (loop-wake-ports loop)))
   (close-port (cdr (loop-wake-ports loop)))

@@ -31,6 +31,7 @@
   #:use-module (plucky server transport)
   #:use-module (plucky server connection)
   #:export (queue-output!
+            write-output!
             finish!
             flush-with-body!
             flush-with-file!

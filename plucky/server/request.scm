@@ -25,6 +25,7 @@
   #:use-module ((srfi srfi-1) #:select (every))
   #:use-module (web request)
   #:use-module (plucky sys libc)
+  #:use-module ((plucky sys epoll) #:select (EPOLLIN))
   #:use-module (plucky http error)
   #:use-module (plucky http parse)
   #:use-module ((plucky http response) #:select (make-output output-put-bytes!
@@ -39,8 +40,11 @@
   #:use-module (plucky server output)
   #:use-module (plucky server pool)
   #:use-module (plucky server respond)
+  #:use-module ((plucky server hooks) #:select (observer-hooks-on-wait))
   #:export (read-ready!
-            serve-input!))
+            serve-input!
+            after-respond!
+            run-ready-tasks!))
 
 ;; `parse-head' runs once per request, inlined where it is called
 ;; (plucky sys inline): bench/instructions.
@@ -69,7 +73,7 @@ return nothing."
          (close-connection! loop conn))))
     ((body) (read-body! loop conn))
     ((chunked) (read-chunked! loop conn))
-    ((writing handed-off) #t)           ; not watched for input; ignore
+    ((writing handed-off suspended) #t) ; not watched for input; ignore
     (else (read-head! loop conn))))
 
 (define (read-head! loop conn)
@@ -126,11 +130,9 @@ return nothing."
             (set-connection-request! conn #f)
             (set-connection-body! conn #f)
             (set-connection-state! conn 'idle)
-            (case (respond! loop conn request body)
-              ((handed-off) #t)
-              ((#f) (serve-input! loop conn (loop-input loop) 0 0))
-              ((takeover) (finish! loop conn #f #f))
-              (else (finish! loop conn #t #f)))))))
+            (when (after-respond! loop conn (respond! loop conn request body)
+                                  (loop-input loop) 0 0)
+              (serve-input! loop conn (loop-input loop) 0 0))))))
      ((= n (- errno-EAGAIN)) #t)
      (else (close-connection! loop conn)))))
 
@@ -215,24 +217,13 @@ connection.  Return nothing."
                ((> length (settings-max-body settings))
                 (refuse! loop conn request 413 #f))
                ((<= (+ index length) end)
-                (let* ((body (and (> length 0)
-                                  (let ((body (make-bytevector length)))
-                                    (bytevector-copy! bv index body 0 length)
-                                    body)))
-                       (close? (respond! loop conn request body)))
-                  (case close?
-                    ((handed-off)
-                     ;; Requests behind it wait for the thread to finish.
-                     (keep-input! conn bv (+ index length) end))
-                    ((#f) (lp (+ index length)))
-                    ((takeover)
-                     ;; What follows is the new protocol's: the
-                     ;; takeover gets it.
-                     (keep-input! conn bv (+ index length) end)
-                     (finish! loop conn #f #f))
-                    (else
-                     (set-connection-input! conn #f)
-                     (finish! loop conn #t #f)))))
+                (let ((body (and (> length 0)
+                                 (let ((body (make-bytevector length)))
+                                   (bytevector-copy! bv index body 0 length)
+                                   body))))
+                  (when (after-respond! loop conn (respond! loop conn request body)
+                                        bv (+ index length) end)
+                    (lp (+ index length)))))
                (else
                 ;; The body has not all arrived: give it storage of its
                 ;; own and read the rest straight into it.
@@ -248,6 +239,85 @@ connection.  Return nothing."
                   (set-connection-state! conn 'body)
                   (set-deadline! loop conn (settings-body-ms settings))
                   (finish! loop conn #f #f))))))))))))
+
+;;;
+;;; After an answer
+;;;
+
+(define (after-respond! loop conn outcome bv index end)
+  "Do what OUTCOME, the result of `respond!' for a request on CONN,
+calls for; BV [INDEX, END) are the bytes that came after that request.
+Return #t when the caller is to serve those bytes now (the connection
+stays open and is free), else #f."
+  (case outcome
+    ((#f) #t)
+    ((handed-off suspended)
+     ;; Requests behind it wait for the thread, or the wait, to end; the
+     ;; answers before it leave now, or queue (see `finish-task!').
+     (keep-input! conn bv index end)
+     (unless (eq? outcome 'handed-off)
+       (write-output! loop conn))
+     #f)
+    ((takeover)
+     ;; What follows is the new protocol's: the takeover gets it.
+     (keep-input! conn bv index end)
+     (finish! loop conn #f #f)
+     #f)
+    (else
+     (set-connection-input! conn #f)
+     (finish! loop conn #t #f)
+     #f)))
+
+(define (run-ready-tasks! loop)
+  "Resume every suspended handler of LOOP whose wait has ended, and those
+their resumption made ready in turn; return nothing."
+  (let lp ()
+    (let ((ready (take-ready-tasks! loop)))
+      (unless (null? ready)
+        (for-each (lambda (entry) (finish-task! loop (car entry) (cdr entry)))
+                  ready)
+        (lp)))))
+
+(define (finish-task! loop task thunk)
+  ;; Resume TASK with THUNK; once its handler returns, answer as after
+  ;; any request, then serve the requests that came behind it.
+  (let ((conn (task-conn task)))
+    (when (eq? (connection-task conn) task)
+      (call-with-values (lambda () (resume-task! loop task thunk))
+        (lambda (response body)
+          (unless (eq? response suspended)
+            (case (task-cancelled task)
+              ((client-gone stopping)
+               (close-connection! loop conn))
+              (else
+               (let ((timeout? (eq? (task-cancelled task) 'timeout))
+                     (own (connection-input conn))
+                     (observer (loop-observer loop))
+                     (request (task-request task)))
+                 (set-connection-state! conn 'idle)
+                 (watch! loop conn EPOLLIN)
+                 (let ((outcome
+                        (answer! loop conn request
+                                 (and (not timeout?) response)
+                                 (if timeout? 503 body)
+                                 (task-close? task)
+                                 (output-fill (loop-output loop))
+                                 (lambda (code bytes)
+                                   (when observer
+                                     (observe-answer! loop request code bytes
+                                                      #f #f #f)
+                                     ((observer-hooks-on-wait observer)
+                                      request code (task-waited task)
+                                      (task-computing task))))
+                                 #t)))
+                   (if own
+                       (when (after-respond! loop conn outcome own
+                                             (connection-start conn)
+                                             (connection-end conn))
+                         (serve-input! loop conn own (connection-start conn)
+                                       (connection-end conn)))
+                       (when (after-respond! loop conn outcome (loop-input loop) 0 0)
+                         (serve-input! loop conn (loop-input loop) 0 0)))))))))))))
 
 ;;;
 ;;; Bodies
@@ -298,13 +368,11 @@ connection.  Return nothing."
             (set-connection-request! conn #f)
             (set-connection-body! conn #f)
             (set-connection-state! conn 'idle)
-            (case (respond! loop conn request (and (> (bytevector-length body) 0) body))
-              ((handed-off) (keep-input! conn bv index end))
-              ((#f) (serve-input! loop conn bv index end))
-              ((takeover)
-               (keep-input! conn bv index end)
-               (finish! loop conn #f #f))
-              (else (finish! loop conn #t #f)))))
+            (when (after-respond! loop conn
+                                  (respond! loop conn request
+                                            (and (> (bytevector-length body) 0) body))
+                                  bv index end)
+              (serve-input! loop conn bv index end))))
          ((eq? status 'more)
           (unless (eq? (connection-state conn) 'chunked)
             (continue-if-expected! loop conn (connection-request conn))

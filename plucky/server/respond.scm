@@ -28,6 +28,9 @@
   #:use-module (plucky sys libc)
   #:use-module ((plucky http parse) #:select (request-keep-alive?))
   #:use-module (plucky http response)
+  #:use-module (srfi srfi-9)
+  #:use-module ((ice-9 exceptions) #:select (make-exception
+                                             make-exception-with-message))
   #:use-module (plucky server tally)
   #:use-module (plucky server hooks)
   #:use-module (plucky server connection)
@@ -35,13 +38,32 @@
   #:use-module (plucky server pool)
   #:use-module ((plucky server watchdog) #:select (handler-call handler-timeout?
                                                    watchdog-log!))
+  #:use-module (plucky server suspend)
   #:export (with-handler-errors-caught
             call-handler
             respond!
             refuse!
             report-response!
             observe-answer!
-            hand-off!))
+            hand-off!
+            answer!
+            make-tasks
+            tasks-count
+            tasks-compute
+            set-tasks-compute!
+            task-conn
+            task-request
+            task-close?
+            task-cancelled
+            task-waited
+            task-computing
+            task-started
+            suspend-request!
+            cancel-task!
+            take-ready-tasks!
+            tasks-waiting?
+            resume-task!
+            suspended))
 
 ;; Procedures called once per request, inlined where they are called
 ;; (plucky sys inline): a call each is measurable in bench/instructions.
@@ -88,36 +110,85 @@ a handler LOOP calls escapes to that call's prompt (see `call-handler')."
               (raise-exception exception))))
     thunk))
 
-(define (call-handler loop request body)
-  "Return (values response body) from LOOP's handler called with REQUEST
-and BODY, with the loop's state updated; on an exception, (values #f #f)
-after the backtrace is logged, or (values #f 503) when the watchdog ended
-the call (it logs the backtrace after the 503 is sent)."
+;; A handler that suspended: what `suspend' aborted with.
+(define-record-type <suspension>
+  (make-suspension k kind label register)
+  suspension?
+  (k suspension-k)                      ; the handler's continuation
+  (kind suspension-kind)                ; timer | socket | thread | event
+  (label suspension-label)              ; #f, or what it waits for
+  (register suspension-register))       ; resume -> undo thunk
+
+;; The value `call-handler' returns as its response for a suspension.
+(define suspended (list 'suspended))
+
+(define-syntax-rule (run-guarded loop request thunk)
+  ;; -> (values response body) from THUNK, a handler call or the
+  ;; resumption of one, run under the two prompts: the exception's
+  ;; (handler-failed) and the suspension's (suspend-tag, see (plucky
+  ;; server suspend)); (values #f #f) on an exception once it is logged,
+  ;; (values #f 503) when the watchdog ended the call, (values #f
+  ;; 'cancelled) when the request was given up while it waited, and
+  ;; (values suspended <suspension>) when the handler waits.
   (call-with-prompt handler-failed
     (lambda ()
       (set-loop-guarded! loop request)
       (watchdog-enter! request)
+      (call-with-prompt suspend-tag
+        (lambda ()
+          (enter-suspendable!)
+          (thunk))
+        (lambda (k kind label register)
+          (leave-suspendable!)
+          (watchdog-leave!)
+          (set-loop-guarded! loop #f)
+          (values suspended (make-suspension k kind label register)))))
+    (lambda (k request exception stack)
+      (leave-suspendable!)
+      (watchdog-leave!)
+      (cond
+       ((request-cancelled? exception)
+        ;; Raised where it waited, to unwind the handler: not a bug.
+        (values #f 'cancelled))
+       (else
+        (if (handler-timeout? exception)
+            (watchdog-log! (lambda () (report-handler-error request exception stack)))
+            (report-handler-error request exception stack))
+        (let ((observer (loop-observer loop)))
+          (when observer
+            ((observer-hooks-on-failure observer) request exception stack)))
+        (values #f (if (handler-timeout? exception) 503 #f)))))))
+
+(define (call-handler loop request body)
+  "Return (values response body) from LOOP's handler called with REQUEST
+and BODY, with the loop's state updated; on an exception, (values #f #f)
+after the backtrace is logged, or (values #f 503) when the watchdog ended
+the call (it logs the backtrace after the 503 is sent).  A handler that
+waits returns (values suspended SUSPENSION): see `resume-handler'."
+  (run-guarded loop request
+    (lambda ()
       (let ((state (loop-state loop)))
         (call-with-values
             (lambda ()
               (if (null? state)
                   ((loop-handler loop) request body)
                   (apply (loop-handler loop) request body state)))
+          ;; This is in the continuation a suspension takes: it runs
+          ;; when the handler returns, however often it waited.
           (lambda (response body . state)
+            (leave-suspendable!)
             (watchdog-leave!)           ; before unguarding
             (set-loop-guarded! loop #f)
             (unless (null? state)
               (set-loop-state! loop state))
-            (values response body)))))
-    (lambda (k request exception stack)
-      (watchdog-leave!)
-      (if (handler-timeout? exception)
-          (watchdog-log! (lambda () (report-handler-error request exception stack)))
-          (report-handler-error request exception stack))
-      (let ((observer (loop-observer loop)))
-        (when observer
-          ((observer-hooks-on-failure observer) request exception stack)))
-      (values #f (if (handler-timeout? exception) 503 #f)))))
+            (values response body)))))))
+
+(define (resume-handler loop request k thunk)
+  "Resume the handler call of REQUEST that suspended with continuation
+K, THUNK giving the values its wait returns (or raising there); return
+as `call-handler' does."
+  (run-guarded loop request (lambda () (k thunk))))
+
 
 (define-syntax-rule (count-answer! loop code bytes)
   ;; -> the status class of CODE, counted in the tally with BYTES
@@ -169,7 +240,8 @@ the call (it logs the backtrace after the 503 is sent)."
   "Call LOOP's handler for REQUEST and BODY on CONN and append its answer
 to the output buffer.  Return #t when the connection must close after
 the answer, 'handed-off when a thread has it, 'takeover when it is to be
-handed over once the head is sent, else #f."
+handed over once the head is sent, 'suspended when the handler waits
+(see `suspend-request!'), else #f."
   (let* ((out (loop-output loop))
          (mark (output-fill out))
          (observer (loop-observer loop))
@@ -186,63 +258,236 @@ handed over once the head is sent, else #f."
          (start (and timed? (clock)))
          (close? (or (not (request-keep-alive? request))
                      (and (loop-drain-deadline loop) #t))))
-    (define (observe! code bytes handled)
-      ;; HANDLED: the clock when the handler returned, if timed.
-      (when observer
-        (observe-answer! loop request code bytes
-                         (and handled (- handled start))
-                         (and handled (- (clock) handled))
-                         (and allocated (- (gc-total-bytes) allocated)))))
     (set-loop-serving! loop conn)
     (call-with-values (lambda () (call-handler loop request body))
       (lambda (response response-body)
         (set-loop-serving! loop #f)
-        (let ((handled (and timed? (clock))))
-          (define (fail code)
-            ;; CODE: 500, or 503 from the watchdog; HEAD's has no body
-            (when (file-body? response-body)
-              (close-file-body! response-body))
-            (set-output-fill! out mark)
-            (write-error-response! out (request-version request) code #f
-                                   (request-method request))
-            (report-response! loop conn request code (- (output-fill out) mark))
-            (observe! code (- (output-fill out) mark) handled)
-            #t)
-          (cond
-           ((not response)
-            (fail (or response-body 500)))
-           ((streamed-response? response response-body)
-            ;; Sent as it is written, by a thread: see `hand-off!'.
-            (hand-off! loop conn (make-job #:conn conn #:kind 'stream
-                                           #:request request #:response response
-                                           #:body response-body #:close? close?))
-            'handed-off)
-           (else
-              ;; Serialising can fail too (a bad header value, a
-              ;; Content-Length that does not match): that is the
-              ;; application's error as well, and becomes a 500.
-              (call-with-prompt handler-failed
-                (lambda ()
-                  (set-loop-guarded! loop request)
-                  (call-with-values
-                      (lambda ()
-                        (serialise! out request response response-body close?))
-                    (lambda (close? rest)
-                      (set-loop-guarded! loop #f)
-                      (let ((code (answer-code response)))
-                        (when (or observer (loop-on-response loop))
-                          (let ((bytes (+ (- (output-fill out) mark) (rest-size rest))))
-                            (when (loop-on-response loop)
-                              (report-response! loop conn request code bytes))
-                            (if (or timed? (>= code 500))
-                                (observe! code bytes handled)
-                                (when observer
-                                  ;; the usual case on a busy server: a count
-                                  (count-answer! loop code bytes))))))
-                      (send-rest! loop conn request rest close?))))
-                (lambda (k request exception stack)
-                  (report-handler-error request exception #f)
-                  (fail 500))))))))))
+        (if (eq? response suspended)
+            (begin
+              (suspend-request! loop conn request response-body close? start)
+              'suspended)
+            (let ((handled (and timed? (clock))))
+              (answer! loop conn request response response-body close? mark
+                       (lambda (code bytes)
+                         (when observer
+                           (observe-answer! loop request code bytes
+                                            (and handled (- handled start))
+                                            (and handled (- (clock) handled))
+                                            (and allocated
+                                                 (- (gc-total-bytes) allocated)))))
+                       timed?)))))))
+
+(define (answer! loop conn request response response-body close? mark observe!
+                 timed?)
+  "Append to LOOP's output buffer (filled up to MARK before it) the answer
+of the handler of REQUEST on CONN, RESPONSE and RESPONSE-BODY as
+`call-handler' returned them; return as `respond!'.  OBSERVE! is called
+as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
+  (let ((out (loop-output loop))
+        (observer (loop-observer loop)))
+    (define (fail code)
+      ;; CODE: 500, or 503 from the watchdog; HEAD's has no body
+      (when (file-body? response-body)
+        (close-file-body! response-body))
+      (set-output-fill! out mark)
+      (write-error-response! out (request-version request) code #f
+                             (request-method request))
+      (report-response! loop conn request code (- (output-fill out) mark))
+      (observe! code (- (output-fill out) mark))
+      #t)
+    (cond
+     ((not response)
+      (fail (if (eqv? response-body 503) 503 500)))
+     ((streamed-response? response response-body)
+      ;; Sent as it is written, by a thread: see `hand-off!'.
+      (hand-off! loop conn (make-job #:conn conn #:kind 'stream
+                                     #:request request #:response response
+                                     #:body response-body #:close? close?))
+      'handed-off)
+     (else
+      ;; Serialising can fail too (a bad header value, a Content-Length
+      ;; that does not match): that is the application's error as well,
+      ;; and becomes a 500.
+      (call-with-prompt handler-failed
+        (lambda ()
+          (set-loop-guarded! loop request)
+          (call-with-values
+              (lambda ()
+                (serialise! out request response response-body close?))
+            (lambda (close? rest)
+              (set-loop-guarded! loop #f)
+              (let ((code (answer-code response)))
+                (when (or observer (loop-on-response loop))
+                  (let ((bytes (+ (- (output-fill out) mark) (rest-size rest))))
+                    (when (loop-on-response loop)
+                      (report-response! loop conn request code bytes))
+                    (if (or timed? (>= code 500))
+                        (observe! code bytes)
+                        (when observer
+                          ;; the usual case on a busy server: a count
+                          (count-answer! loop code bytes))))))
+              (send-rest! loop conn request rest close?))))
+        (lambda (k request exception stack)
+          (report-handler-error request exception #f)
+          (fail 500)))))))
+
+;;;
+;;; Handlers that wait
+;;;
+
+;; A request whose handler suspended: the connection holds it (state
+;; suspended) until the wait ends, and the loop's <tasks> holds the
+;; tasks whose wait ended, to be resumed at the end of the round.
+
+(define-record-type <task>
+  (%make-task conn request close? k token undo started waited wait-kind
+              wait-label wait-start cancelled computing)
+  task?
+  (conn task-conn)
+  (request task-request)
+  (close? task-close?)                   ; close after the answer
+  (k task-k set-task-k!)                 ; the continuation, at its last wait
+  ;; the current wait's mark: a resume whose mark is not this one is late
+  (token task-token set-task-token!)
+  (undo task-undo set-task-undo!)        ; thunk: forget the current wait
+  (started task-started)                 ; loop ms when the handler first waited
+  ;; ((kind label . ns) …): nanoseconds waited, by what
+  (waited task-waited set-task-waited!)
+  (wait-kind task-wait-kind set-task-wait-kind!)
+  (wait-label task-wait-label set-task-wait-label!)
+  (wait-start task-wait-start set-task-wait-start!) ; clock ns
+  ;; #f, or why the request is given up: client-gone | timeout | stopping
+  (cancelled task-cancelled set-task-cancelled!)
+  ;; ns the handler ran after its first wait
+  (computing task-computing set-task-computing!))
+
+(define-record-type <tasks>
+  (%make-tasks ready handler-ms count compute)
+  tasks?
+  ;; ((task . thunk) …), newest first: waits that ended this round
+  (ready tasks-ready set-tasks-ready!)
+  (handler-ms tasks-handler-ms)         ; #f, or a request's time limit
+  (count tasks-count set-tasks-count!)  ; suspended requests
+  ;; #f, or the (plucky server compute) threads of `blocking'
+  (compute tasks-compute set-tasks-compute!))
+
+(define* (make-tasks #:key (handler-timeout #f))
+  "Return the empty <tasks> of a loop whose requests are given up
+HANDLER-TIMEOUT seconds after they first wait (#f: never)."
+  (%make-tasks '() (and handler-timeout (> handler-timeout 0)
+                        (inexact->exact (round (* 1000 handler-timeout))))
+               0 #f))
+
+(define (suspend-request! loop conn request suspension close? started)
+  "Keep the handler of REQUEST on CONN, which suspended with SUSPENSION,
+until its wait ends; return nothing.  The client's socket is watched
+only for its hanging up meanwhile, and the request's deadline is its
+handler timeout."
+  (let* ((tasks (loop-tasks loop))
+         (task (or (connection-task conn)
+                   (%make-task conn request close? #f #f #f (loop-now loop) '()
+                               #f #f 0 #f 0))))
+    (unless (connection-task conn)
+      (set-connection-task! conn task)
+      (set-connection-state! conn 'suspended)
+      (set-tasks-count! tasks (+ 1 (tasks-count tasks)))
+      (set-connection-deadline! conn never)
+      (let ((limit (tasks-handler-ms tasks)))
+        (when limit (set-deadline! loop conn limit)))
+      ;; EPOLLRDHUP alone: what the client sends meanwhile waits in the
+      ;; kernel (pipelined requests), but its leaving wakes us.
+      (watch! loop conn EPOLLRDHUP))
+    (await! loop task suspension)))
+
+(define (await! loop task suspension)
+  ;; TASK's handler waits as SUSPENSION says: arrange its resumption.
+  (let ((token (list 'wait))
+        (tasks (loop-tasks loop)))
+    (set-task-k! task (suspension-k suspension))
+    (set-task-token! task token)
+    (set-task-wait-kind! task (suspension-kind suspension))
+    (set-task-wait-label! task (suspension-label suspension))
+    (set-task-wait-start! task (clock))
+    (if (task-cancelled task)
+        ;; Given up, and waiting again: drop it (see `cancel-task!').
+        (set-tasks-ready! tasks (cons (cons task #f) (tasks-ready tasks)))
+        (set-task-undo!
+         task ((suspension-register suspension)
+               (lambda (thunk)
+                 (when (eq? (task-token task) token)
+                   (set-task-token! task #f)
+                   (set-tasks-ready! tasks (cons (cons task thunk)
+                                                 (tasks-ready tasks))))))))))
+
+(define (note-waited! task)
+  ;; Add the wait that just ended to TASK's account.
+  (let* ((key (cons (task-wait-kind task) (task-wait-label task)))
+         (ns (- (clock) (task-wait-start task)))
+         (entry (assoc key (task-waited task))))
+    (if entry
+        (set-cdr! entry (+ ns (cdr entry)))
+        (set-task-waited! task (cons (cons key ns) (task-waited task))))))
+
+(define (cancel-task! loop task reason)
+  "Give up TASK for REASON (client-gone, timeout, stopping): forget its
+wait and resume it raising &request-cancelled where it waits, so that
+its handler unwinds.  Return nothing."
+  (unless (task-cancelled task)
+    (set-task-cancelled! task reason)
+    (when (task-token task)
+      (set-task-token! task #f)
+      (let ((undo (task-undo task)))
+        (when (procedure? undo) (undo)))
+      (let ((tasks (loop-tasks loop)))
+        (set-tasks-ready!
+         tasks
+         (cons (cons task
+                     (lambda ()
+                       (raise-exception
+                        (make-exception
+                         (make-request-cancelled reason)
+                         (make-exception-with-message
+                          (format #f "request given up: ~a" reason))))))
+               (tasks-ready tasks)))))))
+
+(define (take-ready-tasks! loop)
+  "Return the ((task . thunk) …) whose waits ended, in the order they
+ended, and forget them."
+  (let* ((tasks (loop-tasks loop))
+         (ready (tasks-ready tasks)))
+    (set-tasks-ready! tasks '())
+    (reverse ready)))
+
+(define (tasks-waiting? loop)
+  "Return true when a suspended request of LOOP is ready to resume."
+  (pair? (tasks-ready (loop-tasks loop))))
+
+(define (resume-task! loop task thunk)
+  "Resume TASK's handler with THUNK (see `suspend').  Return (values
+suspended #f) when it waits again; else (values response body) as
+`call-handler' returns them, the task no longer the connection's."
+  (let ((conn (task-conn task))
+        (start (clock)))
+    (note-waited! task)
+    (set-loop-serving! loop conn)
+    (call-with-values
+        (lambda ()
+          (if thunk
+              (resume-handler loop (task-request task) (task-k task) thunk)
+              (values #f 'cancelled)))
+      (lambda (response body)
+        (set-loop-serving! loop #f)
+        (set-task-computing! task (+ (task-computing task) (- (clock) start)))
+        (cond
+         ((eq? response suspended)
+          (await! loop task body)
+          (values suspended #f))
+         (else
+          (set-connection-task! conn #f)
+          (set-task-k! task #f)
+          (let ((tasks (loop-tasks loop)))
+            (set-tasks-count! tasks (- (tasks-count tasks) 1)))
+          (values response body)))))))
 
 ;;;
 ;;; Handing a connection to a thread

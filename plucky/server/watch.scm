@@ -30,9 +30,9 @@
 ;;; one <handlers>, and keep its number, not a pointer to it: a number in
 ;;; a bytevector is not scanned at all.
 ;;;
-;;; Timers are kept in a list sorted by time: meant for a few per loop
-;;; (a module's periodic sweep of its own connections), not one per
-;;; connection.
+;;; Timers are kept in a binary heap by time: a few per loop for
+;;; modules' periodic sweeps, and one per suspended request that sleeps
+;;; or waits with a time-out (plucky server suspend).
 ;;;
 ;;; Code:
 
@@ -58,7 +58,7 @@
             loop-now-ms))
 
 (define-record-type <watchers>
-  (%make-watchers epfd ids objects writing handlers timers now)
+  (%make-watchers epfd ids objects writing handlers timers timer-count now)
   watchers?
   (epfd watchers-epfd)
   ;; by descriptor: the number of its <handlers> (u32, 0 for none), the
@@ -67,8 +67,9 @@
   (objects watchers-objects set-watchers-objects!)
   (writing watchers-writing set-watchers-writing!)
   (handlers watchers-handlers)          ; the <handlers> by number (plucky server numbered)
-  ;; ((due-ms . <timer>) …), earliest first
+  ;; the timers' heap, a vector of (due-ms . <timer>): see heap-insert!
   (timers watchers-timers set-watchers-timers!)
+  (timer-count watchers-timer-count set-watchers-timer-count!)
   (now watchers-now))                   ; thunk -> the loop's clock, ms
 
 ;; The procedures of a watched descriptor.  Descriptors watched with the
@@ -140,7 +141,8 @@
   "Return the watchers of a loop whose epoll descriptor is EPFD and whose
 clock NOW returns (a thunk, milliseconds)."
   (%make-watchers epfd (make-bytevector (* 4 64) 0) (make-vector 64 #f)
-                  (make-bytevector 64 0) (make-numbered #:recent 1) '() now))
+                  (make-bytevector 64 0) (make-numbered #:recent 1)
+                  (make-vector 64 #f) 0 now))
 
 ;; The <watchers> of the loop running in this process, or #f.
 (define %current-watchers #f)
@@ -228,32 +230,79 @@ earliest); return a timer for `loop-cancel-timer!'."
          ;; + 1: the clock is in whole milliseconds (see `set-deadline!')
          (due (+ ((watchers-now w)) ms 1))
          (timer (make-timer thunk)))
-    (set-watchers-timers!
-     w (let insert ((timers (watchers-timers w)))
-         (if (or (null? timers) (< due (caar timers)))
-             (cons (cons due timer) timers)
-             (cons (car timers) (insert (cdr timers))))))
+    (heap-insert! w due timer)
     timer))
 
 (define (loop-cancel-timer! timer)
   "Make TIMER never fire; return nothing."
+  ;; Left in the heap until it is due: removing it would need its index.
   (set-timer-thunk! timer #f)
   (values))
 
+;; The timers are a binary heap by due time, in a vector that doubles
+;; as it fills: a suspended request sleeping or waiting with a time-out
+;; has one each, ten thousand at once (bench/upstream), where a sorted
+;; list would cost each insertion a walk.  Slot I holds (due . <timer>);
+;; its children are 2I+1 and 2I+2.
+
+(define (heap-insert! w due timer)
+  (let ((heap (let ((heap (watchers-timers w))
+                    (count (watchers-timer-count w)))
+                (if (< count (vector-length heap))
+                    heap
+                    (let ((bigger (make-vector (* 2 (vector-length heap)) #f)))
+                      (vector-move-left! heap 0 count bigger 0)
+                      (set-watchers-timers! w bigger)
+                      bigger))))
+        (entry (cons due timer)))
+    (let up ((i (watchers-timer-count w)))
+      (let ((parent (quotient (- i 1) 2)))
+        (if (and (> i 0) (< due (car (vector-ref heap parent))))
+            (begin
+              (vector-set! heap i (vector-ref heap parent))
+              (up parent))
+            (vector-set! heap i entry))))
+    (set-watchers-timer-count! w (+ 1 (watchers-timer-count w)))))
+
+(define (heap-pop! w)
+  ;; Remove the earliest entry of W's heap, which is not empty.
+  (let* ((heap (watchers-timers w))
+         (count (- (watchers-timer-count w) 1))
+         (last (vector-ref heap count)))
+    (vector-set! heap count #f)
+    (set-watchers-timer-count! w count)
+    (when (> count 0)
+      (let down ((i 0))
+        (let* ((left (+ 1 (* 2 i)))
+               (right (+ 1 left))
+               (child (cond
+                       ((>= left count) #f)
+                       ((and (< right count)
+                             (< (car (vector-ref heap right))
+                                (car (vector-ref heap left))))
+                        right)
+                       (else left))))
+          (if (and child (< (car (vector-ref heap child)) (car last)))
+              (begin
+                (vector-set! heap i (vector-ref heap child))
+                (down child))
+              (vector-set! heap i last)))))))
+
 (define (watchers-next-due w)
   "Return the loop's clock when the earliest timer of W is due, or +inf.0."
-  (let ((timers (watchers-timers w)))
-    (if (null? timers) +inf.0 (caar timers))))
+  (if (zero? (watchers-timer-count w))
+      +inf.0
+      (car (vector-ref (watchers-timers w) 0))))
 
 (define (run-due-timers! w now)
   "Run the timers of W due at NOW; return nothing."
   (let lp ()
-    (let ((timers (watchers-timers w)))
-      (when (and (pair? timers) (<= (caar timers) now))
-        (set-watchers-timers! w (cdr timers))
-        (let ((thunk (timer-thunk (cdar timers))))
-          (when thunk (thunk)))
-        (lp))))
+    (when (and (> (watchers-timer-count w) 0)
+               (<= (car (vector-ref (watchers-timers w) 0)) now))
+      (let ((thunk (timer-thunk (cdr (vector-ref (watchers-timers w) 0)))))
+        (heap-pop! w)
+        (when thunk (thunk)))
+      (lp)))
   (values))
 
 (define (watchers-ready! w fd flags)
@@ -288,7 +337,8 @@ nothing."
       (when (< fd (vector-length objects))
         (set-entry! w fd 0 #f)
         (lp (+ fd 1))))
-    (set-watchers-timers! w '())
+    (set-watchers-timers! w (make-vector 64 #f))
+    (set-watchers-timer-count! w 0)
     (for-each (lambda (entry)
                 (call-handler (car entry) (handlers-on-stop (car entry)) (cdr entry)))
               all))

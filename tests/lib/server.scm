@@ -244,10 +244,11 @@ child, if REPORT is not called within TIMEOUT seconds."
               (make-server pid port log-file)))))))
 
 (define* (start-server handler #:key (host "127.0.0.1") (workers 1) (settings #f)
-                       (state '()))
+                       (state '()) (options '()))
   "Start (plucky server)'s `run-server' with HANDLER in a child process,
 listening on HOST and a port the kernel picks; return a <server> whose
-`server-port' is that port once the server listens."
+`server-port' is that port once the server listens.  OPTIONS are more
+keyword arguments for `run-server' (#:handler-timeout 1)."
   (let ((run-server (module-ref (resolve-interface '(plucky server)) 'run-server))
         (listener-port (module-ref (resolve-interface '(plucky server)) 'listener-port)))
     (start-child
@@ -255,7 +256,8 @@ listening on HOST and a port the kernel picks; return a <server> whose
        (apply run-server handler
               #:host host #:port 0 #:workers workers #:state state
               #:on-listen (lambda (sockets) (report (listener-port (car sockets))))
-              (if settings (list #:settings settings) '()))))))
+              (append options
+                      (if settings (list #:settings settings) '())))))))
 
 (define (read-file file)
   (if (file-exists? file)

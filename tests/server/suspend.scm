@@ -1,0 +1,306 @@
+;;; tests/server/suspend.scm --- handlers that wait without holding their worker
+;;;
+;;; Over real sockets, one worker: handlers that sleep, wait for a
+;;; descriptor, an event, a channel or a compute thread suspend, and the
+;;; worker serves others meanwhile; dynamic state survives; a handler
+;;; that raises after resuming is a 500; pipelined requests behind a
+;;; suspended one are answered in order; a client that leaves, and the
+;;; handler timeout, give the request up and unwind it; a drain waits for
+;;; suspended requests; descriptors come back to their level after.
+
+(use-modules (srfi srfi-64)
+             (srfi srfi-1)
+             (srfi srfi-71)
+             (rnrs bytevectors)
+             (ice-9 binary-ports)
+             (ice-9 textual-ports)
+             (ice-9 exceptions)
+             (ice-9 format)
+             (web request)
+             (web response)
+             (web uri)
+             (tests lib harness)
+             (tests lib server)
+             (plucky server))
+
+(define (path-of request) (uri-path (request-uri request)))
+(define (query-of request) (or (uri-query (request-uri request)) ""))
+
+(define (text . parts)
+  (values '((content-type . (text/plain))) (string-concatenate parts)))
+
+;; A pipe made before the server forks: /wait-fd waits on its read end,
+;; /poke writes to its write end.
+(define poke-pipe (pipe))
+
+;; Where the handler says it was given up (the child's only way to tell
+;; the test): a file named by the query.
+(define cancel-dir (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-suspend-XXXXXX")))
+
+(define a-parameter (make-parameter 'outside))
+(define a-fluid (make-fluid 'outside))
+(define the-event (make-event))
+(define the-channel (make-channel))
+
+;; Requests waiting on the event or the channel, for the test to know
+;; they are in before it signals.
+(define waiting 0)
+(define-syntax-rule (counted-wait expression)
+  (begin
+    (set! waiting (+ waiting 1))
+    (let ((value expression))
+      (set! waiting (- waiting 1))
+      value)))
+
+(define (handler request body)
+  (let ((path (path-of request)))
+    (cond
+     ((string=? path "/sleep")
+      (sleep-ms (string->number (query-of request)))
+      (text "slept " (query-of request)))
+     ((string=? path "/hello")
+      (text "hello"))
+     ((string=? path "/dynamic")
+      (let ((entered 0))
+        (parameterize ((a-parameter 'inside))
+          (with-fluids ((a-fluid "inside too"))
+            (dynamic-wind
+              (lambda () (set! entered (+ entered 1)))
+              (lambda ()
+                (sleep-ms 20)
+                (sleep-ms 20)
+                (text (format #f "~a ~a ~a" (a-parameter) (fluid-ref a-fluid) entered)))
+              (lambda () #f))))))
+     ((string=? path "/caught")
+      (with-exception-handler
+          (lambda (e) (text "caught: " (exception-message e)))
+        (lambda ()
+          (sleep-ms 10)
+          (raise-exception (make-exception-with-message "after the wait")))
+        #:unwind? #t))
+     ((string=? path "/raise")
+      (sleep-ms 10)
+      (error "raised after resuming"))
+     ((string=? path "/wait-fd")
+      (let* ((fd (port->fdes (car poke-pipe)))
+             (ready? (wait-readable fd #:timeout-ms (string->number (query-of request)))))
+        (if ready?
+            (text "ready " (string (integer->char (get-u8 (car poke-pipe)))))
+            (text "timed out"))))
+     ((string=? path "/poke")
+      (put-u8 (cdr poke-pipe) (char->integer #\x))
+      (force-output (cdr poke-pipe))
+      (text "poked"))
+     ((string=? path "/event-wait")
+      (text (format #f "~a" (counted-wait
+                             (event-wait the-event
+                                         #:timeout-ms (string->number (query-of request))
+                                         #:default 'none)))))
+     ((string=? path "/waiting")
+      (text (number->string waiting)))
+     ((string=? path "/event-signal")
+      (text (number->string (event-signal! the-event (query-of request)))))
+     ((string=? path "/channel-get")
+      (text (format #f "~a" (counted-wait
+                             (channel-get the-channel
+                                          #:timeout-ms (string->number (query-of request))
+                                          #:default 'none)))))
+     ((string=? path "/channel-put")
+      (channel-put! the-channel (query-of request))
+      (text "put"))
+     ((string=? path "/blocking")
+      (let ((a b (blocking (lambda () (usleep 200000) (values 1 2)))))
+        (text (format #f "~a ~a" a b))))
+     ((string=? path "/blocking-raise")
+      (guard (e ((exception-with-message? e) (text "thread raised: " (exception-message e))))
+        (blocking (lambda ()
+                    (raise-exception (make-exception-with-message "in the thread"))))))
+     ((string=? path "/suspendable")
+      (text (if (suspendable?) "yes" "no")))
+     ((string=? path "/given-up")
+      ;; Records its cancellation's reason in the file named by the query.
+      (guard (e ((request-cancelled? e)
+                 (call-with-output-file (string-append cancel-dir "/" (query-of request))
+                   (lambda (port) (display (request-cancelled-reason e) port)))
+                 (raise-exception e)))
+        (sleep-ms 5000)
+        (text "not given up")))
+     (else
+      (values (build-response #:code 404) "")))))
+
+(define (descriptors pid)
+  (length (scandir* (format #f "/proc/~a/fd" pid))))
+
+(define (scandir* dir)
+  (let ((stream (opendir dir)))
+    (let lp ((acc '()))
+      (let ((entry (readdir stream)))
+        (if (eof-object? entry)
+            (begin (closedir stream) acc)
+            (lp (if (member entry '("." "..")) acc (cons entry acc))))))))
+
+(define (get port path)
+  (let ((response body (http-get port path)))
+    (and response (cons (response-code response) (utf8->string body)))))
+
+(define (get-all port paths)
+  ;; Send each GET on a connection of its own, all before reading any.
+  ;; -> the (code . body) of each, in order
+  (let ((clients (map (lambda (path)
+                        (let ((client (connect-client port)))
+                          (client-send! client (request-text path))
+                          client))
+                      paths)))
+    (map (lambda (client)
+           (let ((response body (client-read-response client #:timeout 10)))
+             (client-close! client)
+             (and response (cons (response-code response) (utf8->string body)))))
+         clients)))
+
+(define (file-text file)
+  (and (file-exists? file)
+       (call-with-input-file file (lambda (port) (get-string-all port)))))
+
+(test-runner-current (plucky-test-runner))
+(test-begin "server/suspend")
+
+(define server (start-server handler #:options '(#:handler-timeout 1)))
+(define port (server-port server))
+
+(test-group "sleeping handlers do not hold the worker"
+  (let* ((start (now-seconds))
+         (replies (get-all port (make-list 10 "/sleep?100")))
+         (took (- (now-seconds) start)))
+    (test-equal "ten answered" (make-list 10 '(200 . "slept 100")) replies)
+    ;; One after another they would take a second.
+    (test-assert (format #f "ten 100 ms sleeps on one worker in ~,3f s < 0.5 s" took)
+      (< took 0.5)))
+  (let* ((start (now-seconds))
+         (sleeper (connect-client port)))
+    (client-send! sleeper (request-text "/sleep?300"))
+    (test-equal "hello answered while another request sleeps"
+      '(200 . "hello") (get port "/hello"))
+    (test-assert "before the sleeper" (< (- (now-seconds) start) 0.25))
+    (let ((response body (client-read-response sleeper)))
+      (test-equal "the sleeper answers after" "slept 300" (utf8->string body)))
+    (client-close! sleeper)))
+
+(test-group "dynamic state survives"
+  (test-equal "parameterize, fluids, dynamic-wind re-entered"
+    '(200 . "inside inside too 3") (get port "/dynamic"))
+  (test-equal "the handler's exception handler catches after resuming"
+    '(200 . "caught: after the wait") (get port "/caught"))
+  (test-equal "a handler that raises after resuming: 500"
+    500 (car (get port "/raise")))
+  (test-equal "and the worker serves on" '(200 . "hello") (get port "/hello"))
+  (test-assert "the backtrace is logged"
+    (wait-until (lambda () (string-contains (server-log server) "raised after resuming"))
+                #:timeout 5))
+  (test-equal "suspendable? in a handler" '(200 . "yes") (get port "/suspendable")))
+
+(test-group "pipelined requests behind a suspended one"
+  (with-client port
+    (lambda (client)
+      (client-send! client (string-append (request-text "/sleep?50")
+                                          (request-text "/hello")
+                                          (request-text "/sleep?10")))
+      (let ((replies (client-read-responses client 3)))
+        (test-equal "in order" '("slept 50" "hello" "slept 10")
+                    (map reply-body-string replies))))))
+
+(test-group "waiting for a descriptor"
+  (let ((waiter (connect-client port)))
+    (client-send! waiter (request-text "/wait-fd?3000"))
+    (test-equal "another request pokes" '(200 . "poked") (get port "/poke"))
+    (let ((response body (client-read-response waiter)))
+      (test-equal "the waiter wakes" "ready x" (and body (utf8->string body))))
+    (client-close! waiter))
+  (let ((start (now-seconds)))
+    (test-equal "its time-out" '(200 . "timed out") (get port "/wait-fd?100"))
+    (test-assert "after about 100 ms" (< 0.09 (- (now-seconds) start) 0.6))))
+
+(test-group "events and channels"
+  (let ((waiters (map (lambda (i)
+                        (let ((client (connect-client port)))
+                          (client-send! client (request-text "/event-wait?3000"))
+                          client))
+                      (iota 3))))
+    (test-assert "three wait"
+      (wait-until (lambda () (equal? (get port "/waiting") '(200 . "3"))) #:timeout 5))
+    (test-equal "the signal wakes the three" '(200 . "3") (get port "/event-signal?news"))
+    (for-each (lambda (client)
+                (let ((response body (client-read-response client)))
+                  (test-equal "each gets the value" "news" (and body (utf8->string body))))
+                (client-close! client))
+              waiters))
+  (test-equal "an event's time-out" '(200 . "none") (get port "/event-wait?50"))
+  (test-equal "a value put first" '(200 . "put") (get port "/channel-put?one"))
+  (test-equal "is taken at once" '(200 . "one") (get port "/channel-get?1000"))
+  (let ((getter (connect-client port)))
+    (client-send! getter (request-text "/channel-get?3000"))
+    (test-assert "one waits"
+      (wait-until (lambda () (equal? (get port "/waiting") '(200 . "1"))) #:timeout 5))
+    (test-equal "a put" '(200 . "put") (get port "/channel-put?two"))
+    (let ((response body (client-read-response getter)))
+      (test-equal "with its value" "two" (and body (utf8->string body))))
+    (client-close! getter))
+  (test-equal "a channel's time-out" '(200 . "none") (get port "/channel-get?50")))
+
+(test-group "compute threads"
+  (let* ((start (now-seconds))
+         (replies (get-all port (make-list 5 "/blocking")))
+         (took (- (now-seconds) start)))
+    (test-equal "five answered" (make-list 5 '(200 . "1 2")) replies)
+    (test-assert (format #f "five 200 ms thread calls in ~,3f s < 0.6 s" took)
+      (< took 0.6)))
+  (test-equal "what the thread raised is raised in the handler"
+    '(200 . "thread raised: in the thread") (get port "/blocking-raise")))
+
+(test-group "a request given up"
+  (let ((before (descriptors (server-pid server)))
+        (client (connect-client port)))
+    (client-send! client (request-text "/given-up?client-gone"))
+    (test-assert "the handler waits" (wait-until (lambda () (> (descriptors (server-pid server)) before))
+                                                 #:timeout 5))
+    (client-close! client)
+    (test-assert "the client leaves: the handler is unwound"
+      (wait-until (lambda () (file-text (string-append cancel-dir "/client-gone")))
+                  #:timeout 5))
+    (test-equal "as client-gone" "client-gone" (file-text (string-append cancel-dir "/client-gone")))
+    (test-assert "its descriptor is closed"
+      (wait-until (lambda () (= (descriptors (server-pid server)) before)) #:timeout 5)))
+  (let* ((start (now-seconds))
+         (reply (get port "/given-up?timeout"))
+         (took (- (now-seconds) start)))
+    (test-equal "past the handler timeout: 503" 503 (and reply (car reply)))
+    (test-assert (format #f "after ~,2f s, the timeout being 1 s" took) (< 0.95 took 2.5))
+    (test-equal "the handler was unwound as timeout" "timeout"
+                (file-text (string-append cancel-dir "/timeout")))))
+
+(test-group "many suspended at once leave nothing behind"
+  (let ((before (descriptors (server-pid server)))
+        (clients (map (lambda (i)
+                        (let ((client (connect-client port)))
+                          (client-send! client (request-text "/sleep?200"))
+                          client))
+                      (iota 200))))
+    (let ((replies (map (lambda (client)
+                          (let ((response body (client-read-response client)))
+                            (client-close! client)
+                            (and response (utf8->string body))))
+                        clients)))
+      (test-equal "200 answered" (make-list 200 "slept 200") replies))
+    (test-assert "descriptors back to their level"
+      (wait-until (lambda () (= (descriptors (server-pid server)) before)) #:timeout 5))))
+
+(test-group "a drain waits for suspended requests"
+  (let ((client (connect-client port)))
+    (client-send! client (request-text "/sleep?300"))
+    (test-assert "it is in" (wait-until (lambda () (> (descriptors (server-pid server)) 0))))
+    (kill (server-pid server) SIGTERM)
+    (let ((response body (client-read-response client)))
+      (test-equal "answered during the drain" "slept 300" (and body (utf8->string body))))
+    (client-close! client)))
+
+(stop-server server)
+(test-end "server/suspend")
