@@ -34,10 +34,11 @@
 ;;; must be running to watch the socket), and asks the others for their
 ;;; history, so that its first client sees the same last messages.
 ;;;
-;;; WebSocket callbacks run on the worker's loop thread, and so does POST
-;;; /say (a plain handler) and the room's socket: all call `say!' there.
-;;; The event streams run on threads of the pool and only read the
-;;; history, under its mutex.
+;;; WebSocket callbacks run on the worker's loop thread, and so do POST
+;;; /say (a plain handler), the room's socket and the event streams: a
+;;; stream waits for the next message with `event-wait', which suspends
+;;; it and leaves the worker free, so ten thousand listeners cost no
+;;; thread.
 
 (use-modules (plucky server)
              ((plucky server loop) #:select (loop-watch! loop-unwatch! log-line))
@@ -48,18 +49,17 @@
              (web response)
              (rnrs bytevectors)
              ((srfi srfi-1) #:select (every))
-             (ice-9 ftw)
-             (ice-9 threads))
+             (ice-9 ftw))
 
 (define max-text 500)
 (define history-size 50)
 
 ;; The last messages, newest first, each (id . text), and the id of the
-;; newest; under `lock', which `changed' signals.
+;; newest.  Everything here runs on the worker's loop thread: handlers,
+;; the room's socket, and the event streams, which wait on `changed'.
 (define history '())
 (define last-id 0)
-(define lock (make-mutex))
-(define changed (make-condition-variable))
+(define changed (make-event))
 
 ;; The open WebSockets of this worker.
 (define sockets '())
@@ -67,13 +67,12 @@
 (define (hear! text)
   ;; Keep TEXT in the history and send it to this worker's clients.  On
   ;; the loop's thread.
-  (with-mutex lock
-    (set! last-id (+ last-id 1))
-    (set! history (cons (cons last-id text)
-                        (if (>= (length history) history-size)
-                            (list-head history (- history-size 1))
-                            history)))
-    (broadcast-condition-variable changed))
+  (set! last-id (+ last-id 1))
+  (set! history (cons (cons last-id text)
+                      (if (>= (length history) history-size)
+                          (list-head history (- history-size 1))
+                          history)))
+  (event-signal! changed)
   (for-each (lambda (ws)
               ;; A client whose queue is full misses the message rather
               ;; than slowing the room.
@@ -189,8 +188,7 @@
 
 (define (history-after id)
   ;; -> the messages newer than ID, oldest first
-  (with-mutex lock
-    (reverse (filter (lambda (m) (> (car m) id)) history))))
+  (reverse (filter (lambda (m) (> (car m) id)) history)))
 
 (define (events port)
   ;; An event stream: the history, then each message as it is said, until
@@ -205,13 +203,13 @@
       (when (null? new)
         ;; A comment, so that the head goes out at once and a client
         ;; that is gone is noticed: the write raises, which ends the
-        ;; stream and frees the thread.
+        ;; stream.
         (display ": waiting\n\n" port))
       (force-output port)
       (let ((seen (if (null? new) seen (caar (last-pair new)))))
-        (with-mutex lock
-          (when (= last-id seen)
-            (wait-condition-variable changed lock (+ (current-time) 15))))
+        ;; Suspends the stream, not the worker (plucky server suspend).
+        (when (= last-id seen)
+          (event-wait changed #:timeout-ms 15000))
         (lp seen)))))
 
 (define page "<!DOCTYPE html>

@@ -53,6 +53,7 @@
   #:use-module (plucky http parse)
   #:use-module (plucky server loop)
   #:use-module (plucky server suspend)
+  #:use-module ((plucky server respond) #:select (stream-on-thread))
   #:use-module (plucky server socket)
   #:use-module (plucky server workers)
   ;; Loaded only when asked for: every module is start-up time.
@@ -83,6 +84,7 @@
                &request-cancelled
                request-cancelled?
                request-cancelled-reason
+               stream-on-thread
                with-body-port
                body-port-handler?
                with-connect

@@ -320,7 +320,8 @@ current error port, as one line, and flush it."
     (let lp ()
       (when (and (pending? fd)
                  (eq? (connection-ref loop fd) conn)
-                 (not (memq (connection-state conn) '(writing handed-off suspended))))
+                 (not (memq (connection-state conn)
+                            '(writing handed-off suspended streaming))))
         (read-ready! loop conn)
         (lp)))))
 
@@ -400,6 +401,15 @@ current error port, as one line, and flush it."
 ;;; Timeouts
 ;;;
 
+(define (give-up-stream! loop conn)
+  ;; CONN streams an answer its client no longer takes: give its body
+  ;; procedure up if it waits (it unwinds, then the connection closes),
+  ;; else close now (it runs: its next write finds the connection gone).
+  (let ((task (connection-task conn)))
+    (if task
+        (cancel-task! loop task 'client-gone)
+        (close-connection! loop conn))))
+
 (define sweep-slack
   ;; ms: a sweep is O(connections), so the next one is at least this far
   ;; off, whatever the deadlines; a timeout fires at most this late.
@@ -423,6 +433,10 @@ current error port, as one line, and flush it."
                 ;; Past the handler timeout: give it up, a 503.
                 (set-connection-deadline! conn never)
                 (cancel-task! loop (connection-task conn) 'timeout))
+               ((eq? (connection-state conn) 'streaming)
+                ;; The client has read nothing for the write timeout.
+                (set-connection-deadline! conn never)
+                (give-up-stream! loop conn))
                ((memq (connection-state conn) '(head body chunked))
                 ;; A head or body that is too slow: say so if we still can.
                 (let ((request (connection-request conn)))
@@ -617,6 +631,10 @@ a request that has not answered that long after it first suspended
                             ;; Watched for EPOLLRDHUP alone: the client
                             ;; left while its handler waits.
                             (cancel-task! loop (connection-task conn) 'client-gone))
+                           ((eq? (connection-state conn) 'streaming)
+                            (if (logtest flags (logior EPOLLRDHUP EPOLLHUP EPOLLERR))
+                                (give-up-stream! loop conn)
+                                (stream-writable! loop conn)))
                            ((eq? (connection-state conn) 'writing)
                             (if (zero? (logand flags EPOLLOUT))
                                 ;; EPOLLERR or EPOLLHUP: the peer is gone.
@@ -680,7 +698,8 @@ a request that has not answered that long after it first suspended
     (let lp ((fd 0))
       (when (< fd (vector-length table))
         (let ((conn (vector-ref table fd)))
-          (when (and conn (eq? (connection-state conn) 'suspended))
+          (when (and conn (memq (connection-state conn) '(suspended streaming))
+                     (connection-task conn))
             (cancel-task! loop (connection-task conn) 'stopping)))
         (lp (+ fd 1)))))
   (run-ready-tasks! loop))

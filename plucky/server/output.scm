@@ -35,6 +35,7 @@
             finish!
             flush-with-body!
             flush-with-file!
+            send-pending!
             write-ready!))
 
 (define (queue-output! loop conn bv start end)
@@ -232,27 +233,15 @@ as the socket takes now; queue the rest.  Return nothing."
                    ;; 0: the file is shorter than it was said to be
                    (else 'error)))))))))
 
-(define (write-ready! loop conn)
-  "Send CONN's queued output in order, now that the socket takes more.
-Return #t when the connection is idle again with requests of its own
-waiting (the caller serves them), else #f."
+(define (send-pending! loop conn)
+  "Send CONN's queued output in order, as much as the socket takes now.
+Return done (all sent), again (the socket is full; the deadline is
+pushed back when some was sent) or error (the client is gone)."
   (let lp ((pending (connection-pending conn)))
     (match pending
       (()
        (set-connection-pending! conn '())
-       (cond
-        ((connection-close-after? conn)
-         (close-connection! loop conn)
-         #f)
-        ((connection-takeover conn)
-         (take-over! loop conn (connection-takeover conn))
-         #f)
-        (else
-         (set-connection-state! conn 'idle)
-         (set-deadline! loop conn (settings-keep-alive-ms (loop-settings loop)))
-         (watch! loop conn EPOLLIN)
-         ;; Requests that arrived while we were writing.
-         (and (connection-input conn) #t))))
+       'done)
       (((bv start . end) . rest)
        (let ((n ((transport-write (connection-transport conn))
                  (connection-out-fd conn) (bytevector-address bv) start
@@ -261,9 +250,10 @@ waiting (the caller serves them), else #f."
           ((= n (- end start)) (lp rest))
           ((or (>= n 0) (= n (- errno-EAGAIN)))
            (set-connection-pending! conn (cons (cons* bv (+ start (max n 0)) end) rest))
-           (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
-           #f)
-          (else (close-connection! loop conn) #f))))
+           (when (> n 0)
+             (set-deadline! loop conn (settings-write-ms (loop-settings loop))))
+           'again)
+          (else 'error))))
       ((body . rest)
        (let ((before (file-body-offset body)))
          (case (send-file! conn body)
@@ -277,7 +267,29 @@ waiting (the caller serves them), else #f."
             (set-connection-pending! conn pending)
             (when (> (file-body-offset body) before)
               (set-deadline! loop conn (settings-write-ms (loop-settings loop))))
-            #f)
-           (else (close-connection! loop conn) #f)))))))
+            'again)
+           (else 'error)))))))
+
+(define (write-ready! loop conn)
+  "Send CONN's queued output in order, now that the socket takes more.
+Return #t when the connection is idle again with requests of its own
+waiting (the caller serves them), else #f."
+  (case (send-pending! loop conn)
+    ((done)
+     (cond
+      ((connection-close-after? conn)
+       (close-connection! loop conn)
+       #f)
+      ((connection-takeover conn)
+       (take-over! loop conn (connection-takeover conn))
+       #f)
+      (else
+       (set-connection-state! conn 'idle)
+       (set-deadline! loop conn (settings-keep-alive-ms (loop-settings loop)))
+       (watch! loop conn EPOLLIN)
+       ;; Requests that arrived while we were writing.
+       (and (connection-input conn) #t))))
+    ((again) #f)
+    (else (close-connection! loop conn) #f)))
 
 ;;; (plucky server output) ends here

@@ -73,7 +73,7 @@ return nothing."
          (close-connection! loop conn))))
     ((body) (read-body! loop conn))
     ((chunked) (read-chunked! loop conn))
-    ((writing handed-off suspended) #t) ; not watched for input; ignore
+    ((writing handed-off suspended streaming) #t) ; not watched for input
     (else (read-head! loop conn))))
 
 (define (read-head! loop conn)
@@ -251,11 +251,12 @@ Return #t when the caller is to serve those bytes now (the connection
 stays open and is free), else #f."
   (case outcome
     ((#f) #t)
-    ((handed-off suspended)
-     ;; Requests behind it wait for the thread, or the wait, to end; the
-     ;; answers before it leave now, or queue (see `finish-task!').
+    ((handed-off suspended writing)
+     ;; Requests behind it wait for the thread, the wait or the socket;
+     ;; the answers before a wait leave now, or queue (see
+     ;; `finish-task!').
      (keep-input! conn bv index end)
-     (unless (eq? outcome 'handed-off)
+     (when (eq? outcome 'suspended)
        (write-output! loop conn))
      #f)
     ((takeover)
@@ -278,11 +279,28 @@ their resumption made ready in turn; return nothing."
                   ready)
         (lp)))))
 
+(define (after-task! loop conn outcome)
+  ;; The request of CONN that waited came to OUTCOME (as `respond!''s):
+  ;; serve the requests that came behind it, if the connection is free.
+  (let ((own (connection-input conn)))
+    (if own
+        (when (after-respond! loop conn outcome own
+                              (connection-start conn) (connection-end conn))
+          (serve-input! loop conn own (connection-start conn) (connection-end conn)))
+        (when (after-respond! loop conn outcome (loop-input loop) 0 0)
+          (serve-input! loop conn (loop-input loop) 0 0)))))
+
 (define (finish-task! loop task thunk)
   ;; Resume TASK with THUNK; once its handler returns, answer as after
   ;; any request, then serve the requests that came behind it.
   (let ((conn (task-conn task)))
-    (when (eq? (connection-task conn) task)
+    (cond
+     ((not (eq? (connection-task conn) task)) #f)
+     ((task-stream task)
+      (let ((outcome (resume-stream! loop task thunk)))
+        (unless (eq? outcome 'suspended)
+          (after-task! loop conn outcome))))
+     (else
       (call-with-values (lambda () (resume-task! loop task thunk))
         (lambda (response body)
           (unless (eq? response suspended)
@@ -291,7 +309,6 @@ their resumption made ready in turn; return nothing."
                (close-connection! loop conn))
               (else
                (let ((timeout? (eq? (task-cancelled task) 'timeout))
-                     (own (connection-input conn))
                      (observer (loop-observer loop))
                      (request (task-request task)))
                  (set-connection-state! conn 'idle)
@@ -310,14 +327,7 @@ their resumption made ready in turn; return nothing."
                                       request code (task-waited task)
                                       (task-computing task))))
                                  #t)))
-                   (if own
-                       (when (after-respond! loop conn outcome own
-                                             (connection-start conn)
-                                             (connection-end conn))
-                         (serve-input! loop conn own (connection-start conn)
-                                       (connection-end conn)))
-                       (when (after-respond! loop conn outcome (loop-input loop) 0 0)
-                         (serve-input! loop conn (loop-input loop) 0 0)))))))))))))
+                   (after-task! loop conn outcome))))))))))))
 
 ;;;
 ;;; Bodies

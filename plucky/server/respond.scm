@@ -28,6 +28,8 @@
   #:use-module (plucky sys libc)
   #:use-module ((plucky http parse) #:select (request-keep-alive?))
   #:use-module (plucky http response)
+  #:use-module ((plucky http chunked) #:select (encode-chunk!))
+  #:use-module ((ice-9 binary-ports) #:select (make-custom-binary-output-port))
   #:use-module (srfi srfi-9)
   #:use-module ((ice-9 exceptions) #:select (make-exception
                                              make-exception-with-message))
@@ -63,7 +65,11 @@
             take-ready-tasks!
             tasks-waiting?
             resume-task!
-            suspended))
+            suspended
+            task-stream
+            resume-stream!
+            stream-writable!
+            stream-on-thread))
 
 ;; Procedures called once per request, inlined where they are called
 ;; (plucky sys inline): a call each is measurable in bench/instructions.
@@ -264,6 +270,11 @@ handed over once the head is sent, 'suspended when the handler waits
         (set-loop-serving! loop #f)
         (if (eq? response suspended)
             (begin
+              ;; Counted, not timed, when it answers: its read and parse
+              ;; times must not be reported as the next request's.
+              (when timed?
+                (set-loop-parse-ns! loop #f)
+                (set-loop-read-ns! loop 0))
               (suspend-request! loop conn request response-body close? start)
               'suspended)
             (let ((handled (and timed? (clock))))
@@ -299,11 +310,15 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
      ((not response)
       (fail (if (eqv? response-body 503) 503 500)))
      ((streamed-response? response response-body)
-      ;; Sent as it is written, by a thread: see `hand-off!'.
-      (hand-off! loop conn (make-job #:conn conn #:kind 'stream
-                                     #:request request #:response response
-                                     #:body response-body #:close? close?))
-      'handed-off)
+      (if (hashq-ref thread-streams response-body #f)
+          (begin
+            ;; Sent as it is written, by a thread: see `hand-off!'.
+            (hand-off! loop conn (make-job #:conn conn #:kind 'stream
+                                           #:request request #:response response
+                                           #:body response-body #:close? close?))
+            'handed-off)
+          (start-stream! loop conn request response response-body close? mark
+                         observe!)))
      (else
       ;; Serialising can fail too (a bad header value, a Content-Length
       ;; that does not match): that is the application's error as well,
@@ -341,7 +356,7 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
 
 (define-record-type <task>
   (%make-task conn request close? k token undo started waited wait-kind
-              wait-label wait-start cancelled computing)
+              wait-label wait-start cancelled computing stream)
   task?
   (conn task-conn)
   (request task-request)
@@ -359,7 +374,9 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
   ;; #f, or why the request is given up: client-gone | timeout | stopping
   (cancelled task-cancelled set-task-cancelled!)
   ;; ns the handler ran after its first wait
-  (computing task-computing set-task-computing!))
+  (computing task-computing set-task-computing!)
+  ;; #f, or the <stream> whose body procedure this task runs
+  (stream task-stream))
 
 (define-record-type <tasks>
   (%make-tasks ready handler-ms count compute)
@@ -386,7 +403,7 @@ handler timeout."
   (let* ((tasks (loop-tasks loop))
          (task (or (connection-task conn)
                    (%make-task conn request close? #f #f #f (loop-now loop) '()
-                               #f #f 0 #f 0))))
+                               #f #f 0 #f 0 #f))))
     (unless (connection-task conn)
       (set-connection-task! conn task)
       (set-connection-state! conn 'suspended)
@@ -398,6 +415,16 @@ handler timeout."
       ;; kernel (pipelined requests), but its leaving wakes us.
       (watch! loop conn EPOLLRDHUP))
     (await! loop task suspension)))
+
+(define (suspend-stream! loop conn task suspension)
+  ;; The body procedure of TASK's stream waits: as `suspend-request!',
+  ;; but the connection streams (its output goes on) and no handler
+  ;; timeout applies (an event stream may last for hours).
+  (unless (connection-task conn)
+    (set-connection-task! conn task)
+    (let ((tasks (loop-tasks loop)))
+      (set-tasks-count! tasks (+ 1 (tasks-count tasks)))))
+  (await! loop task suspension))
 
 (define (await! loop task suspension)
   ;; TASK's handler waits as SUSPENSION says: arrange its resumption.
@@ -488,6 +515,253 @@ suspended #f) when it waits again; else (values response body) as
           (let ((tasks (loop-tasks loop)))
             (set-tasks-count! tasks (- (tasks-count tasks) 1)))
           (values response body)))))))
+
+;;;
+;;; Streamed answers on the loop
+;;;
+
+;; A streamed answer (see `streamed-response?'): its body procedure runs
+;; on the loop, under the same prompts as a handler, so it may wait
+;; (`sleep-ms', `event-wait', …) and suspend; the port it writes to
+;; never blocks: each write is framed and queued on the connection,
+;; which sends what the socket takes (state streaming: watched for
+;; EPOLLOUT while output is queued, for EPOLLRDHUP always).  A client
+;; that does not read for the write timeout, or leaves, gives the
+;; answer up: the body procedure is resumed raising &request-cancelled
+;; where it waits, or raises it from its next write.
+
+(define-record-type <stream>
+  (make-stream port framing code close? head sent abandoned?)
+  stream?
+  (port stream-port set-stream-port!)
+  (framing stream-framing)              ; chunked | length | close
+  (code stream-code)
+  (close? stream-close?)                ; close after the answer
+  (head stream-head)                    ; bytes of the head
+  (sent stream-sent set-stream-sent!)   ; bytes of the body written
+  (abandoned? stream-abandoned? set-stream-abandoned!))
+
+(define stream-backlog-limit
+  ;; bytes: a body procedure that writes faster than its client reads,
+  ;; and never waits, is given up past this much queued
+  (* 16 1024 1024))
+
+;; The value a stream's task returns when its body procedure is done.
+(define stream-done (list 'stream-done))
+
+;; Body procedures to be run on a thread, as before streams suspended
+;; (`stream-on-thread'); weak, as `with-body-port''s marks.
+(define thread-streams (make-weak-key-hash-table))
+
+(define (stream-on-thread body)
+  "Return BODY, a body procedure of a streamed answer, marked to run on a
+thread of the worker rather than on its loop: for a body that blocks
+(Guile's `sleep', a condition variable, a C call) rather than waiting
+with (plucky server suspend)."
+  (hashq-set! thread-streams body #t)
+  body)
+
+(define (cancelled! reason)
+  (raise-exception
+   (make-exception (make-request-cancelled reason)
+                   (make-exception-with-message
+                    (format #f "request given up: ~a" reason)))))
+
+(define (stream-send! loop conn stream)
+  ;; Send what CONN has queued, as the socket takes it.  -> #f when the
+  ;; client is gone (STREAM is then abandoned), else #t
+  (or (not (eq? (connection-state conn) 'streaming))
+      (case (send-pending! loop conn)
+        ((done)
+         (set-connection-deadline! conn never)
+         (watch! loop conn EPOLLRDHUP)
+         #t)
+        ((again)
+         (when (= (connection-deadline conn) never)
+           (set-deadline! loop conn (settings-write-ms (loop-settings loop))))
+         (watch! loop conn (logior EPOLLOUT EPOLLRDHUP))
+         #t)
+        (else
+         (set-stream-abandoned! stream #t)
+         (set-connection-pending! conn '())
+         #f))))
+
+(define (stream-writable! loop conn)
+  "Send the queued output of CONN, which streams, now that its socket
+takes more, or give its answer up when the client is gone; return
+nothing."
+  (let ((task (connection-task conn)))
+    (case (send-pending! loop conn)
+      ((done)
+       (set-connection-deadline! conn never)
+       (watch! loop conn EPOLLRDHUP))
+      ((again) #t)
+      (else
+       (when task (cancel-task! loop task 'client-gone))))))
+
+(define (pending-bytes conn)
+  (let lp ((pending (connection-pending conn)) (n 0))
+    (if (pair? pending)
+        (lp (cdr pending)
+            (if (pair? (car pending))
+                (+ n (- (cddr (car pending)) (cadr (car pending))))
+                n))
+        n)))
+
+(define (open-loop-stream loop conn stream encoding length)
+  ;; -> the port a body procedure writes STREAM's body to
+  (let ((port
+         (make-custom-binary-output-port
+          "streamed answer"
+          (lambda (bv start count)
+            (when (and (> count 0) (not (stream-abandoned? stream)))
+              (let ((framed
+                     (case (stream-framing stream)
+                       ((chunked)
+                        ;; size line, data and CRLF in one piece: one
+                        ;; segment on the wire
+                        (let ((chunk (make-bytevector (+ count 24)))
+                              (fill 0))
+                          (encode-chunk! bv start count
+                                         (lambda (piece from n)
+                                           (bytevector-copy! piece from chunk fill n)
+                                           (set! fill (+ fill n))))
+                          (cons* chunk 0 fill)))
+                       ((length)
+                        (when (> (+ (stream-sent stream) count) length)
+                          (error "streamed body longer than its Content-Length" length))
+                        (cons* (bytevector-copy-range bv start (+ start count)) 0 count))
+                       (else
+                        (cons* (bytevector-copy-range bv start (+ start count)) 0 count)))))
+                (set-stream-sent! stream (+ (stream-sent stream) count))
+                (set-connection-pending! conn (append (connection-pending conn)
+                                                      (list framed)))
+                (when (> (pending-bytes conn) stream-backlog-limit)
+                  (set-stream-abandoned! stream #t)
+                  (set-connection-pending! conn '())
+                  (cancelled! 'client-gone))
+                (unless (stream-send! loop conn stream)
+                  (cancelled! 'client-gone))))
+            count)
+          #f #f
+          (lambda ()
+            (unless (stream-abandoned? stream)
+              (case (stream-framing stream)
+                ((chunked)
+                 (set-connection-pending! conn (append (connection-pending conn)
+                                                       (list (cons* last-chunk 0 5))))
+                 (unless (stream-send! loop conn stream)
+                   (cancelled! 'client-gone)))
+                ((length)
+                 (unless (= (stream-sent stream) length)
+                   (error "streamed body shorter than its Content-Length"
+                          (stream-sent stream) length)))))))))
+    (set-port-encoding! port encoding)
+    (setvbuf port 'block 16384)
+    port))
+
+(define last-chunk (string->utf8 "0\r\n\r\n"))
+
+(define (start-stream! loop conn request response body close? mark observe!)
+  ;; Send the head of a streamed answer and run its body procedure on
+  ;; the loop.  -> as `respond!'
+  (let ((out (loop-output loop)))
+    (call-with-values (lambda () (write-streamed-head! out request response))
+      (lambda (framing head-close?)
+        (let ((close? (or close? head-close?))
+              (code (answer-code response)))
+          (if (eq? framing 'none)
+              (begin
+                (report-response! loop conn request code (- (output-fill out) mark))
+                (observe! code (- (output-fill out) mark))
+                close?)
+              (let* ((headers (answer-headers response))
+                     (type (assq-ref headers 'content-type))
+                     (charset (and type (pair? type) (assq-ref (cdr type) 'charset)))
+                     (stream (make-stream #f framing code close?
+                                          (- (output-fill out) mark) 0 #f))
+                     (task (%make-task conn request close? #f #f #f (loop-now loop)
+                                       '() #f #f 0 #f 0 stream)))
+                (set-stream-port! stream
+                                  (open-loop-stream
+                                   loop conn stream
+                                   (cond ((not charset) "UTF-8")
+                                         ((symbol? charset) (symbol->string charset))
+                                         (else charset))
+                                   (assq-ref headers 'content-length)))
+                ;; The head leaves now: an event stream's client waits
+                ;; for it before the first event.
+                (when (> (output-fill out) 0)
+                  (queue-output! loop conn (output-bytes out) 0 (output-fill out))
+                  (output-reset! out))
+                (set-connection-state! conn 'streaming)
+                (set-connection-deadline! conn never)
+                (fd-set-tcp-nodelay! (connection-out-fd conn))
+                (watch! loop conn EPOLLRDHUP)
+                (observe! code 0)
+                (if (not (stream-send! loop conn stream))
+                    (begin
+                      (report-response! loop conn request code (stream-head stream))
+                      #t)
+                (call-with-values
+                    (lambda ()
+                      (run-guarded loop request
+                        (lambda ()
+                          (body (stream-port stream))
+                          (close-port (stream-port stream))
+                          (leave-suspendable!)
+                          (watchdog-leave!)
+                          (set-loop-guarded! loop #f)
+                          (values stream-done #f))))
+                  (lambda (result suspension)
+                    (stream-step! loop conn task result suspension)))))))))))
+
+(define (stream-step! loop conn task result suspension)
+  ;; What a stream's body procedure came to: it waits (RESULT is
+  ;; `suspended'), it is done, or it failed (#f).  -> as `respond!'
+  (let ((stream (task-stream task)))
+    (cond
+     ((eq? result suspended)
+      (suspend-stream! loop conn task suspension)
+      'suspended)
+     (else
+      (when (connection-task conn)
+        (set-connection-task! conn #f)
+        (let ((tasks (loop-tasks loop)))
+          (set-tasks-count! tasks (- (tasks-count tasks) 1))))
+      (report-response! loop conn (task-request task) (stream-code stream)
+                        (+ (stream-head stream) (stream-sent stream)))
+      (cond
+       ((or (not (eq? result stream-done)) (task-cancelled task))
+        ;; Failed half-way, or given up: the head is out, so all that can
+        ;; be said is to stop.  Nothing more may reach the socket.
+        (set-stream-abandoned! stream #t)
+        (set-connection-pending! conn '())
+        #t)
+       ((pair? (connection-pending conn))
+        ;; The last bytes wait for the socket: as any answer that does.
+        (set-connection-close-after! conn (stream-close? stream))
+        (set-connection-state! conn 'writing)
+        (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
+        (watch! loop conn EPOLLOUT)
+        'writing)
+       (else
+        (set-connection-state! conn 'idle)
+        (watch! loop conn EPOLLIN)
+        (stream-close? stream)))))))
+
+(define (resume-stream! loop task thunk)
+  "Resume the body procedure of TASK's stream with THUNK; return as
+`respond!' what became of its connection."
+  (let ((conn (task-conn task)))
+    (note-waited! task)
+    (call-with-values
+        (lambda ()
+          (if thunk
+              (resume-handler loop (task-request task) (task-k task) thunk)
+              (values #f 'cancelled)))
+      (lambda (result suspension)
+        (stream-step! loop conn task result suspension)))))
 
 ;;;
 ;;; Handing a connection to a thread

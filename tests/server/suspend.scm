@@ -15,6 +15,7 @@
              (ice-9 binary-ports)
              (ice-9 textual-ports)
              (ice-9 exceptions)
+             (srfi srfi-11)
              (ice-9 format)
              (web request)
              (web response)
@@ -115,6 +116,46 @@
       (guard (e ((exception-with-message? e) (text "thread raised: " (exception-message e))))
         (blocking (lambda ()
                     (raise-exception (make-exception-with-message "in the thread"))))))
+     ((string=? path "/events")
+      ;; N events, 20 ms apart, each flushed: an event stream on the loop.
+      (let ((n (string->number (query-of request))))
+        (values '((content-type . (text/event-stream)))
+                (lambda (port)
+                  (let lp ((i 1))
+                    (when (<= i n)
+                      (format port "data: ~a\n\n" i)
+                      (force-output port)
+                      (sleep-ms 20)
+                      (lp (+ i 1))))))))
+     ((string=? path "/endless")
+      ;; An event a 10 ms until the client leaves; says how it ended.
+      (values '((content-type . (text/event-stream)))
+              (lambda (port)
+                (guard (e ((request-cancelled? e)
+                           (call-with-output-file (string-append cancel-dir "/endless")
+                             (lambda (out) (display (request-cancelled-reason e) out)))
+                           (raise-exception e)))
+                  (let lp ()
+                    (display "data: tick\n\n" port)
+                    (force-output port)
+                    (sleep-ms 10)
+                    (lp))))))
+     ((string=? path "/big-stream")
+      ;; 4 MB in 64 KB writes, faster than a slow client reads.
+      (values '((content-type . (text/plain)) (transfer-encoding . ((chunked))))
+              (lambda (port)
+                (let ((piece (make-bytevector 65536 (char->integer #\a))))
+                  (let lp ((i 0))
+                    (when (< i 64)
+                      (put-bytevector port piece)
+                      (lp (+ i 1))))))))
+     ((string=? path "/thread-stream")
+      ;; A body that blocks (Guile's own sleep) runs on a thread.
+      (values '((content-type . (text/event-stream)))
+              (stream-on-thread
+               (lambda (port)
+                 (usleep 50000)
+                 (display "data: from a thread\n\n" port)))))
      ((string=? path "/suspendable")
       (text (if (suspendable?) "yes" "no")))
      ((string=? path "/given-up")
@@ -255,6 +296,48 @@
       (< took 0.6)))
   (test-equal "what the thread raised is raised in the handler"
     '(200 . "thread raised: in the thread") (get port "/blocking-raise")))
+
+(test-group "streamed answers on the loop"
+  (with-client port
+    (lambda (client)
+      (client-send! client (request-text "/events?5"))
+      (let ((response body (client-read-response client #:head? #t)))
+        (test-equal "an event stream's head" 200 (and response (response-code response))))
+      (let ((text bytes (let-values (((bytes closed?)
+                                      (client-read-until-close client #:timeout 1)))
+                          (values (utf8->string* bytes) bytes))))
+        (test-assert "its five events, chunked" 
+          (every (lambda (i) (string-contains text (format #f "data: ~a" i))) (iota 5 1))))))
+  (let* ((start (now-seconds))
+         (streams (map (lambda (i)
+                         (let ((client (connect-client port)))
+                           (client-send! client (request-text "/events?10"))
+                           client))
+                       (iota 20))))
+    (test-equal "hello answered while 20 streams run" '(200 . "hello") (get port "/hello"))
+    (for-each client-close! streams))
+  (let ((client (connect-client port)))
+    (client-send! client (request-text "/endless"))
+    (let ((response body (client-read-response client #:head? #t)))
+      (test-equal "an endless stream starts" 200 (and response (response-code response))))
+    (client-close! client)
+    (test-assert "the client leaves: the stream is unwound"
+      (wait-until (lambda () (file-text (string-append cancel-dir "/endless"))) #:timeout 5))
+    (test-equal "as client-gone" "client-gone" (file-text (string-append cancel-dir "/endless"))))
+  (with-client port
+    (lambda (client)
+      (client-send! client (request-text "/big-stream" #:version "1.0"))
+      (let-values (((bytes closed?) (client-read-until-close client #:timeout 10)))
+        (test-assert "4 MB through a close-delimited stream, whole"
+          (and (eq? closed? #t)
+               (let ((end (find-head-end bytes 0)))
+                 (and end (= (- (bytevector-length bytes) end) (* 4 1024 1024)))))))))
+  (with-client port
+    (lambda (client)
+      (client-send! client (request-text "/thread-stream"))
+      (let-values (((bytes closed?) (client-read-until-close client #:timeout 1)))
+        (test-assert "stream-on-thread: a blocking body on a thread"
+          (string-contains (utf8->string* bytes) "data: from a thread"))))))
 
 (test-group "a request given up"
   (let ((before (descriptors (server-pid server)))
