@@ -47,6 +47,8 @@
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 exceptions)
   #:use-module ((plucky sys libc) #:select (fd-wait))
+  ;; Loaded when a loop starts or a handler first waits (bench/startup).
+  #:autoload (ice-9 threads) (current-thread)
   #:export (suspend-tag
             make-waits
             waits?
