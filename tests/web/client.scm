@@ -225,7 +225,10 @@
     ("/redirect-relative" "HTTP/1.1 301 Moved\r\nLocation: cl\r\nContent-Length: 0\r\n\r\n" . keep)
     ("/see-other" "HTTP/1.1 303 See Other\r\nLocation: /echo-method\r\nContent-Length: 0\r\n\r\n" . keep)
     ("/redirect-loop" "HTTP/1.1 307 Again\r\nLocation: /redirect-loop\r\nContent-Length: 0\r\n\r\n" . keep)
-    ("/closes-after" "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nonce" . close)))
+    ("/closes-after" "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nonce" . close)
+    ;; answers, then closes the connection when the next request comes,
+    ;; as a server whose keep-alive time-out ends as the request arrives
+    ("/drop-next" "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\narmed" . drop-next)))
 
 (define (read-request-head port)
   ;; -> (method path content-length) of the next request on PORT, or #f
@@ -275,6 +278,7 @@
           (case then
             ((keep) (lp))
             ((close) (close-port port))
+            ((drop-next) (read-request-head port) (close-port port))
             ((hang) (get-bytevector-all port) (close-port port)))))))))
 
 (define (raw-server report)
@@ -348,6 +352,15 @@
     (let ((response body (raw-get "/cl" #:keep-alive? #t)))
       (test-equal "a pooled connection the server closed: the next request gets its answer"
         "hello" body)))
+  (close-idle-connections!)
+  (raw-get "/drop-next" #:keep-alive? #t)
+  (let ((response body (raw-get "/cl" #:keep-alive? #t)))
+    (test-equal "a pooled connection closed as the request came: GET sent again on a new one"
+      "hello" body))
+  (close-idle-connections!)
+  (raw-get "/drop-next" #:keep-alive? #t)
+  (test-equal "…but not POST, which is not idempotent: closed" 'closed
+    (reason-of (http-post (url raw-port "/cl") #:body "x" #:keep-alive? #t)))
   (set-pool-limits! #:max-idle 2)
   (close-idle-connections!)
   (let ((streams (map (lambda (i)
