@@ -90,6 +90,13 @@
             close-reader!))
 
 ;;;
+;;; Defaults, for `http-request' and `http-request-stream' alike
+;;;
+
+(define default-connect-timeout-ms 10000)  ; the TLS handshake included
+(define default-read-timeout-ms 30000)     ; each wait for bytes to come or leave
+
+;;;
 ;;; The request
 ;;;
 
@@ -386,8 +393,8 @@ nothing."
                               (keep-alive? #f)
                               (headers '())
                               (request #f)
-                              (connect-timeout-ms 10000)
-                              (read-timeout-ms 30000)
+                              (connect-timeout-ms default-connect-timeout-ms)
+                              (read-timeout-ms default-read-timeout-ms)
                               (timeout-ms #f)
                               (max-body #f)
                               (follow-redirects 0)
@@ -446,8 +453,8 @@ keywords are those of `http-request'."
                        (decode-body? #t)
                        (streaming? #f)
                        (request #f)
-                       (connect-timeout-ms 10000)
-                       (read-timeout-ms 30000)
+                       (connect-timeout-ms default-connect-timeout-ms)
+                       (read-timeout-ms default-read-timeout-ms)
                        (timeout-ms #f)
                        (max-body #f)
                        (follow-redirects 0)
