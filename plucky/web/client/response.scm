@@ -73,25 +73,21 @@
       (+ i 3))
      (else (lp (+ i 1))))))
 
-(define (status-line-fault bv start end)
-  ;; -> offset (from START) of the first byte that cannot begin a status
-  ;; line "HTTP/d.d ddd", or #f
-  (let ((prefix (string->utf8 "HTTP/")))
+(define (status-line-fault bv start end complete?)
+  ;; -> offset (from START) of the first byte of BV [START, END) that
+  ;; cannot begin a status line "HTTP/d.d ddd", or #f.  Bytes missing
+  ;; at END are a fault only when the head is COMPLETE?.
+  (let ((shape "HTTP/0.0 000"))           ; 0: any digit
     (let lp ((i 0))
       (cond
-       ((= i 5)
-        (let ((digit? (lambda (k) (and (< (+ start k) end)
-                                       (<= 48 (bytevector-u8-ref bv (+ start k)) 57)))))
-          (cond
-           ((not (digit? 5)) 5)
-           ((not (and (< (+ start 6) end) (= 46 (bytevector-u8-ref bv (+ start 6))))) 6)
-           ((not (digit? 7)) 7)
-           ((not (and (< (+ start 8) end) (= 32 (bytevector-u8-ref bv (+ start 8))))) 8)
-           ((not (and (digit? 9) (digit? 10) (digit? 11))) 9)
-           (else #f))))
-       ((>= (+ start i) end) i)
-       ((= (bytevector-u8-ref bv (+ start i)) (bytevector-u8-ref prefix i)) (lp (+ i 1)))
-       (else i)))))
+       ((= i (string-length shape)) #f)
+       ((>= (+ start i) end) (and complete? i))
+       (else
+        (let ((byte (bytevector-u8-ref bv (+ start i)))
+              (want (char->integer (string-ref shape i))))
+          (if (if (= want 48) (<= 48 byte 57) (= byte want))
+              (lp (+ i 1))
+              i)))))))
 
 (define (line-end bv i end)
   ;; -> index of the LF at or after I, or END
@@ -122,7 +118,7 @@
   ;; -> <response> of the head BV [START, END), or raise
   (define (malformed message offset)
     (raise-client-error 'malformed-response message #:offset offset #:uri uri))
-  (let ((fault (status-line-fault bv start end)))
+  (let ((fault (status-line-fault bv start end #t)))
     (when fault
       (malformed "the server's bytes do not start with an HTTP/1 status line" fault)))
   (let-values (((fault fields) (field-line-fault bv start end)))
@@ -166,9 +162,9 @@ up), malformed-response, head-too-large, or a time-out."
         (raise-client-error 'head-too-large "the response head passed its size limit"
                             #:uri uri #:irritants (list max-head-bytes)))
        (else
-        (let ((fault (status-line-fault bv start end)))
+        (let ((fault (status-line-fault bv start end #f)))
           ;; Garbage is reported as soon as it shows, not after 64 KiB.
-          (when (and fault (< fault (- end start)))
+          (when fault
             (raise-client-error 'malformed-response
                                 "the server's bytes do not start with an HTTP/1 status line"
                                 #:offset fault #:uri uri)))
