@@ -65,6 +65,7 @@
             now-ms
 
             open-connection
+            fd->connection
             connection?
             connection-fd
             connection-origin
@@ -243,6 +244,14 @@ should not have)."
               (if (eq? reason 'connect-timeout)
                   (lp '() reason message)       ; no time left for the others
                   (lp rest reason message))))))))))
+
+(define* (fd->connection fd #:key (origin "socket") (label #f) (uri #f))
+  "Return a plain <connection> over FD, a connected non-blocking stream
+socket opened elsewhere (a socketpair in the tests), pooled under
+ORIGIN.  Closing the connection closes FD."
+  (let ((buffer (make-bytevector initial-buffer-size)))
+    (%make-connection fd #f origin label uri buffer (bytevector-address buffer)
+                      0 0 #f #f #f #f)))
 
 (define* (open-connection host port tls? #:key timeouts (verify-certificate? #t)
                           (uri #f) (label #f))
