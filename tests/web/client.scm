@@ -116,7 +116,13 @@
       (list (bytevector? body) (bytevector-length body))))
   (let ((response body (http-get (url plucky-port "/stream"))))
     (test-equal "a streamed (chunked) body" (* 1000 (string-length "line of a streamed body\n"))
-      (string-length body))))
+      (string-length body)))
+  (let ((sock (socket AF_INET SOCK_STREAM 0)))
+    (connect sock AF_INET INADDR_LOOPBACK plucky-port)
+    (let ((response body (http-get (url plucky-port "/") #:port sock)))
+      (test-equal "#:port: Guile's client on that port, which it closes"
+        '(200 "hello, client" #t)
+        (list (response-code response) body (port-closed? sock))))))
 
 (test-group "http-post, http-put, http-head"
   (let ((response body (http-post (url plucky-port "/echo") #:body "données")))
