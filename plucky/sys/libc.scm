@@ -50,6 +50,11 @@
             fd-set-tcp-nodelay!
             fd-set-defer-accept!
             fd-set-nonblocking!
+            fd-socket
+            fd-connect
+            fd-socket-error
+            fd-send
+            sockaddr->bytevector
             set-parent-death-signal!
             make-iovecs
             iovec-set!
@@ -118,6 +123,10 @@ as the negated errno."
   (libc-procedure int "setsockopt" (list int int int uintptr_t unsigned-int)))
 (define %fcntl (libc-procedure int "fcntl" (list int int int)))
 (define %poll (libc-procedure int "poll" (list uintptr_t unsigned-long int)))
+(define %socket (libc-procedure int "socket" (list int int int)))
+(define %connect (libc-procedure int "connect" (list int uintptr_t unsigned-int)))
+(define %getsockopt
+  (libc-procedure int "getsockopt" (list int int int uintptr_t uintptr_t)))
 
 (define (fd-read fd address start count)
   "Read at most COUNT bytes from FD into the buffer at ADDRESS (from
@@ -355,5 +364,75 @@ Return 0 or a negated errno."
   "Ask the kernel to send SIGNAL to this process when its parent dies
 (Linux's prctl(PR_SET_PDEATHSIG)).  Return 0 or a negated errno."
   (retrying-eintr (%prctl PR_SET_PDEATHSIG signal 0 0 0)))
+
+;;;
+;;; Outgoing connections, for (plucky web client)
+;;;
+
+(define (fd-socket family)
+  "Return a new TCP socket of FAMILY (AF_INET or AF_INET6), non-blocking
+and close-on-exec, as a bare descriptor; or a negated errno."
+  (retrying-eintr (%socket family (logior SOCK_STREAM SOCK_NONBLOCK SOCK_CLOEXEC) 0)))
+
+(define (sockaddr->bytevector address)
+  "Return the struct sockaddr_in or sockaddr_in6 for ADDRESS, a Guile
+socket address (`make-socket-address', `addrinfo:addr') of family
+AF_INET or AF_INET6, as a bytevector for `fd-connect'."
+  (let ((family (sockaddr:fam address)))
+    (cond
+     ((= family AF_INET)
+      ;; { sa_family_t family; in_port_t port; struct in_addr; zero[8] }
+      (let ((bv (make-bytevector 16 0)))
+        (bytevector-u16-native-set! bv 0 AF_INET)
+        (bytevector-u16-set! bv 2 (sockaddr:port address) (endianness big))
+        (bytevector-u32-set! bv 4 (sockaddr:addr address) (endianness big))
+        bv))
+     ((= family AF_INET6)
+      ;; { family; port; uint32 flowinfo; struct in6_addr; uint32 scope_id }
+      (let ((bv (make-bytevector 28 0)))
+        (bytevector-u16-native-set! bv 0 AF_INET6)
+        (bytevector-u16-set! bv 2 (sockaddr:port address) (endianness big))
+        (bytevector-u32-set! bv 4 (sockaddr:flowinfo address) (endianness big))
+        (bytevector-uint-set! bv 8 (sockaddr:addr address) (endianness big) 16)
+        (bytevector-u32-native-set! bv 24 (sockaddr:scopeid address))
+        bv))
+     (else (error "sockaddr->bytevector: not an IP address" address)))))
+
+(define (fd-connect fd sockaddr)
+  "Start connecting the socket FD to SOCKADDR (from `sockaddr->bytevector').
+Return 0 when connected, or a negated errno: -EINPROGRESS when FD is
+non-blocking and the connection is under way (wait until FD is writable,
+then ask `fd-socket-error').  An EINTR is not retried (connect(2) may not
+be called again on the same socket): it is returned as -EINPROGRESS,
+which it means on Linux."
+  (call-with-values
+      (lambda () (%connect fd (bytevector-address sockaddr) (bytevector-length sockaddr)))
+    (lambda (result errno)
+      (cond
+       ((>= result 0) 0)
+       ((= errno errno-EINTR) (- EINPROGRESS))
+       (else (- errno))))))
+
+(define (fd-socket-error fd)
+  "Return the pending error of the socket FD (SO_ERROR) as a negated
+errno, 0 when there is none: after a non-blocking `fd-connect', 0 means
+connected.  A failure of getsockopt(2) itself is returned the same way."
+  (let ((value (make-bytevector 8 0)))
+    (bytevector-u32-native-set! value 4 4)    ; socklen_t: sizeof (int)
+    (let ((result (retrying-eintr
+                   (%getsockopt fd SOL_SOCKET SO_ERROR (bytevector-address value)
+                                (+ 4 (bytevector-address value))))))
+      (if (< result 0)
+          result
+          (- (bytevector-s32-native-ref value 0))))))
+
+(define MSG_NOSIGNAL #x4000)
+
+(define (fd-send fd address start count)
+  "Write at most COUNT bytes to the socket FD from ADDRESS plus START with
+send(2) and MSG_NOSIGNAL: a peer that has closed gives -EPIPE rather than
+SIGPIPE, which would kill a script that has not ignored it.  Return the
+number written or a negated errno."
+  (retrying-eintr (%send fd (+ address start) count MSG_NOSIGNAL)))
 
 ;;; (plucky sys libc) ends here

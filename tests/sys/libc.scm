@@ -339,6 +339,48 @@
           r)))
     (close-port listener)))
 
+(test-group "fd-socket, fd-connect, fd-socket-error, fd-send"
+  (let* ((listener (listening-socket))
+         (port (sockaddr:port (getsockname listener)))
+         (address (sockaddr->bytevector (make-socket-address AF_INET INADDR_LOOPBACK port)))
+         (fd (fd-socket AF_INET)))
+    (test-equal "a struct sockaddr_in: 16 bytes, the port big-endian" (list 16 port)
+      (list (bytevector-length address) (bytevector-u16-ref address 2 (endianness big))))
+    (test-equal "a struct sockaddr_in6: 28 bytes" 28
+      (bytevector-length (sockaddr->bytevector (make-socket-address AF_INET6 1 port))))
+    (test-assert "a new socket, non-blocking and close-on-exec"
+      (and (> fd 2)
+           (not (zero? (logand O_NONBLOCK (fcntl fd F_GETFL))))
+           (not (zero? (logand FD_CLOEXEC (fcntl fd F_GETFD))))))
+    (let ((r (fd-connect fd address)))
+      (test-assert "connecting: 0 or (- EINPROGRESS)" (memv r (list 0 (- EINPROGRESS)))))
+    (test-assert "writable once connected" (fd-wait fd 'write 5000))
+    (test-equal "no error: connected" 0 (fd-socket-error fd))
+    (let ((peer (car (accept listener))))
+      (test-equal "fd-send" 4 (let ((bv (string->utf8 "ping")))
+                                (fd-send fd (bytevector-address bv) 0 4)))
+      (test-equal "the peer reads it" "ping"
+        (let ((buf (make-bytevector 4))) (recv! peer buf) (utf8->string buf)))
+      (close-port peer)
+      ;; The peer's close resets the connection on the next send: -EPIPE
+      ;; or -ECONNRESET, as a value, and no SIGPIPE.
+      (let ((bv (make-bytevector 65536 0)))
+        (test-assert "sending to a closed peer fails with a value"
+          (let lp ((i 0))
+            (let ((n (fd-send fd (bytevector-address bv) 0 65536)))
+              (cond ((memv n (list (- EPIPE) (- ECONNRESET))) #t)
+                    ((or (< n 0) (= i 100)) n)
+                    (else (fd-wait fd 'write 1000) (lp (+ i 1)))))))))
+    (fd-close fd)
+    (close-port listener)
+    (let ((fd (fd-socket AF_INET)))
+      ;; The listener is closed: nothing listens on PORT any more.
+      (fd-connect fd address)
+      (fd-wait fd 'write 5000)
+      (test-equal "a refused connection: (- ECONNREFUSED)" (- ECONNREFUSED)
+        (fd-socket-error fd))
+      (fd-close fd))))
+
 (test-group "TCP_NODELAY on a pipe fails with a value"
   (call-with-values make-pipe
     (lambda (rfd wfd rport wport)

@@ -1,0 +1,342 @@
+;;; (plucky web client response) --- a response's head and body, read from a connection
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; The head is read into the connection's buffer until its blank line
+;;; (bounded by `max-head-bytes' and `max-header-fields'), checked for
+;;; the shape of a status line and of field lines so that a fault is
+;;; reported with its byte offset, then handed to Guile's
+;;; `read-response' on a bytevector port of exactly those bytes: the
+;;; <response> an app sees is Guile's own.  Informational responses
+;;; (100 Continue, 103 Early Hints) are read past.
+;;;
+;;; The body's framing follows RFC 9112 §6.3: none after HEAD and for
+;;; 1xx, 204 and 304; chunked when the last transfer coding says so
+;;; (decoded by (plucky http chunked)); until the connection closes for
+;;; any other transfer coding or when no Content-Length is given;
+;;; otherwise Content-Length bytes.  A <body> hands out what has come,
+;;; piece by piece (`read-body-piece'), so that a proxy can pass a body
+;;; on without holding all of it, and says when it is over
+;;; (`body-done?') and whether the connection may carry another
+;;; exchange (`body-reusable?').
+;;;
+;;; Offsets in conditions count bytes from the start of the response
+;;; (the final one, after any 1xx).
+;;;
+;;; Code:
+
+(define-module (plucky web client response)
+  #:use-module (srfi srfi-9)
+  #:use-module (srfi srfi-11)
+  #:use-module (rnrs bytevectors)
+  #:use-module (ice-9 exceptions)
+  #:use-module ((ice-9 binary-ports) #:select (open-bytevector-input-port eof-object))
+  #:use-module (web response)
+  #:use-module (plucky http chunked)
+  #:use-module (plucky http error)
+  #:use-module (plucky web client connection)
+  #:use-module (plucky web client error)
+  #:export (max-head-bytes
+            max-header-fields
+            read-response-head
+            make-body
+            body?
+            body-done?
+            body-reusable?
+            body-total
+            read-body-piece))
+
+;; Limits on a response head: its bytes, status line included, and its
+;; field lines.  Larger than any server's defaults for its own limits
+;; (nginx: 4 x 8 KiB), so that they only stop what is not HTTP.
+(define max-head-bytes (* 64 1024))
+(define max-header-fields 256)
+
+;;;
+;;; The head
+;;;
+
+(define (find-blank-line bv start end)
+  ;; -> index just past the first empty line (LF LF or LF CR LF) in BV
+  ;; [START, END), or #f
+  (let lp ((i start))
+    (cond
+     ((>= (+ i 1) end) #f)
+     ((not (= 10 (bytevector-u8-ref bv i))) (lp (+ i 1)))
+     ((= 10 (bytevector-u8-ref bv (+ i 1))) (+ i 2))
+     ((and (< (+ i 2) end)
+           (= 13 (bytevector-u8-ref bv (+ i 1)))
+           (= 10 (bytevector-u8-ref bv (+ i 2))))
+      (+ i 3))
+     (else (lp (+ i 1))))))
+
+(define (status-line-fault bv start end complete?)
+  ;; -> offset (from START) of the first byte of BV [START, END) that
+  ;; cannot begin a status line "HTTP/d.d ddd", or #f.  Bytes missing
+  ;; at END are a fault only when the head is COMPLETE?.
+  (let ((shape "HTTP/0.0 000"))           ; 0: any digit
+    (let lp ((i 0))
+      (cond
+       ((= i (string-length shape)) #f)
+       ((>= (+ start i) end) (and complete? i))
+       (else
+        (let ((byte (bytevector-u8-ref bv (+ start i)))
+              (want (char->integer (string-ref shape i))))
+          (if (if (= want 48) (<= 48 byte 57) (= byte want))
+              (lp (+ i 1))
+              i)))))))
+
+(define (line-end bv i end)
+  ;; -> index of the LF at or after I, or END
+  (let lp ((i i))
+    (cond ((>= i end) end)
+          ((= 10 (bytevector-u8-ref bv i)) i)
+          (else (lp (+ i 1))))))
+
+(define (field-line-fault bv start end)
+  ;; -> (values offset fields) for the head BV [START, END), which ends
+  ;; in its blank line: the offset (from START) of a field line without
+  ;; a colon or of a control byte, or #f; and the number of field lines
+  (let line ((i (+ 1 (line-end bv start end))) (fields 0))
+    (let* ((lf (line-end bv i end))
+           (stop (if (and (> lf i) (= 13 (bytevector-u8-ref bv (- lf 1)))) (- lf 1) lf)))
+      (if (<= stop i)
+          (values #f fields)                    ; the blank line
+          (let scan ((k i) (colon? #f))
+            (cond
+             ((= k stop)
+              (if colon? (line (+ lf 1) (+ fields 1)) (values (- i start) fields)))
+             ((let ((byte (bytevector-u8-ref bv k)))
+                (or (= byte 127) (and (< byte 32) (not (= byte 9)))))
+              (values (- k start) fields))
+             (else (scan (+ k 1) (or colon? (= 58 (bytevector-u8-ref bv k)))))))))))
+
+(define (parse-head bv start end uri)
+  ;; -> <response> of the head BV [START, END), or raise
+  (define (malformed message offset)
+    (raise-client-error 'malformed-response message #:offset offset #:uri uri))
+  (let ((fault (status-line-fault bv start end #t)))
+    (when fault
+      (malformed "the server's bytes do not start with an HTTP/1 status line" fault)))
+  (let-values (((fault fields) (field-line-fault bv start end)))
+    (when fault
+      (malformed "a malformed header field line" fault))
+    (when (> fields max-header-fields)
+      (raise-client-error 'head-too-large "the response has too many header fields"
+                          #:uri uri #:irritants (list fields))))
+  (let ((head (make-bytevector (- end start))))
+    (bytevector-copy! bv start head 0 (- end start))
+    (with-exception-handler
+        (lambda (e)
+          (malformed (string-append "Guile's read-response refuses the head: "
+                                    (if (exception-with-message? e)
+                                        (exception-message e)
+                                        "bad response"))
+                     #f))
+      (lambda () (read-response (open-bytevector-input-port head)))
+      #:unwind? #t)))
+
+(define (read-response-head conn timeouts uri)
+  "Read the head of the next final response from CONN (skipping 1xx ones
+but 101) and return two values: Guile's <response> and the head's size
+in bytes.  Raise an &http-client-error: closed when the server closes
+before a byte of it (a stale pooled connection, or a server that hung
+up), malformed-response, head-too-large, or a time-out."
+  (let lp ((scanned (connection-start conn)))
+    (let* ((bv (connection-buffer conn))
+           (start (connection-start conn))
+           (end (connection-end conn))
+           (found (find-blank-line bv (max start (- scanned 2)) end)))
+      (cond
+       (found
+        (let ((response (parse-head bv start found uri)))
+          (set-connection-start! conn found)
+          (if (and (<= 100 (response-code response) 199)
+                   (not (= 101 (response-code response))))
+              (lp found)
+              (values response (- found start)))))
+       ((> (- end start) max-head-bytes)
+        (raise-client-error 'head-too-large "the response head passed its size limit"
+                            #:uri uri #:irritants (list max-head-bytes)))
+       (else
+        (let ((fault (status-line-fault bv start end #f)))
+          ;; Garbage is reported as soon as it shows, not after 64 KiB.
+          (when fault
+            (raise-client-error 'malformed-response
+                                "the server's bytes do not start with an HTTP/1 status line"
+                                #:offset fault #:uri uri)))
+        (let ((n (connection-fill! conn timeouts)))
+          (when (zero? n)
+            (if (= start end)
+                (raise-client-error 'closed "the server closed the connection without a response"
+                                    #:uri uri)
+                (raise-client-error 'malformed-response
+                                    "the server closed the connection within the response head"
+                                    #:offset (- end start) #:uri uri)))
+          ;; The buffer may have moved: scan from the same byte anew.
+          (lp (+ (connection-start conn) (- end start)))))))))
+
+;;;
+;;; The body
+;;;
+
+(define-record-type <body>
+  (%make-body conn kind left decoder max-body total offset done? keep? uri)
+  body?
+  (conn body-conn)
+  (kind body-kind)                      ; none | length | chunked | close
+  (left body-left set-body-left!)       ; length: bytes still to come
+  (decoder body-decoder)                ; chunked: its <chunked-decoder>
+  (max-body body-max-body)              ; bytes, or #f
+  (total body-total set-body-total!)    ; body bytes handed out so far
+  ;; bytes of the response consumed from the connection, head included
+  (offset body-offset set-body-offset!)
+  (done? body-done? set-body-done!)
+  (keep? body-keep?)                    ; the framing lets the connection go on
+  (uri body-uri))
+
+(define (chunked? response)
+  (let ((codings (response-transfer-encoding response)))
+    (and (pair? codings)
+         (equal? (car (list-ref codings (- (length codings) 1))) 'chunked))))
+
+(define* (make-body conn response head-size method #:key max-body uri)
+  "Return a <body> reading RESPONSE's body from CONN, its framing chosen
+by METHOD (a symbol) and RESPONSE.  Raise body-too-large at once when
+its Content-Length passes MAX-BODY."
+  (let* ((code (response-code response))
+         (no-body? (or (eq? method 'HEAD) (<= 100 code 199) (= code 204) (= code 304)))
+         (encoded? (pair? (response-transfer-encoding response)))
+         (length (response-content-length response))
+         (kind (cond (no-body? 'none)
+                     ((chunked? response) 'chunked)
+                     (encoded? 'close)
+                     (length 'length)
+                     (else 'close)))
+         (close? (memq 'close (response-connection response)))
+         (keep? (and (not (eq? kind 'close))
+                     (not (= code 101))
+                     (not close?)
+                     (or (equal? (response-version response) '(1 . 1))
+                         (memq 'keep-alive (response-connection response)))
+                     #t)))
+    (when (and (eq? kind 'length) max-body (> length max-body))
+      (raise-client-error 'body-too-large "the response's Content-Length passes #:max-body"
+                          #:uri uri #:irritants (list length max-body)))
+    (%make-body conn kind (if (eq? kind 'length) length 0)
+                (and (eq? kind 'chunked)
+                     (make-chunked-decoder #:max-total (or max-body (expt 2 62))))
+                max-body 0 head-size
+                (or (eq? kind 'none) (and (eq? kind 'length) (zero? length)))
+                keep? uri)))
+
+(define (body-reusable? body)
+  "True when BODY is over and its connection may carry another exchange:
+the framing allowed it, and the server sent nothing past the response."
+  (let ((conn (body-conn body)))
+    (and (body-done? body)
+         (body-keep? body)
+         (= (connection-start conn) (connection-end conn)))))
+
+(define (take! body count)
+  ;; -> a fresh bytevector of the next COUNT buffered bytes
+  (let* ((conn (body-conn body))
+         (start (connection-start conn))
+         (out (make-bytevector count)))
+    (bytevector-copy! (connection-buffer conn) start out 0 count)
+    (set-connection-start! conn (+ start count))
+    (set-body-offset! body (+ (body-offset body) count))
+    out))
+
+(define (count! body piece)
+  (let ((total (+ (body-total body) (bytevector-length piece)))
+        (max-body (body-max-body body)))
+    (when (and max-body (> total max-body))
+      (raise-client-error 'body-too-large "the response's body passes #:max-body"
+                          #:uri (body-uri body) #:irritants (list max-body)))
+    (set-body-total! body total)
+    piece))
+
+(define (fill! body timeouts)
+  ;; Read more; an end of file in a framed body is an error.
+  (let ((conn (body-conn body)))
+    (when (zero? (connection-fill! conn timeouts))
+      (if (eq? (body-kind body) 'close)
+          (set-body-done! body #t)
+          (raise-client-error 'closed "the server closed the connection within the body"
+                              #:offset (body-offset body) #:uri (body-uri body))))))
+
+(define (buffered body)
+  (let ((conn (body-conn body)))
+    (- (connection-end conn) (connection-start conn))))
+
+(define (read-body-piece body timeouts)
+  "Return the next piece of BODY as a fresh bytevector, waiting within
+TIMEOUTS for it to come, or the end-of-file object once BODY is over.
+Raise an &http-client-error when the server closes too soon, the body
+is malformed or passes its #:max-body."
+  (let lp ()
+    (cond
+     ((body-done? body) (eof-object))
+     ((zero? (buffered body))
+      (fill! body timeouts)
+      (lp))
+     (else
+      (case (body-kind body)
+        ((length)
+         (let ((piece (take! body (min (buffered body) (body-left body)))))
+           (set-body-left! body (- (body-left body) (bytevector-length piece)))
+           (when (zero? (body-left body)) (set-body-done! body #t))
+           piece))
+        ((close)
+         (count! body (take! body (buffered body))))
+        ((chunked) (read-chunked-piece body timeouts lp)))))))
+
+(define (read-chunked-piece body timeouts again)
+  (let* ((conn (body-conn body))
+         (start (connection-start conn))
+         (pieces '()))
+    (call-with-values
+        (lambda ()
+          (decode-chunked! (body-decoder body) (connection-buffer conn) start
+                           (connection-end conn)
+                           (lambda (bv from count)
+                             (let ((piece (make-bytevector count)))
+                               (bytevector-copy! bv from piece 0 count)
+                               (set! pieces (cons piece pieces))))))
+      (lambda (result index)
+        (set-connection-start! conn index)
+        (set-body-offset! body (+ (body-offset body) (- index start)))
+        (cond
+         ((http-error? result)
+          (if (= 413 (http-error-status result))
+              (raise-client-error 'body-too-large "the response's body passes #:max-body"
+                                  #:uri (body-uri body)
+                                  #:irritants (list (body-max-body body)))
+              (raise-client-error 'malformed-response
+                                  (string-append "bad chunked body: "
+                                                 (http-error-reason result))
+                                  #:offset (body-offset body) #:uri (body-uri body))))
+         (else
+          (when (eq? result 'done) (set-body-done! body #t))
+          (if (null? pieces)
+              (again)
+              (let ((piece (if (null? (cdr pieces))
+                               (car pieces)
+                               (concatenate (reverse pieces)))))
+                (set-body-total! body (+ (body-total body) (bytevector-length piece)))
+                piece))))))))
+
+(define (concatenate pieces)
+  (let ((out (make-bytevector (apply + (map bytevector-length pieces)))))
+    (let lp ((pieces pieces) (at 0))
+      (if (null? pieces)
+          out
+          (begin
+            (bytevector-copy! (car pieces) 0 out at (bytevector-length (car pieces)))
+            (lp (cdr pieces) (+ at (bytevector-length (car pieces)))))))))
+
+;;; (plucky web client response) ends here
