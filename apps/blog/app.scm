@@ -41,7 +41,12 @@
 ;;; session's token, as the news site's do.
 ;;;
 ;;; All links are relative, so the blog works mounted under any prefix
-;;; (the demo serves it at /blog/).
+;;; (the demo serves it at /blog/).  The Atom feed's alone are absolute:
+;;; they start with the blog's canonical origin when one is configured
+;;; ("https://blog.example.org"), else with the request's own (its
+;;; scheme, https when it came over TLS, and its Host) -- and then the
+;;; feed is cached under that origin, so that a request with a forged
+;;; Host gets links to that host and nobody else does.
 ;;;
 ;;; Code:
 
@@ -58,6 +63,7 @@
   #:use-module (web response)
   #:use-module (web uri)
   #:use-module ((plucky server loop) #:select (current-request-peer))
+  #:use-module ((plucky server) #:select (current-request-scheme))
   #:use-module (plucky web memfile)
   #:use-module (plucky web html)
   #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
@@ -90,8 +96,9 @@
 ;;; The blog's state in this worker.
 
 (define-record-type <blog>
-  (make-blog store prefix secret admin-name admin-hash comment-days
-             rate-limit rate-window address lock memfile-threshold)
+  (%make-blog store prefix secret admin-name admin-hash comment-days
+              rate-limit rate-window address lock memfile-threshold
+              origin scheme)
   blog?
   (store blog-store)
   (prefix blog-prefix)                  ; "/blog/"
@@ -103,7 +110,15 @@
   (rate-window blog-rate-window)        ; …in this many seconds
   (address blog-address)                ; request -> the client's address
   (lock blog-lock)                      ; the index, cache and rate table
-  (memfile-threshold blog-memfile-threshold)) ; bytes: pages kept in a memfd
+  (memfile-threshold blog-memfile-threshold) ; bytes: pages kept in a memfd
+  (origin blog-origin)                  ; "https://host[:port]", or #f: the request's
+  (scheme blog-scheme))                 ; request -> 'http or 'https
+
+(define* (make-blog #:key store prefix secret admin-name admin-hash comment-days
+                    rate-limit rate-window address memfile-threshold origin scheme)
+  (%make-blog store prefix secret admin-name admin-hash comment-days
+              rate-limit rate-window address (make-mutex) memfile-threshold
+              origin scheme))
 
 ;; What the current commit gives: its index and the cached pages.
 (define-record-type <view>
@@ -378,11 +393,27 @@
                             (blog-index-public-posts index)))))
     (html-page 200 (listing-page base index (string-append "search: \"" text "\"") posts))))
 
-(define (site-url request blog)
+(define (request-origin blog request)
+  ;; -> "SCHEME://HOST[:PORT]" of REQUEST as its client sent it
   (let ((host (request-host request)))
-    (string-append "http://" (if host (car host) "localhost")
-                   (if (and host (cdr host)) (format #f ":~a" (cdr host)) "")
-                   (blog-prefix blog))))
+    (string-append (symbol->string ((blog-scheme blog) request)) "://"
+                   (if host (car host) "localhost")
+                   (if (and host (cdr host)) (format #f ":~a" (cdr host)) ""))))
+
+(define (site-url blog request)
+  ;; -> the blog's absolute URL, for the feed's links: from the
+  ;; configured origin, else from the request's (see `feed-cache-key')
+  (string-append (or (blog-origin blog) (request-origin blog request))
+                 (blog-prefix blog)))
+
+(define (feed-cache-key blog request key)
+  ;; -> the feed's cache key: KEY when the origin is configured, else
+  ;; KEY under the request's origin, whose Host then shows in no one
+  ;; else's feed.  The fast path (`cached-response') never finds these
+  ;; keys: a feed's hit goes through the router.
+  (if (blog-origin blog)
+      key
+      (string-append (request-origin blog request) " " key)))
 
 (define (atom-date timestamp)
   (date->string (time-utc->date (make-time time-utc 0 timestamp) 0) "~Y-~m-~dT~H:~M:~SZ"))
@@ -396,7 +427,7 @@
                                (not (any (lambda (t) (member t (post-tags post))) without))))
                         (blog-index-public-posts index)))
          (posts (if (> (length posts) 10) (take posts 10) posts))
-         (site (site-url request blog))
+         (site (site-url blog request))
          (url (lambda (post) (string-append site (substring (post-url "" post) 0)))))
     (make-page 200 '(application/atom+xml (charset . "utf-8"))
                (string->utf8
@@ -475,7 +506,8 @@
       (("tags") (cached key (lambda () (html-page 200 (tags-page base index)))))
       (("tags" tag) (cached key (lambda () (tag-page view base tag))))
       ((or ("feed") ("feed" "atom"))
-       (cached key (lambda () (feed-page blog view request (query-params request)))))
+       (cached (feed-cache-key blog request key)
+               (lambda () (feed-page blog view request (query-params request)))))
       (("search")
        (let ((text (or (assoc-ref (if get? (query-params request) (form-params body)) "string") "")))
          (bytes-response (search-page blog view base (if (> (string-length text) 200)
@@ -689,11 +721,26 @@
 (define (peer-address request)
   (format #f "~a" (or (current-request-peer) "unknown")))
 
+(define (peer-scheme request)
+  (or (current-request-scheme) 'http))
+
+(define (check-origin origin)
+  ;; -> ORIGIN without a trailing slash, or a 'blog-error naming it
+  (let ((text (and origin (string-trim-right origin #\/))))
+    (unless (or (not origin)
+                (let ((uri (string->uri text)))
+                  (and uri (memq (uri-scheme uri) '(http https)) (uri-host uri)
+                       (string-null? (uri-path uri)) (not (uri-query uri))
+                       (not (uri-fragment uri)) (not (uri-userinfo uri)))))
+      (throw 'blog-error
+             (format #f "the canonical origin must be http(s)://HOST[:PORT], not ~s" origin)))
+    text))
+
 (define* (make-blog-app #:key store sessions-db (prefix "/") secret
                         (admin-name "admin") admin-hash (comment-days 365)
                         (rate-limit 5) (rate-window 600) (address peer-address)
                         (memfile-threshold default-memfile-threshold)
-                        (server-timing? #f))
+                        origin (scheme peer-scheme) (server-timing? #f))
   "Return the blog's handler, serving the git store STORE (checked to be
 in tekuti's layout first: a 'blog-error otherwise) under PREFIX.  Its
 admin logs in as ADMIN-NAME with the password ADMIN-HASH (Argon2id)
@@ -702,14 +749,20 @@ procedure that opens one, called once in each worker).  SECRET (a bytevector)
 keys the comment forms' tokens.  Comments close COMMENT-DAYS after a
 post (#f: never); an address may post RATE-LIMIT comments in
 RATE-WINDOW seconds; ADDRESS maps a request to its client's address.
+The Atom feed's links start with ORIGIN (\"https://blog.example.org\"),
+or when it is #f with the request's own origin: SCHEME maps a request to
+'https when it came over TLS, else 'http.
 Cached pages of MEMFILE-THRESHOLD bytes or more are kept in a memfd and
 sent with sendfile(2).  Each request's phases (ref-check, git, render)
 are timed for the status page; with SERVER-TIMING? true, its response
 carries them in a Server-Timing header too."
   (check-blog-layout store)
-  (let* ((blog (make-blog store prefix secret admin-name admin-hash comment-days
-                          rate-limit rate-window address (make-mutex)
-                          memfile-threshold))
+  (let* ((blog (make-blog #:store store #:prefix prefix #:secret secret
+                          #:admin-name admin-name #:admin-hash admin-hash
+                          #:comment-days comment-days #:rate-limit rate-limit
+                          #:rate-window rate-window #:address address
+                          #:memfile-threshold memfile-threshold
+                          #:origin (check-origin origin) #:scheme scheme))
          (state (list #f))
          (routed (lambda (request body) (route blog state request body)))
          (with-session (with-sessions routed #:db sessions-db #:path prefix))

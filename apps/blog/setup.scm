@@ -24,6 +24,9 @@
 ;;; Comments close $PLUCKY_BLOG_COMMENT_DAYS days after a post (default
 ;;; 365; 0 closes them all) and an address may post
 ;;; $PLUCKY_BLOG_COMMENT_LIMIT comments in ten minutes (default 5).
+;;; $PLUCKY_BLOG_ORIGIN ("https://blog.example.org") is the origin the
+;;; Atom feed's links start with; unset, each request's own (see (blog
+;;; app)).
 ;;; With PLUCKY_SERVER_TIMING=1 each response carries a Server-Timing
 ;;; header of its phases (see (blog app)).
 ;;;
@@ -116,6 +119,7 @@ error whose message is one line when the repository is unusable."
                        #:admin-hash (cdr login)
                        #:comment-days (number-variable "PLUCKY_BLOG_COMMENT_DAYS" 365)
                        #:rate-limit (number-variable "PLUCKY_BLOG_COMMENT_LIMIT" 5)
+                       #:origin (getenv "PLUCKY_BLOG_ORIGIN")
                        ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
                        #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1"))))
     (lambda (key message)

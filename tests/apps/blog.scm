@@ -116,11 +116,12 @@
                "&"))
 
 ;; -> (values status headers text)
-(define* (call method path #:key form (headers '()) (jar? #t) (peer "192.0.2.1") (app app))
+(define* (call method path #:key form (headers '()) (jar? #t) (peer "192.0.2.1") (app app)
+               (host '("blog.test" . #f)))
   (let* ((body (and form (string->utf8 (encode-form form))))
          (request (build-request (string->uri-reference path) #:method method
                                  #:port (open-input-string "")
-                                 #:headers `((host "blog.test" . #f)
+                                 #:headers `((host . ,host)
                                              (x-test-peer . ,peer)
                                              ,@(if jar? (cookie-header) '())
                                              ,@headers))))
@@ -164,6 +165,17 @@
         (if (eof-object? name)
             (begin (closedir stream) names)
             (lp (if (member name '("." "..")) names (cons name names))))))))
+
+(define* (other-app #:key (rate-limit 1000) (comment-days 365) (options '()))
+  ;; a blog on the same store, with its own cache; OPTIONS: more
+  ;; keywords and values for `make-blog-app'
+  (apply make-blog-app #:store store #:sessions-db sessions #:prefix "/blog/"
+         #:secret (make-bytevector 32 7)
+         #:admin-hash (hash-password "correct horse battery")
+         #:rate-limit rate-limit #:comment-days comment-days
+         #:address (lambda (request)
+                     (assq-ref (request-headers request) 'x-test-peer))
+         options))
 
 (define (status-of . args) (let ((s h t (apply call args))) s))
 (define (text-of . args) (let ((s h t (apply call args))) t))
@@ -214,6 +226,32 @@
       (and (string-contains feed "in markdown") (not (string-contains feed "an in-depth look")))))
   (test-assert "search"
     (string-contains (text-of 'GET "/blog/search?string=LONG" #:jar? #f) "an in-depth look")))
+
+(test-group "issue 25a: the feed's links, whatever Host a client sends"
+  ;; A fetch with a forged Host filled the cache of the feed, whose
+  ;; links are absolute: every later reader got links to that host.
+  (call-guarded
+   (lambda ()
+     (define* (feed app #:key (host '("blog.test" . #f)))
+       (text-of 'GET "/blog/feed/atom" #:jar? #f #:app app #:host host))
+     (let ((fresh (other-app)))           ; its cache empty
+       (test-assert "a forged Host: that host's links, to that client"
+         (string-contains (feed fresh #:host '("evil.example" . #f)) "http://evil.example/blog/"))
+       (let ((later (feed fresh)))
+         (test-assert "the next reader: none of them" (not (string-contains later "evil.example")))
+         (test-assert "the next reader: its own host's" (string-contains later "http://blog.test/blog/")))
+       (test-assert "the next reader again, from the cache: none of them"
+         (not (string-contains (feed fresh) "evil.example"))))
+     (let ((canonical (other-app #:options '(#:origin "https://blog.example.org/"))))
+       (let ((forged (feed canonical #:host '("evil.example" . #f))))
+         (test-assert "a canonical origin: its links" (string-contains forged "https://blog.example.org/blog/"))
+         (test-assert "a canonical origin: the Host ignored" (not (string-contains forged "evil.example")))))
+     (let ((over-tls (other-app #:options `(#:scheme ,(const 'https)))))
+       (test-assert "a request over TLS: https links"
+         (string-contains (feed over-tls #:host '("blog.test" . 8443)) "https://blog.test:8443/blog/")))
+     (test-equal "a canonical origin with a path: refused" 'blog-error
+       (catch 'blog-error (lambda () (other-app #:options '(#:origin "https://blog.example.org/x")) #f)
+         (lambda (key . _) key))))))
 
 (test-group "the cache: large pages from a memfd"
   (let* ((first-response first (raw-call "/blog/"))
@@ -341,14 +379,6 @@
          (statuses (map join-thread threads)))
     (test-equal "all redirected" (make-list 50 303) statuses)
     (test-equal "all in git" (+ before 50) (comment-count))))
-
-(define* (other-app #:key (rate-limit 1000) (comment-days 365))
-  (make-blog-app #:store store #:sessions-db sessions #:prefix "/blog/"
-                 #:secret (make-bytevector 32 7)
-                 #:admin-hash (hash-password "correct horse battery")
-                 #:rate-limit rate-limit #:comment-days comment-days
-                 #:address (lambda (request)
-                             (assq-ref (request-headers request) 'x-test-peer))))
 
 (test-group "the rate limit and closed comments"
   (let ((limited (other-app #:rate-limit 2))
