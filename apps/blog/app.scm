@@ -564,6 +564,21 @@
        (,(> (string-length comment) comment-limit)
         . "The comment is too long (10,000 characters at most).")))))
 
+(define excerpt-length 200)           ; characters of a refused value shown again
+
+(define (excerpt-field field)
+  ;; -> FIELD, (name . value) of a refused comment form, as the form
+  ;; shows it again: all of it within its limit (nothing typed is
+  ;; lost), else its first characters only
+  (match field
+    ((name . value)
+     (let ((limit (match name
+                    ("author" author-limit) ("email" email-limit)
+                    ("url" url-limit) ("comment" comment-limit) (_ excerpt-length))))
+       (if (> (string-length value) limit)
+           (cons name (string-append (substring value 0 (min limit excerpt-length)) "…"))
+           field)))))
+
 (define (post-comment blog view request body base post)
   (let* ((fields (form-params body))
          (now (current-time)))
@@ -579,7 +594,8 @@
      ((pair? (comment-errors fields))
       (bytes-response (show-post blog view base post #:code 400
                                  #:errors (comment-errors fields)
-                                 #:values (if (any bad-text? (map cdr fields)) '() fields))
+                                 #:values (if (any bad-text? (map cdr fields)) '()
+                                              (map excerpt-field fields)))
                       view))
      ((not (rate-ok? blog ((blog-address blog) request) now))
       (plain 429 "Too many comments from your address: try again in a few minutes."))

@@ -68,6 +68,17 @@
 (define comments-per-window 20)
 (define rate-window (* 10 60))        ; …in ten minutes
 (define duplicate-url-window (* 7 24 3600))  ; a url again within a week: a vote
+(define name-limit 15)
+(define excerpt-length 200)           ; characters of a refused value shown again
+
+(define (excerpt value limit)
+  ;; -> what a refused form shows again of VALUE: all of it when it is
+  ;; within LIMIT (nothing typed is lost), else its first characters.
+  ;; A page never quotes back more than a limit's worth of what was
+  ;; sent: a 10 MB comment is not a 10 MB answer.
+  (if (and (string? value) (> (string-length value) limit))
+      (string-append (substring value 0 (min limit excerpt-length)) "…")
+      value))
 
 ;;; The database: one connection per process, opened at its first
 ;;; request (an SQLite connection must not cross a fork, and `plucky
@@ -470,7 +481,7 @@ seeding are one transaction."
           (redirect (safe-whence (param form "goto"))))
         (html-status 403 (login-page #:csrf (csrf-token)
                                      #:message "Bad login."
-                                     #:values `(("login-name" . ,name)))))))
+                                     #:values `(("login-name" . ,(excerpt name name-limit))))))))
 
 (define (signup site request body)
   (let* ((db (site-db site))
@@ -481,7 +492,7 @@ seeding are one transaction."
           (filter
            cdr
            `(("name" . ,(cond
-                         ((not (<= 2 (string-length name) 15))
+                         ((not (<= 2 (string-length name) name-limit))
                           "Usernames are 2 to 15 characters.")
                          ((not (string-every name-chars name))
                           "Usernames can only contain letters, digits, dashes and underscores.")
@@ -497,11 +508,11 @@ seeding are one transaction."
     (cond
      ((pair? errors)
       (html-status 400 (login-page #:csrf (csrf-token) #:errors errors
-                                   #:values `(("name" . ,name)))))
+                                   #:values `(("name" . ,(excerpt name name-limit))))))
      ((not (create-user! db name (hash-password password) (now)))
       (html-status 409 (login-page #:csrf (csrf-token)
                                    #:errors '(("name" . "That username is taken."))
-                                   #:values `(("name" . ,name)))))
+                                   #:values `(("name" . ,(excerpt name name-limit))))))
      (else
       (session-regenerate!)
       (session-set! "user" name)
@@ -563,7 +574,8 @@ seeding are one transaction."
                     ("text" . ,(or (check-text text text-limit "text")
                                    (and (string-null? url) (string-null? text)
                                         "The url and text fields can't both be blank."))))))
-         (values* `(("title" . ,title) ("url" . ,url) ("text" . ,text)))
+         (values* `(("title" . ,(excerpt title title-limit)) ("url" . ,(excerpt url url-limit))
+                    ("text" . ,(excerpt text text-limit))))
          (ip ((client-address) request))
          (t (now)))
     (cond
@@ -601,7 +613,8 @@ seeding are one transaction."
      ((not user) (redirect "login"))
      ((or (not parent) (item-dead? parent) (item-deleted? parent))
       (not-found site request "No such item."))
-     (error (item-view site request #:item parent #:error error #:text text #:code 400))
+     (error (item-view site request #:item parent #:error error
+                       #:text (excerpt text text-limit) #:code 400))
      ((>= (recent-submissions db (user-name user) ip 'comment (- t rate-window))
           comments-per-window)
       (item-view site request #:item parent #:text text #:code 429
@@ -653,7 +666,8 @@ seeding are one transaction."
                                      #:message "You can't edit that.")))
      (error (html-status 400 (edit-page #:item it #:user (current-user site)
                                         #:csrf (csrf-token) #:error error
-                                        #:title title #:text text)))
+                                        #:title (excerpt title title-limit)
+                                        #:text (excerpt text text-limit))))
      (else
       (edit-item! (site-db site) (item-id it) title
                   (if (string-null? text) #f text))

@@ -298,6 +298,43 @@
 (define (submit-form title url text)
   `(("title" . ,title) ("url" . ,url) ("text" . ,text)))
 
+(test-group "issue 25f: a refusal quotes at most an excerpt of what was sent"
+  ;; A 10 MB comment was refused with a 400 whose form held all 10 MB.
+  (define ten-megabytes (make-string (* 10 1000 1000) #\y))
+  (define (refusal v path form)
+    ;; -> (status . bytes of the page) of a POST refused
+    (let ((status headers text (call v 'POST path #:form form)))
+      (cons status (bytevector-length (string->utf8 text)))))
+  (define (short? result) (< (cdr result) 30000))
+  (text-of bob 'GET (format #f "/item?id=~a" story))
+  (let ((result (refusal bob "/comment" `(("parent" . ,(number->string story))
+                                           ("text" . ,ten-megabytes)))))
+    (test-equal "a 10 MB comment: 400" 400 (car result))
+    (test-assert "a 10 MB comment: the page is short" (short? result)))
+  (let ((page (text-of bob 'POST "/comment"
+                       #:form `(("parent" . ,(number->string story))
+                                ("text" . ,(string-append "Too long, this: " (make-string 10001 #\y)))))))
+    (test-assert "the excerpt: its start" (string-contains page "Too long, this: yyy"))
+    (test-assert "the excerpt: cut" (not (string-contains page (make-string 1000 #\y)))))
+  (let ((page (text-of bob 'POST "/comment"
+                       #:form `(("parent" . ,(number->string story)) ("text" . "kept\x00whole")))))
+    (test-assert "a refusal within the limit: all of it again"
+      (string-contains page "kept")))
+  (text-of alice 'GET "/submit")
+  (let ((result (refusal alice "/submit" `(("title" . ,ten-megabytes) ("url" . ,ten-megabytes)
+                                           ("text" . ,ten-megabytes)))))
+    (test-equal "a 10 MB story: 400" 400 (car result))
+    (test-assert "a 10 MB story: the page is short" (short? result)))
+  (let ((v (make-visitor)))
+    (call v 'GET "/login")
+    (let ((result (refusal v "/signup" `(("name" . ,ten-megabytes) ("password" . "long enough pw")))))
+      (test-equal "a 10 MB name at sign-up: 400" 400 (car result))
+      (test-assert "a 10 MB name at sign-up: the page is short" (short? result)))
+    (let ((result (refusal v "/login" `(("login-name" . ,ten-megabytes)
+                                        ("login-password" . "whatever1")))))
+      (test-equal "a 10 MB name at login: 403" 403 (car result))
+      (test-assert "a 10 MB name at login: the page is short" (short? result)))))
+
 (define long-title (make-string 81 #\a))
 
 (test-group "hostile input"
