@@ -685,8 +685,10 @@
       (if (eq? method 'POST)
           (let ((name (or (assoc-ref fields "name") ""))
                 (password (or (assoc-ref fields "password") "")))
-            (if (and (string=? name (blog-admin-name blog))
-                     (verify-password (blog-admin-hash blog) password))
+            ;; The password is verified whatever the name, so that a
+            ;; wrong name takes as long to refuse as a wrong password.
+            (if (and (verify-password (blog-admin-hash blog) password)
+                     (string=? name (blog-admin-name blog)))
                 (begin (session-regenerate!)
                        (session-set! "admin" #t)
                        (redirect (admin-base)))

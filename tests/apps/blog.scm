@@ -435,6 +435,24 @@
                    #:form `(("csrf" . ,csrf))))
       (test-equal "one fewer" (- before 1) (comment-count)))))
 
+(test-group "issue 25c: a login's time does not tell the admin's name"
+  ;; A wrong name was refused without verifying the password: at once,
+  ;; where a wrong password for the admin's name took an Argon2 hash.
+  (define (login! name)
+    (status-of 'POST "/blog/admin/login" #:form `(("name" . ,name) ("password" . "not it"))))
+  (define (median-seconds thunk)
+    (let ((times (sort (map (lambda (_)
+                              (let ((start (get-internal-real-time)))
+                                (thunk)
+                                (/ (- (get-internal-real-time) start) internal-time-units-per-second)))
+                            (iota 5))
+                       <)))
+      (exact->inexact (list-ref times 2))))
+  (let ((known (median-seconds (lambda () (login! "admin"))))
+        (unknown (median-seconds (lambda () (login! "someone")))))
+    (test-equal "both refused" '(403 403) (list (login! "admin") (login! "someone")))
+    (test-assert "as slowly (at least half the time)" (>= unknown (/ known 2)))))
+
 (test-group "branch-commit"
   ;; another repository, its ref read on this thread between the blog's
   (let ((other (string-append dir "/refs-elsewhere")))

@@ -335,6 +335,31 @@
       (test-equal "a 10 MB name at login: 403" 403 (car result))
       (test-assert "a 10 MB name at login: the page is short" (short? result)))))
 
+(define (median-seconds thunk)
+  ;; -> the median of 5 timings of THUNK, in seconds
+  (let ((times (sort (map (lambda (_)
+                            (let ((start (get-internal-real-time)))
+                              (thunk)
+                              (/ (- (get-internal-real-time) start) internal-time-units-per-second)))
+                          (iota 5))
+                     <)))
+    (exact->inexact (list-ref times 2))))
+
+(test-group "issue 25c: a login's time does not tell which names exist"
+  ;; A wrong password for alice took 59 ms, any password for a name
+  ;; without an account 3.7 ms: the hash was verified only for the first.
+  (let ((v (make-visitor)))
+    (call v 'GET "/login")
+    (define (login! name)
+      (status-of v 'POST "/login" #:form `(("login-name" . ,name)
+                                           ("login-password" . "not the password"))))
+    (let ((known (median-seconds (lambda () (login! "alice"))))
+          (unknown (median-seconds (lambda () (login! "nobody-here")))))
+      (format #t "login refused: ~,1f ms alice, ~,1f ms a name without an account~%"
+              (* 1000 known) (* 1000 unknown))
+      (test-equal "both refused" '(403 403) (list (login! "alice") (login! "nobody-here")))
+      (test-assert "as slowly (at least half the time)" (>= unknown (/ known 2))))))
+
 (define long-title (make-string 81 #\a))
 
 (test-group "hostile input"
