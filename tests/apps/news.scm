@@ -345,14 +345,55 @@
                      <)))
     (exact->inexact (list-ref times 2))))
 
+(test-group "issue 25b: failed logins, per account and per address, across workers"
+  ;; 40 wrong passwords for one account, then the right one: all were
+  ;; answered, and the last logged in.
+  (define (login! v name password)
+    ;; -> (status retry-after)
+    (call v 'GET "/login")
+    (let ((status headers text (call v 'POST "/login"
+                                     #:form `(("login-name" . ,name) ("login-password" . ,password)))))
+      (list status (assq-ref headers 'retry-after))))
+  (define guesser (make-visitor))
+  (test-equal "grace signs up" 303 (signup! (make-visitor) "grace" "grace's long password"))
+  (test-equal "heidi signs up" 303 (signup! (make-visitor) "heidi" "heidi's long password"))
+  (test-equal "10 wrong passwords for grace: each a 403" (make-list 10 403)
+    (map (lambda (i) (car (login! guesser "grace" (format #f "guess ~a" i)))) (iota 10)))
+  (let ((result (login! guesser "grace" "guess 11")))
+    (test-equal "the 11th: 429" 429 (car result))
+    (test-assert "with a Retry-After within the 15 minutes"
+      (and (integer? (cadr result)) (<= 1 (cadr result) 900))))
+  (test-equal "the right password, from the guesser: 429 still" 429
+    (car (login! guesser "grace" "grace's long password")))
+  (test-equal "per account: the right password from elsewhere: 429" 429
+    (car (login! (make-visitor) "Grace" "grace's long password")))
+  (test-equal "per address: another account from the guesser: 429" 429
+    (car (login! guesser "heidi" "heidi's long password")))
+  (test-equal "another account from elsewhere: logs in" 303
+    (car (login! (make-visitor) "heidi" "heidi's long password")))
+  (let ((other-worker (make-news-app #:file db-file #:prefix "/"
+                                     #:address (lambda (request)
+                                                 (assq-ref (request-headers request) 'x-test-peer)))))
+    ;; another app on the same database: another worker's state and
+    ;; connection
+    (test-equal "another worker: 429 too" 429
+      (let ((this-worker app))
+        (dynamic-wind
+          (lambda () (set! app other-worker))
+          (lambda () (car (login! (make-visitor) "grace" "grace's long password")))
+          (lambda () (set! app this-worker)))))))
+
 (test-group "issue 25c: a login's time does not tell which names exist"
   ;; A wrong password for alice took 59 ms, any password for a name
   ;; without an account 3.7 ms: the hash was verified only for the first.
-  (let ((v (make-visitor)))
-    (call v 'GET "/login")
+  ;; each attempt from an address of its own: five failures from one
+  ;; would count toward its limit (issue 25b)
+  (let ()
     (define (login! name)
-      (status-of v 'POST "/login" #:form `(("login-name" . ,name)
-                                           ("login-password" . "not the password"))))
+      (let ((v (make-visitor)))
+        (call v 'GET "/login")
+        (status-of v 'POST "/login" #:form `(("login-name" . ,name)
+                                             ("login-password" . "not the password")))))
     (let ((known (median-seconds (lambda () (login! "alice"))))
           (unknown (median-seconds (lambda () (login! "nobody-here")))))
       (format #t "login refused: ~,1f ms alice, ~,1f ms a name without an account~%"
