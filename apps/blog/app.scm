@@ -40,6 +40,12 @@
 ;;; bots) and a rate limit per address.  The admin's forms carry the
 ;;; session's token, as the news site's do.
 ;;;
+;;; The limits are counted in the sessions' database ((plucky web
+;;; limit)), which every worker shares: comments per address, and
+;;; failed logins of the admin per name and per address (past 10 in 15
+;;; minutes a login is answered 429 with Retry-After, the password not
+;;; tried).
+;;;
 ;;; All links are relative, so the blog works mounted under any prefix
 ;;; (the demo serves it at /blog/).  The Atom feed's alone are absolute:
 ;;; they start with the blog's canonical origin when one is configured
@@ -70,6 +76,7 @@
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
   #:use-module (plucky web password)
+  #:use-module (plucky web limit)
   #:use-module ((plucky web crypto) #:select (random-bytes bytes->base64url
                                               hmac-sha256 bytevector=?/constant-time
                                               base64url->bytes))
@@ -92,13 +99,14 @@
 ;; write(2) for both, which costs less than a write and a sendfile.
 (define default-memfile-threshold 16384)
 (define day 86400)
+(define login-failures 10)              ; failed logins per name and per address…
+(define login-window (* 15 60))         ; …in fifteen minutes, then 429
 
 ;;; The blog's state in this worker.
 
 (define-record-type <blog>
   (%make-blog store prefix secret admin-name admin-hash comment-days
-              rate-limit rate-window address lock memfile-threshold
-              origin scheme)
+              comments address lock memfile-threshold origin scheme logins)
   blog?
   (store blog-store)
   (prefix blog-prefix)                  ; "/blog/"
@@ -106,19 +114,18 @@
   (admin-name blog-admin-name)
   (admin-hash blog-admin-hash)          ; Argon2id
   (comment-days blog-comment-days)      ; comments close this many days on; #f: never
-  (rate-limit blog-rate-limit)          ; comments per address…
-  (rate-window blog-rate-window)        ; …in this many seconds
+  (comments blog-comments)              ; <rate-limit>: comments per address
   (address blog-address)                ; request -> the client's address
-  (lock blog-lock)                      ; the index, cache and rate table
+  (lock blog-lock)                      ; the index and cache
   (memfile-threshold blog-memfile-threshold) ; bytes: pages kept in a memfd
   (origin blog-origin)                  ; "https://host[:port]", or #f: the request's
-  (scheme blog-scheme))                 ; request -> 'http or 'https
+  (scheme blog-scheme)                  ; request -> 'http or 'https
+  (logins blog-logins))                 ; <rate-limit>: failed logins
 
 (define* (make-blog #:key store prefix secret admin-name admin-hash comment-days
-                    rate-limit rate-window address memfile-threshold origin scheme)
+                    comments address memfile-threshold origin scheme logins)
   (%make-blog store prefix secret admin-name admin-hash comment-days
-              rate-limit rate-window address (make-mutex) memfile-threshold
-              origin scheme))
+              comments address (make-mutex) memfile-threshold origin scheme logins))
 
 ;; What the current commit gives: its index and the cached pages.
 (define-record-type <view>
@@ -518,23 +525,6 @@
 
 ;;; Comments.
 
-(define (rate-ok? blog address now)
-  ;; -> #t and the post counted, or #f when ADDRESS posted too much
-  (with-mutex (blog-lock blog)
-    (let* ((table (rate-table blog))
-           (recent (filter (lambda (t) (> t (- now (blog-rate-window blog))))
-                           (hash-ref table address '()))))
-      (if (>= (length recent) (blog-rate-limit blog))
-          (begin (hash-set! table address recent) #f)
-          (begin (hash-set! table address (cons now recent)) #t)))))
-
-(define rate-tables (make-weak-key-hash-table))
-(define (rate-table blog)
-  (or (hash-ref rate-tables blog)
-      (let ((table (make-hash-table)))
-        (hash-set! rate-tables blog table)
-        table)))
-
 (define (bad-text? text)
   ;; invalid UTF-8 (read as U+FFFD) or control characters but newlines and tabs
   (string-any (lambda (c) (or (char=? c #\xFFFD)
@@ -597,8 +587,11 @@
                                  #:values (if (any bad-text? (map cdr fields)) '()
                                               (map excerpt-field fields)))
                       view))
-     ((not (rate-ok? blog ((blog-address blog) request) now))
-      (plain 429 "Too many comments from your address: try again in a few minutes."))
+     ((rate-limit-take! (blog-comments blog) ((blog-address blog) request))
+      => (lambda (wait)
+           (values (too-many-requests wait)
+                   (format #f "Too many comments from your address: try again in ~a minutes.\n"
+                           (quotient (+ wait 59) 60)))))
      (else
       (let* ((author (string-trim-both (assoc-ref fields "author")))
              (text (comment-blob-text now author
@@ -646,6 +639,12 @@
   (delete-duplicates
    (remove string-null? (map string-trim-both (string-split (or text "") #\,)))))
 
+(define (login-keys blog request name)
+  ;; -> what failed logins count by: the name given (cut short: it is
+  ;; a key, not a page) and the client's address
+  (list (string-append "name:" (if (> (string-length name) 64) (substring name 0 64) name))
+        (string-append "address:" ((blog-address blog) request))))
+
 (define (admin blog view request body base rest admin?)
   (let* ((store (blog-store blog))
          (index (view-index view))
@@ -683,16 +682,31 @@
      ;; logging in and out
      ((equal? rest '("login"))
       (if (eq? method 'POST)
-          (let ((name (or (assoc-ref fields "name") ""))
-                (password (or (assoc-ref fields "password") "")))
-            ;; The password is verified whatever the name, so that a
-            ;; wrong name takes as long to refuse as a wrong password.
-            (if (and (verify-password (blog-admin-hash blog) password)
-                     (string=? name (blog-admin-name blog)))
-                (begin (session-regenerate!)
-                       (session-set! "admin" #t)
-                       (redirect (admin-base)))
-                (html-now 403 (login-page base #:error "Wrong name or password."))))
+          (let* ((name (or (assoc-ref fields "name") ""))
+                 (password (or (assoc-ref fields "password") ""))
+                 (keys (login-keys blog request name))
+                 (wait (fold (lambda (key wait)
+                               (let ((w (rate-limit-retry-after (blog-logins blog) key)))
+                                 (if (and w (or (not wait) (> w wait))) w wait)))
+                             #f keys)))
+            (cond
+             ;; past the failures allowed, the password is not tried
+             (wait
+              (values (too-many-requests wait #:content-type '(text/html (charset . "utf-8")))
+                      (html->bytevector
+                       (login-page base #:error (format #f "Too many failed logins: try again in ~a minutes."
+                                                        (quotient (+ wait 59) 60))))))
+             ;; The password is verified whatever the name, so that a
+             ;; wrong name takes as long to refuse as a wrong password.
+             ((and (verify-password (blog-admin-hash blog) password)
+                   (string=? name (blog-admin-name blog)))
+              (rate-limit-clear! (blog-logins blog) (car keys))
+              (session-regenerate!)
+              (session-set! "admin" #t)
+              (redirect (admin-base)))
+             (else
+              (for-each (lambda (key) (rate-limit-hit! (blog-logins blog) key)) keys)
+              (html-now 403 (login-page base #:error "Wrong name or password.")))))
           (redirect (admin-base))))
      ((not admin?)
       (if (and (eq? method 'GET) (null? rest))
@@ -766,7 +780,9 @@ verifies; sessions live in SESSIONS-DB (SQLite: an open database, or a
 procedure that opens one, called once in each worker).  SECRET (a bytevector)
 keys the comment forms' tokens.  Comments close COMMENT-DAYS after a
 post (#f: never); an address may post RATE-LIMIT comments in
-RATE-WINDOW seconds; ADDRESS maps a request to its client's address.
+RATE-WINDOW seconds, counted in SESSIONS-DB across workers, as are failed
+logins (10 in 15 minutes per name and per address, then 429); ADDRESS
+maps a request to its client's address.
 The Atom feed's links start with ORIGIN (\"https://blog.example.org\"),
 or when it is #f with the request's own origin: SCHEME maps a request to
 'https when it came over TLS, else 'http.
@@ -777,8 +793,13 @@ carries them in a Server-Timing header too."
   (check-blog-layout store)
   (let* ((blog (make-blog #:store store #:prefix prefix #:secret secret
                           #:admin-name admin-name #:admin-hash admin-hash
-                          #:comment-days comment-days #:rate-limit rate-limit
-                          #:rate-window rate-window #:address address
+                          #:comment-days comment-days
+                          ;; shared by the workers: in the sessions' database
+                          #:comments (make-rate-limit #:db sessions-db #:name "blog-comments"
+                                                      #:limit rate-limit #:window rate-window)
+                          #:logins (make-rate-limit #:db sessions-db #:name "blog-login"
+                                                    #:limit login-failures #:window login-window)
+                          #:address address
                           #:memfile-threshold memfile-threshold
                           #:origin (check-origin origin) #:scheme scheme))
          (state (list #f))

@@ -394,7 +394,16 @@
       (list (post!) (post!) (post!)))
     (test-equal "another address may still" 303
       (status-of 'POST post-path #:jar? #f #:app limited #:peer "203.0.113.10"
-                 #:form `(("token" . ,token) ("author" . "other") ("comment" . "hi")))))
+                 #:form `(("token" . ,token) ("author" . "other") ("comment" . "hi"))))
+    ;; issue 25 (e): each worker counted apart, so two workers took
+    ;; twice the limit (10 comments against the documented 5)
+    (let ((status headers text
+                  (call 'POST post-path #:jar? #f #:app (other-app #:rate-limit 2)
+                        #:peer "203.0.113.9"
+                        #:form `(("token" . ,token) ("author" . "flood") ("comment" . "elsewhere")))))
+      (test-equal "issue 25e: another worker (another app on the same database): 429" 429 status)
+      (test-assert "issue 25e: with a Retry-After"
+        (integer? (assq-ref headers 'retry-after)))))
   (let ((closed (other-app #:comment-days 0)))
     (test-assert "a post past the age shows no form"
       (not (string-contains (text-of 'GET post-path #:jar? #f #:app closed) "comment-form")))
@@ -435,11 +444,49 @@
                    #:form `(("csrf" . ,csrf))))
       (test-equal "one fewer" (- before 1) (comment-count)))))
 
+(test-group "issue 25b: failed logins of the admin, per name and per address, across workers"
+  (define (login! name password peer)
+    ;; -> (status retry-after)
+    (let ((status headers text (call 'POST "/blog/admin/login" #:jar? #f #:peer peer
+                                     #:form `(("name" . ,name) ("password" . ,password)))))
+      (list status (assq-ref headers 'retry-after))))
+  (test-equal "10 wrong passwords: each a 403" (make-list 10 403)
+    (map (lambda (i) (car (login! "admin" (format #f "guess ~a" i) "198.18.0.1"))) (iota 10)))
+  (let ((result (login! "admin" "guess 11" "198.18.0.1")))
+    (test-equal "the 11th: 429" 429 (car result))
+    (test-assert "with a Retry-After within the 15 minutes"
+      (and (integer? (cadr result)) (<= 1 (cadr result) 900))))
+  (test-equal "the right password, from the guesser: 429 still" 429
+    (car (login! "admin" "correct horse battery" "198.18.0.1")))
+  (test-equal "per name: the right password from elsewhere: 429" 429
+    (car (login! "admin" "correct horse battery" "198.18.0.2")))
+  (test-equal "another worker (another app on the same database): 429" 429
+    (car (let ((status headers text (call 'POST "/blog/admin/login" #:jar? #f #:peer "198.18.0.3"
+                                          #:app (other-app)
+                                          #:form '(("name" . "admin")
+                                                   ("password" . "correct horse battery")))))
+           (list status))))
+  ;; the per-address count: another name from the guesser
+  (for-each (lambda (i) (login! (format #f "name ~a" i) "x" "198.18.0.4")) (iota 10))
+  (test-equal "per address: 10 failures with other names, then 429" 429
+    (car (login! "someone" "x" "198.18.0.4")))
+  ;; the window moved on, as 15 minutes later
+  (call-guarded
+   (lambda ()
+     (sqlite-exec sessions "UPDATE plucky_rate_events SET time = time - 901 WHERE name = 'blog-login'")
+     (test-equal "15 minutes on: the right password logs in" 303
+       (car (login! "admin" "correct horse battery" "198.18.0.1"))))))
+
 (test-group "issue 25c: a login's time does not tell the admin's name"
   ;; A wrong name was refused without verifying the password: at once,
   ;; where a wrong password for the admin's name took an Argon2 hash.
+  (define peers 0)
   (define (login! name)
-    (status-of 'POST "/blog/admin/login" #:form `(("name" . ,name) ("password" . "not it"))))
+    ;; each from an address of its own: failures from one count toward
+    ;; its limit (issue 25b)
+    (set! peers (+ peers 1))
+    (status-of 'POST "/blog/admin/login" #:peer (format #f "192.0.2.~a" (+ 100 peers))
+               #:form `(("name" . ,name) ("password" . "not it"))))
   (define (median-seconds thunk)
     (let ((times (sort (map (lambda (_)
                               (let ((start (get-internal-real-time)))
