@@ -40,8 +40,19 @@
 ;;; bots) and a rate limit per address.  The admin's forms carry the
 ;;; session's token, as the news site's do.
 ;;;
+;;; The limits are counted in the sessions' database ((plucky web
+;;; limit)), which every worker shares: comments per address, and
+;;; failed logins of the admin per name and per address (past 10 in 15
+;;; minutes a login is answered 429 with Retry-After, the password not
+;;; tried).
+;;;
 ;;; All links are relative, so the blog works mounted under any prefix
-;;; (the demo serves it at /blog/).
+;;; (the demo serves it at /blog/).  The Atom feed's alone are absolute:
+;;; they start with the blog's canonical origin when one is configured
+;;; ("https://blog.example.org"), else with the request's own (its
+;;; scheme, https when it came over TLS, and its Host) -- and then the
+;;; feed is cached under that origin, so that a request with a forged
+;;; Host gets links to that host and nobody else does.
 ;;;
 ;;; Code:
 
@@ -58,12 +69,14 @@
   #:use-module (web response)
   #:use-module (web uri)
   #:use-module ((plucky server loop) #:select (current-request-peer))
+  #:use-module ((plucky server) #:select (current-request-scheme))
   #:use-module (plucky web memfile)
   #:use-module (plucky web html)
   #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
   #:use-module (plucky web password)
+  #:use-module (plucky web limit)
   #:use-module ((plucky web crypto) #:select (random-bytes bytes->base64url
                                               hmac-sha256 bytevector=?/constant-time
                                               base64url->bytes))
@@ -86,12 +99,14 @@
 ;; write(2) for both, which costs less than a write and a sendfile.
 (define default-memfile-threshold 16384)
 (define day 86400)
+(define login-failures 10)              ; failed logins per name and per address…
+(define login-window (* 15 60))         ; …in fifteen minutes, then 429
 
 ;;; The blog's state in this worker.
 
 (define-record-type <blog>
-  (make-blog store prefix secret admin-name admin-hash comment-days
-             rate-limit rate-window address lock memfile-threshold)
+  (%make-blog store prefix secret admin-name admin-hash comment-days
+              comments address lock memfile-threshold origin scheme logins)
   blog?
   (store blog-store)
   (prefix blog-prefix)                  ; "/blog/"
@@ -99,11 +114,18 @@
   (admin-name blog-admin-name)
   (admin-hash blog-admin-hash)          ; Argon2id
   (comment-days blog-comment-days)      ; comments close this many days on; #f: never
-  (rate-limit blog-rate-limit)          ; comments per address…
-  (rate-window blog-rate-window)        ; …in this many seconds
+  (comments blog-comments)              ; <rate-limit>: comments per address
   (address blog-address)                ; request -> the client's address
-  (lock blog-lock)                      ; the index, cache and rate table
-  (memfile-threshold blog-memfile-threshold)) ; bytes: pages kept in a memfd
+  (lock blog-lock)                      ; the index and cache
+  (memfile-threshold blog-memfile-threshold) ; bytes: pages kept in a memfd
+  (origin blog-origin)                  ; "https://host[:port]", or #f: the request's
+  (scheme blog-scheme)                  ; request -> 'http or 'https
+  (logins blog-logins))                 ; <rate-limit>: failed logins
+
+(define* (make-blog #:key store prefix secret admin-name admin-hash comment-days
+                    comments address memfile-threshold origin scheme logins)
+  (%make-blog store prefix secret admin-name admin-hash comment-days
+              comments address (make-mutex) memfile-threshold origin scheme logins))
 
 ;; What the current commit gives: its index and the cached pages.
 (define-record-type <view>
@@ -378,11 +400,27 @@
                             (blog-index-public-posts index)))))
     (html-page 200 (listing-page base index (string-append "search: \"" text "\"") posts))))
 
-(define (site-url request blog)
+(define (request-origin blog request)
+  ;; -> "SCHEME://HOST[:PORT]" of REQUEST as its client sent it
   (let ((host (request-host request)))
-    (string-append "http://" (if host (car host) "localhost")
-                   (if (and host (cdr host)) (format #f ":~a" (cdr host)) "")
-                   (blog-prefix blog))))
+    (string-append (symbol->string ((blog-scheme blog) request)) "://"
+                   (if host (car host) "localhost")
+                   (if (and host (cdr host)) (format #f ":~a" (cdr host)) ""))))
+
+(define (site-url blog request)
+  ;; -> the blog's absolute URL, for the feed's links: from the
+  ;; configured origin, else from the request's (see `feed-cache-key')
+  (string-append (or (blog-origin blog) (request-origin blog request))
+                 (blog-prefix blog)))
+
+(define (feed-cache-key blog request key)
+  ;; -> the feed's cache key: KEY when the origin is configured, else
+  ;; KEY under the request's origin, whose Host then shows in no one
+  ;; else's feed.  The fast path (`cached-response') never finds these
+  ;; keys: a feed's hit goes through the router.
+  (if (blog-origin blog)
+      key
+      (string-append (request-origin blog request) " " key)))
 
 (define (atom-date timestamp)
   (date->string (time-utc->date (make-time time-utc 0 timestamp) 0) "~Y-~m-~dT~H:~M:~SZ"))
@@ -396,7 +434,7 @@
                                (not (any (lambda (t) (member t (post-tags post))) without))))
                         (blog-index-public-posts index)))
          (posts (if (> (length posts) 10) (take posts 10) posts))
-         (site (site-url request blog))
+         (site (site-url blog request))
          (url (lambda (post) (string-append site (substring (post-url "" post) 0)))))
     (make-page 200 '(application/atom+xml (charset . "utf-8"))
                (string->utf8
@@ -475,7 +513,8 @@
       (("tags") (cached key (lambda () (html-page 200 (tags-page base index)))))
       (("tags" tag) (cached key (lambda () (tag-page view base tag))))
       ((or ("feed") ("feed" "atom"))
-       (cached key (lambda () (feed-page blog view request (query-params request)))))
+       (cached (feed-cache-key blog request key)
+               (lambda () (feed-page blog view request (query-params request)))))
       (("search")
        (let ((text (or (assoc-ref (if get? (query-params request) (form-params body)) "string") "")))
          (bytes-response (search-page blog view base (if (> (string-length text) 200)
@@ -485,23 +524,6 @@
       (_ (not-found)))))
 
 ;;; Comments.
-
-(define (rate-ok? blog address now)
-  ;; -> #t and the post counted, or #f when ADDRESS posted too much
-  (with-mutex (blog-lock blog)
-    (let* ((table (rate-table blog))
-           (recent (filter (lambda (t) (> t (- now (blog-rate-window blog))))
-                           (hash-ref table address '()))))
-      (if (>= (length recent) (blog-rate-limit blog))
-          (begin (hash-set! table address recent) #f)
-          (begin (hash-set! table address (cons now recent)) #t)))))
-
-(define rate-tables (make-weak-key-hash-table))
-(define (rate-table blog)
-  (or (hash-ref rate-tables blog)
-      (let ((table (make-hash-table)))
-        (hash-set! rate-tables blog table)
-        table)))
 
 (define (bad-text? text)
   ;; invalid UTF-8 (read as U+FFFD) or control characters but newlines and tabs
@@ -532,6 +554,21 @@
        (,(> (string-length comment) comment-limit)
         . "The comment is too long (10,000 characters at most).")))))
 
+(define excerpt-length 200)           ; characters of a refused value shown again
+
+(define (excerpt-field field)
+  ;; -> FIELD, (name . value) of a refused comment form, as the form
+  ;; shows it again: all of it within its limit (nothing typed is
+  ;; lost), else its first characters only
+  (match field
+    ((name . value)
+     (let ((limit (match name
+                    ("author" author-limit) ("email" email-limit)
+                    ("url" url-limit) ("comment" comment-limit) (_ excerpt-length))))
+       (if (> (string-length value) limit)
+           (cons name (string-append (substring value 0 (min limit excerpt-length)) "…"))
+           field)))))
+
 (define (post-comment blog view request body base post)
   (let* ((fields (form-params body))
          (now (current-time)))
@@ -547,10 +584,14 @@
      ((pair? (comment-errors fields))
       (bytes-response (show-post blog view base post #:code 400
                                  #:errors (comment-errors fields)
-                                 #:values (if (any bad-text? (map cdr fields)) '() fields))
+                                 #:values (if (any bad-text? (map cdr fields)) '()
+                                              (map excerpt-field fields)))
                       view))
-     ((not (rate-ok? blog ((blog-address blog) request) now))
-      (plain 429 "Too many comments from your address: try again in a few minutes."))
+     ((rate-limit-take! (blog-comments blog) ((blog-address blog) request))
+      => (lambda (wait)
+           (values (too-many-requests wait)
+                   (format #f "Too many comments from your address: try again in ~a minutes.\n"
+                           (quotient (+ wait 59) 60)))))
      (else
       (let* ((author (string-trim-both (assoc-ref fields "author")))
              (text (comment-blob-text now author
@@ -598,6 +639,12 @@
   (delete-duplicates
    (remove string-null? (map string-trim-both (string-split (or text "") #\,)))))
 
+(define (login-keys blog request name)
+  ;; -> what failed logins count by: the name given (cut short: it is
+  ;; a key, not a page) and the client's address
+  (list (string-append "name:" (if (> (string-length name) 64) (substring name 0 64) name))
+        (string-append "address:" ((blog-address blog) request))))
+
 (define (admin blog view request body base rest admin?)
   (let* ((store (blog-store blog))
          (index (view-index view))
@@ -635,14 +682,31 @@
      ;; logging in and out
      ((equal? rest '("login"))
       (if (eq? method 'POST)
-          (let ((name (or (assoc-ref fields "name") ""))
-                (password (or (assoc-ref fields "password") "")))
-            (if (and (string=? name (blog-admin-name blog))
-                     (verify-password (blog-admin-hash blog) password))
-                (begin (session-regenerate!)
-                       (session-set! "admin" #t)
-                       (redirect (admin-base)))
-                (html-now 403 (login-page base #:error "Wrong name or password."))))
+          (let* ((name (or (assoc-ref fields "name") ""))
+                 (password (or (assoc-ref fields "password") ""))
+                 (keys (login-keys blog request name))
+                 (wait (fold (lambda (key wait)
+                               (let ((w (rate-limit-retry-after (blog-logins blog) key)))
+                                 (if (and w (or (not wait) (> w wait))) w wait)))
+                             #f keys)))
+            (cond
+             ;; past the failures allowed, the password is not tried
+             (wait
+              (values (too-many-requests wait #:content-type '(text/html (charset . "utf-8")))
+                      (html->bytevector
+                       (login-page base #:error (format #f "Too many failed logins: try again in ~a minutes."
+                                                        (quotient (+ wait 59) 60))))))
+             ;; The password is verified whatever the name, so that a
+             ;; wrong name takes as long to refuse as a wrong password.
+             ((and (verify-password (blog-admin-hash blog) password)
+                   (string=? name (blog-admin-name blog)))
+              (rate-limit-clear! (blog-logins blog) (car keys))
+              (session-regenerate!)
+              (session-set! "admin" #t)
+              (redirect (admin-base)))
+             (else
+              (for-each (lambda (key) (rate-limit-hit! (blog-logins blog) key)) keys)
+              (html-now 403 (login-page base #:error "Wrong name or password.")))))
           (redirect (admin-base))))
      ((not admin?)
       (if (and (eq? method 'GET) (null? rest))
@@ -689,11 +753,26 @@
 (define (peer-address request)
   (format #f "~a" (or (current-request-peer) "unknown")))
 
+(define (peer-scheme request)
+  (or (current-request-scheme) 'http))
+
+(define (check-origin origin)
+  ;; -> ORIGIN without a trailing slash, or a 'blog-error naming it
+  (let ((text (and origin (string-trim-right origin #\/))))
+    (unless (or (not origin)
+                (let ((uri (string->uri text)))
+                  (and uri (memq (uri-scheme uri) '(http https)) (uri-host uri)
+                       (string-null? (uri-path uri)) (not (uri-query uri))
+                       (not (uri-fragment uri)) (not (uri-userinfo uri)))))
+      (throw 'blog-error
+             (format #f "the canonical origin must be http(s)://HOST[:PORT], not ~s" origin)))
+    text))
+
 (define* (make-blog-app #:key store sessions-db (prefix "/") secret
                         (admin-name "admin") admin-hash (comment-days 365)
                         (rate-limit 5) (rate-window 600) (address peer-address)
                         (memfile-threshold default-memfile-threshold)
-                        (server-timing? #f))
+                        origin (scheme peer-scheme) (server-timing? #f))
   "Return the blog's handler, serving the git store STORE (checked to be
 in tekuti's layout first: a 'blog-error otherwise) under PREFIX.  Its
 admin logs in as ADMIN-NAME with the password ADMIN-HASH (Argon2id)
@@ -701,15 +780,28 @@ verifies; sessions live in SESSIONS-DB (SQLite: an open database, or a
 procedure that opens one, called once in each worker).  SECRET (a bytevector)
 keys the comment forms' tokens.  Comments close COMMENT-DAYS after a
 post (#f: never); an address may post RATE-LIMIT comments in
-RATE-WINDOW seconds; ADDRESS maps a request to its client's address.
+RATE-WINDOW seconds, counted in SESSIONS-DB across workers, as are failed
+logins (10 in 15 minutes per name and per address, then 429); ADDRESS
+maps a request to its client's address.
+The Atom feed's links start with ORIGIN (\"https://blog.example.org\"),
+or when it is #f with the request's own origin: SCHEME maps a request to
+'https when it came over TLS, else 'http.
 Cached pages of MEMFILE-THRESHOLD bytes or more are kept in a memfd and
 sent with sendfile(2).  Each request's phases (ref-check, git, render)
 are timed for the status page; with SERVER-TIMING? true, its response
 carries them in a Server-Timing header too."
   (check-blog-layout store)
-  (let* ((blog (make-blog store prefix secret admin-name admin-hash comment-days
-                          rate-limit rate-window address (make-mutex)
-                          memfile-threshold))
+  (let* ((blog (make-blog #:store store #:prefix prefix #:secret secret
+                          #:admin-name admin-name #:admin-hash admin-hash
+                          #:comment-days comment-days
+                          ;; shared by the workers: in the sessions' database
+                          #:comments (make-rate-limit #:db sessions-db #:name "blog-comments"
+                                                      #:limit rate-limit #:window rate-window)
+                          #:logins (make-rate-limit #:db sessions-db #:name "blog-login"
+                                                    #:limit login-failures #:window login-window)
+                          #:address address
+                          #:memfile-threshold memfile-threshold
+                          #:origin (check-origin origin) #:scheme scheme))
          (state (list #f))
          (routed (lambda (request body) (route blog state request body)))
          (with-session (with-sessions routed #:db sessions-db #:path prefix))

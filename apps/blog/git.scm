@@ -351,7 +351,10 @@ of STORE and return its id."
 
 (define (call-with-write-lock store thunk)
   (with-mutex write-mutex
-    (let ((port (open-file (string-append (git-store-git-dir store) "/plucky-blog.lock") "a")))
+    ;; empty, but made 0600 as git makes the repository's files when it
+    ;; is private (core.sharedRepository 0600)
+    (let ((port (open (string-append (git-store-git-dir store) "/plucky-blog.lock")
+                      (logior O_WRONLY O_APPEND O_CREAT) #o600)))
       (dynamic-wind
         (lambda () (flock port LOCK_EX))
         thunk

@@ -87,12 +87,15 @@
 (define day 86400)
 
 (define* (seed-blog! directory #:key (posts 200) (comments 2000) (drafts 3)
-                     (now (current-time)) (years 5))
+                     (now (current-time)) (years 5) (private? #f))
   "Make DIRECTORY a bare git repository holding a sample blog in tekuti's
 layout (see the commentary) and return its git store.  DIRECTORY must
-not exist or be empty."
-  (unless (file-exists? directory) (mkdir directory))
-  (system* "git" "init" "-q" "--bare" "-b" "master" directory)
+not exist or be empty.  With PRIVATE?, the repository is its user's
+alone: directories 0700, files 0600, kept so by git (its
+core.sharedRepository) as commits are added."
+  (unless (file-exists? directory) (mkdir directory (if private? #o700 #o777)))
+  (apply system* "git" "init" "-q" "--bare" "-b" "master"
+         `(,@(if private? '("--shared=0600") '()) ,directory))
   (let* ((store (open-git-store directory))
          (state (seed->random-state 20120308))
          (temporary (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp")

@@ -18,12 +18,18 @@
 ;;;                       is made, else a random one printed once
 ;;;
 ;;; Each is made under a temporary name and moved in place with link(2)
-;;; or rename(2), so that two workers starting at once make it once.  A
+;;; or rename(2), so that two workers starting at once make it once.
+;;; All are the server's user's alone: files 0600, directories 0700
+;;; (the repository made so, and kept so by git as comments are
+;;; committed), the data directory 0700 when the blog makes it.  A
 ;;; repository that is not git, or not in tekuti's layout, stops the
 ;;; start with one line naming it (`plucky serve' exits with status 2).
 ;;; Comments close $PLUCKY_BLOG_COMMENT_DAYS days after a post (default
 ;;; 365; 0 closes them all) and an address may post
 ;;; $PLUCKY_BLOG_COMMENT_LIMIT comments in ten minutes (default 5).
+;;; $PLUCKY_BLOG_ORIGIN ("https://blog.example.org") is the origin the
+;;; Atom feed's links start with; unset, each request's own (see (blog
+;;; app)).
 ;;; With PLUCKY_SERVER_TIMING=1 each response carries a Server-Timing
 ;;; header of its phases (see (blog app)).
 ;;;
@@ -43,25 +49,44 @@
 
 (define (data-directory)
   (let ((dir (or (getenv "PLUCKY_DATA") "var")))
-    (unless (file-exists? dir) (mkdir dir))
+    (unless (file-exists? dir) (mkdir dir #o700)) ; the server's user's alone
     dir))
 
 (define (make-once! file make)
-  ;; write FILE with (MAKE port) unless it exists, atomically
+  ;; write FILE with (MAKE port) unless it exists, atomically; the file
+  ;; is its user's alone from its creation, before anything is in it
   (unless (file-exists? file)
     (let ((temporary (string-append file ".tmp-" (number->string (getpid)))))
-      (call-with-output-file temporary make #:binary #t)
-      (chmod temporary #o600)
+      (let ((port (open temporary (logior O_WRONLY O_CREAT O_TRUNC) #o600)))
+        (chmod port #o600)              ; a leftover of a crash may have had another mode
+        (make port)
+        (close-port port))
       (catch 'system-error
         (lambda () (link temporary file))
         (lambda _ #f))
       (delete-file temporary))))
 
+(define (private-file! file)
+  ;; -> FILE, made empty and 0600 if missing (SQLite would make it
+  ;; 0644, and its -wal and -shm after it), else stripped of others'
+  ;; permissions, which an older start may have left
+  (catch 'system-error
+    (lambda () (close-port (open file (logior O_WRONLY O_CREAT O_EXCL) #o600)))
+    (lambda args
+      (unless (= (system-error-errno args) EEXIST) (apply throw args))))
+  (for-each (lambda (name)
+              (let ((st (false-if-exception (stat name))))
+                (when (and st (= (stat:uid st) (geteuid))
+                           (not (zero? (logand (stat:perms st) #o077))))
+                  (chmod name (logand (stat:perms st) #o700)))))
+            (list file (string-append file "-wal") (string-append file "-shm")))
+  file)
+
 (define (seeded-repository dir)
   (let ((repository (string-append dir "/blog.git")))
     (unless (file-exists? repository)
       (let ((temporary (string-append repository ".tmp-" (number->string (getpid)))))
-        (seed-blog! temporary)
+        (seed-blog! temporary #:private? #t)
         (catch 'system-error
           (lambda () (rename-file temporary repository))
           ;; another worker got there first
@@ -109,13 +134,14 @@ error whose message is one line when the repository is unusable."
                        ;; opened in each worker: a connection must not
                        ;; cross the fork that follows the app's loading
                        #:sessions-db (lambda ()
-                                       (sqlite-open (string-append dir "/blog-sessions.db")))
+                                       (sqlite-open (private-file! (string-append dir "/blog-sessions.db"))))
                        #:prefix prefix
                        #:secret (secret dir)
                        #:admin-name (car login)
                        #:admin-hash (cdr login)
                        #:comment-days (number-variable "PLUCKY_BLOG_COMMENT_DAYS" 365)
                        #:rate-limit (number-variable "PLUCKY_BLOG_COMMENT_LIMIT" 5)
+                       #:origin (getenv "PLUCKY_BLOG_ORIGIN")
                        ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
                        #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1"))))
     (lambda (key message)

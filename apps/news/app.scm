@@ -46,6 +46,7 @@
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
   #:use-module (plucky web password)
+  #:use-module (plucky web limit)
   #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?))
   #:use-module (news rank)
   #:use-module (news db)
@@ -67,7 +68,20 @@
 (define stories-per-window 5)         ; per user or address…
 (define comments-per-window 20)
 (define rate-window (* 10 60))        ; …in ten minutes
+(define login-failures 10)            ; failed logins per account and per address…
+(define login-window (* 15 60))       ; …in fifteen minutes, then 429
 (define duplicate-url-window (* 7 24 3600))  ; a url again within a week: a vote
+(define name-limit 15)
+(define excerpt-length 200)           ; characters of a refused value shown again
+
+(define (excerpt value limit)
+  ;; -> what a refused form shows again of VALUE: all of it when it is
+  ;; within LIMIT (nothing typed is lost), else its first characters.
+  ;; A page never quotes back more than a limit's worth of what was
+  ;; sent: a 10 MB comment is not a 10 MB answer.
+  (if (and (string? value) (> (string-length value) limit))
+      (string-append (substring value 0 (min limit excerpt-length)) "…")
+      value))
 
 ;;; The database: one connection per process, opened at its first
 ;;; request (an SQLite connection must not cross a fork, and `plucky
@@ -161,9 +175,10 @@ seeding are one transaction."
 ;;; The app.
 
 (define-record-type <site>
-  (make-site file connection ranked ranked-key pages threads)
+  (make-site file connection ranked ranked-key pages threads logins)
   site?
   (file site-file)
+  (logins site-logins)                           ; <rate-limit>: failed logins
   (connection site-connection set-site-connection!) ; (pid . <news-db>)
   (ranked site-ranked set-site-ranked!)          ; list of <item>, rank order
   (ranked-key site-ranked-key set-site-ranked-key!) ; (version . minute)
@@ -452,25 +467,51 @@ seeding are one transaction."
   (html (login-page #:csrf (csrf-token)
                     #:goto (safe-whence (param (query-params request) "goto")))))
 
+(define (login-keys request name)
+  ;; -> what failed logins count by: the account (names are unique
+  ;; whatever their case) and the client's address
+  (list (string-append "account:" (string-downcase name))
+        (string-append "address:" ((client-address) request))))
+
 (define (login site request body)
   (let* ((db (site-db site))
          (form (form-params request body))
          (name (or (param form "login-name") ""))
          (password (or (param form "login-password") ""))
+         (keys (login-keys request (excerpt name 64)))
+         (wait (fold (lambda (key wait)
+                       (let ((w (rate-limit-retry-after (site-logins site) key)))
+                         (if (and w (or (not wait) (> w wait))) w wait)))
+                     #f keys))
          (hash (and (< (string-length name) 64) (user-password-hash db name))))
-    (if (and hash
-             (< (string-length password) 1024)
-             (verify-password hash password))
-        (begin
-          (when (password-needs-rehash? hash)
-            (set-user-password-hash! db name (hash-password password)))
-          ;; A new session id at login: one planted before cannot follow.
-          (session-regenerate!)
-          (session-set! "user" name)
-          (redirect (safe-whence (param form "goto"))))
-        (html-status 403 (login-page #:csrf (csrf-token)
-                                     #:message "Bad login."
-                                     #:values `(("login-name" . ,name)))))))
+    (cond
+     ;; Past the failures allowed, the password is not even tried: a
+     ;; guesser learns nothing more until the window has moved on.
+     (wait
+      (values (too-many-requests wait #:content-type '(text/html (charset . "utf-8")))
+              (html->bytevector
+               (login-page #:csrf (csrf-token)
+                           #:message (format #f "Too many failed logins: try again in ~a minutes."
+                                             (ceiling-quotient wait 60))
+                           #:values `(("login-name" . ,(excerpt name name-limit)))))))
+     ;; A name without an account is verified too, against a dummy hash
+     ;; (HASH #f): the time of a refusal tells no one which names exist.
+     ((and (verify-password hash password) hash)
+      (when (password-needs-rehash? hash)
+        (set-user-password-hash! db name (hash-password password)))
+      (rate-limit-clear! (site-logins site) (car keys))
+      ;; A new session id at login: one planted before cannot follow.
+      (session-regenerate!)
+      (session-set! "user" name)
+      (redirect (safe-whence (param form "goto"))))
+     (else
+      (for-each (lambda (key) (rate-limit-hit! (site-logins site) key)) keys)
+      (html-status 403 (login-page #:csrf (csrf-token)
+                                   #:message "Bad login."
+                                   #:values `(("login-name" . ,(excerpt name name-limit)))))))))
+
+(define (ceiling-quotient n d)
+  (quotient (+ n d -1) d))
 
 (define (signup site request body)
   (let* ((db (site-db site))
@@ -481,7 +522,7 @@ seeding are one transaction."
           (filter
            cdr
            `(("name" . ,(cond
-                         ((not (<= 2 (string-length name) 15))
+                         ((not (<= 2 (string-length name) name-limit))
                           "Usernames are 2 to 15 characters.")
                          ((not (string-every name-chars name))
                           "Usernames can only contain letters, digits, dashes and underscores.")
@@ -497,11 +538,11 @@ seeding are one transaction."
     (cond
      ((pair? errors)
       (html-status 400 (login-page #:csrf (csrf-token) #:errors errors
-                                   #:values `(("name" . ,name)))))
+                                   #:values `(("name" . ,(excerpt name name-limit))))))
      ((not (create-user! db name (hash-password password) (now)))
       (html-status 409 (login-page #:csrf (csrf-token)
                                    #:errors '(("name" . "That username is taken."))
-                                   #:values `(("name" . ,name)))))
+                                   #:values `(("name" . ,(excerpt name name-limit))))))
      (else
       (session-regenerate!)
       (session-set! "user" name)
@@ -563,7 +604,8 @@ seeding are one transaction."
                     ("text" . ,(or (check-text text text-limit "text")
                                    (and (string-null? url) (string-null? text)
                                         "The url and text fields can't both be blank."))))))
-         (values* `(("title" . ,title) ("url" . ,url) ("text" . ,text)))
+         (values* `(("title" . ,(excerpt title title-limit)) ("url" . ,(excerpt url url-limit))
+                    ("text" . ,(excerpt text text-limit))))
          (ip ((client-address) request))
          (t (now)))
     (cond
@@ -601,7 +643,8 @@ seeding are one transaction."
      ((not user) (redirect "login"))
      ((or (not parent) (item-dead? parent) (item-deleted? parent))
       (not-found site request "No such item."))
-     (error (item-view site request #:item parent #:error error #:text text #:code 400))
+     (error (item-view site request #:item parent #:error error
+                       #:text (excerpt text text-limit) #:code 400))
      ((>= (recent-submissions db (user-name user) ip 'comment (- t rate-window))
           comments-per-window)
       (item-view site request #:item parent #:text text #:code 429
@@ -653,7 +696,8 @@ seeding are one transaction."
                                      #:message "You can't edit that.")))
      (error (html-status 400 (edit-page #:item it #:user (current-user site)
                                         #:csrf (csrf-token) #:error error
-                                        #:title title #:text text)))
+                                        #:title (excerpt title title-limit)
+                                        #:text (excerpt text text-limit))))
      (else
       (edit-item! (site-db site) (item-id it) title
                   (if (string-null? text) #f text))
@@ -770,8 +814,11 @@ of the request, gives the client's address, which votes and rate limits
 count by.  Each request's phases db and render are timed for the status
 page; with SERVER-TIMING? true, its response carries them in a
 Server-Timing header too."
-  (let ((site (make-site file #f #f #f (make-hash-table) (make-hash-table)))
-        (prefix-length (string-length prefix)))
+  (letrec ((site (make-site file #f #f #f (make-hash-table) (make-hash-table)
+                            (make-rate-limit #:db (lambda () (news-db-handle (site-db site)))
+                                             #:name "news-login" #:limit login-failures
+                                             #:window login-window)))
+            (prefix-length (string-length prefix)))
     ((with-server-timing #:header? server-timing?)
      (with-sessions
      (lambda (request body)

@@ -17,7 +17,7 @@
 (define data-directory (or (getenv "PLUCKY_DATA") "var"))
 
 (unless (file-exists? data-directory)
-  (mkdir data-directory))
+  (mkdir data-directory #o700))         ; the server's user's alone
 
 (define news-file (string-append data-directory "/news.db"))
 (seed-news-db! news-file)               ; created and seeded on the first start

@@ -217,7 +217,8 @@ first field line through the blank line, line ends included."
                             (max-header-bytes 32768)
                             (max-header-count 100))
   "Return the limits `parse-request-head' enforces: a request line of
-more than MAX-REQUEST-LINE bytes (not counting its line end) is a 414; a
+more than MAX-REQUEST-LINE bytes (not counting its line end) is a 414 (a
+400 when its method alone reaches the limit); a
 header section of more than MAX-HEADER-BYTES bytes (from the first field
 line through the blank line) or of more than MAX-HEADER-COUNT field lines
 is a 431."
@@ -870,7 +871,10 @@ HIGH? says whether any byte is #x80 or above."
             (first-non-tchar bv ls stop)))
       (let ((me (method-end)))
         (cond
-         ((= me stop) (too-long-or-incomplete me))
+         ;; A method that reaches the line's limit: a 400, not the 414
+         ;; of a long target (RFC 9110 §15.5.15 is about the URI).
+         ((= me stop)
+          (if (= stop line-limit) (fail 400 "method too long" me) (incomplete)))
          ((not (= (u8 bv me) SP))
           (fail 400 "invalid character in method" me))
          ((= me ls) (fail 400 "missing method" me))

@@ -24,10 +24,12 @@
 ;;; else the app is told at once, in one line that names the value.
 ;;; Defaults are the safe ones: Path=/, HttpOnly (no script can read
 ;;; it), SameSite=Lax (not sent on a cross-site POST: the first line of
-;;; defence against CSRF), Secure when the parameter `secure-cookies?' is
-;;; true.  It is false by default because plucky serves plain HTTP, where
-;;; a browser drops a Secure cookie from any host but localhost; an app
-;;; served over HTTPS sets it at load: (secure-cookies? #t).
+;;; defence against CSRF), and Secure when the request being answered came
+;;; over TLS: the parameter `secure-cookies?' is 'auto by default, which
+;;; asks (plucky server)'s `current-request-scheme' at each cookie.  Not
+;;; always, because over plain HTTP a browser drops a Secure cookie from
+;;; any host but localhost.  #t makes every cookie Secure (an app behind
+;;; a proxy that ends TLS), #f none.
 ;;; `delete-cookie' returns the header that makes a browser forget one.
 ;;;
 ;;; Signing.  A signed cookie's value is
@@ -53,6 +55,8 @@
   #:use-module (web response)
   #:use-module (plucky http date)
   #:use-module (plucky web crypto)
+  ;; what the server tells its handlers: whether the request came over TLS
+  #:autoload (plucky server) (current-request-scheme)
   #:export (parse-cookie-header
             request-cookies
             request-cookie
@@ -120,8 +124,15 @@ REQUEST carries, or #f."
 ;;;
 
 (define secure-cookies?
-  ;; Whether `set-cookie' adds Secure unless told otherwise.
-  (make-parameter #f))
+  ;; Whether `set-cookie' adds Secure unless told otherwise: #t, #f, or
+  ;; 'auto, when the request being answered came over TLS.
+  (make-parameter 'auto))
+
+(define (secure-now? secure?)
+  ;; -> SECURE?, 'auto resolved for the request being answered
+  (if (eq? secure? 'auto)
+      (eq? (current-request-scheme) 'https)
+      (and secure? #t)))
 
 (define (token-char? c)
   ;; RFC 7230 tchar
@@ -162,9 +173,10 @@ to a response's headers.  NAME must be a token and VALUE cookie-octets
 `set-signed-cookie' does).  PATH defaults to \"/\"; DOMAIN (#f: this host
 only); MAX-AGE in seconds and EXPIRES in seconds since the epoch (both
 #f: the cookie goes when the browser closes); HTTP-ONLY? (default #t);
-SECURE? (default: the parameter `secure-cookies?'); SAME-SITE 'lax (the
-default), 'strict, 'none (which needs SECURE?) or #f (none said).  Raise
-an error naming the offending argument if one is not valid."
+SECURE? (default: the parameter `secure-cookies?', 'auto: Secure when the
+request being answered came over TLS); SAME-SITE 'lax (the default),
+'strict, 'none (which needs SECURE?) or #f (none said).  Raise an error
+naming the offending argument if one is not valid."
   (unless (cookie-name? name)
     (error "cookie name is not a token (letters, digits, !#$%&'*+-.^_`|~):" name))
   (unless (cookie-value? value)
@@ -182,7 +194,7 @@ an error naming the offending argument if one is not valid."
     (error "cookie expires is not a time in seconds since the epoch:" expires))
   (unless (memq same-site '(lax strict none #f))
     (error "cookie same-site is not lax, strict, none or #f:" same-site))
-  (when (and (eq? same-site 'none) (not secure?))
+  (when (and (eq? same-site 'none) (not (secure-now? secure?)))
     (error "cookie same-site none needs secure? (browsers refuse it otherwise):" name))
   (cons 'set-cookie
         (string-append
@@ -193,7 +205,7 @@ an error naming the offending argument if one is not valid."
          (if expires
              (string-append "; Expires=" (seconds->imf-fixdate (inexact->exact (floor expires))))
              "")
-         (if secure? "; Secure" "")
+         (if (secure-now? secure?) "; Secure" "")
          (if http-only? "; HttpOnly" "")
          (case same-site
            ((lax) "; SameSite=Lax")

@@ -24,6 +24,10 @@
 ;;; `password-needs-rehash?' tells when to hash again with stronger ones
 ;;; (at login, the one moment the password is known).
 ;;;
+;;; A login of a name that has no account must take as long as one of a
+;;; name that has: `verify-password' given #f for the stored hash
+;;; verifies against a dummy one, and answers #f.
+;;;
 ;;; A hash takes tens of milliseconds of one CPU and blocks the worker
 ;;; that runs it, as any work of the handler does: rate-limit logins.
 ;;; Passwords longer than `max-password-bytes' are refused, so a
@@ -113,12 +117,22 @@ error if PASSWORD is longer than `max-password-bytes'."
     ;; libargon2 writes a C string: ASCII up to a NUL
     (pointer->string (bytevector->pointer encoded))))
 
+(define dummy-hash
+  ;; a hash no password is known for, with the default parameters: made
+  ;; at the first login of an unknown name in this process
+  (delay (hash-password (random-bytes 32))))
+
 (define (verify-password encoded password)
   "Return #t if PASSWORD (a string or a bytevector) is the one ENCODED, a
 string `hash-password' returned, was made from; else #f, also when
 ENCODED is not an Argon2id hash or PASSWORD is longer than
-`max-password-bytes'.  The comparison is libargon2's, in constant time."
-  (let ((bytes (->bytevector password)))
+`max-password-bytes'.  The comparison is libargon2's, in constant time.
+ENCODED #f stands for an account that does not exist: PASSWORD is then
+verified against a hash no password is known for, which takes as long
+as a real one, and the result is #f, so that a login's time does not
+tell which names have accounts."
+  (let ((bytes (->bytevector password))
+        (encoded (or encoded (force dummy-hash))))
     (and (string? encoded)
          (string-prefix? "$argon2id$" encoded)
          (not (string-index encoded #\nul))

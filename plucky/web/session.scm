@@ -417,7 +417,8 @@ open (sqlite3) database, or a procedure of no argument that opens one,
 which is then called once in each process, at its first request: the
 form for a handler made before `run-server' forks its workers, since an
 SQLite connection must not cross a fork.  The cookie is COOKIE-NAME, for PATH, HttpOnly,
-SameSite SAME-SITE, Secure if SECURE? (default: `secure-cookies?' now).
+SameSite SAME-SITE, Secure if SECURE? (default: `secure-cookies?' now,
+by default 'auto: Secure for each request that came over TLS).
 A session lasts at most MAX-AGE seconds from its creation (default 14
 days) and IDLE-TIMEOUT seconds from the last request that used it
 (default 2 days; the time it was last seen is written at most once every

@@ -116,11 +116,12 @@
                "&"))
 
 ;; -> (values status headers text)
-(define* (call method path #:key form (headers '()) (jar? #t) (peer "192.0.2.1") (app app))
+(define* (call method path #:key form (headers '()) (jar? #t) (peer "192.0.2.1") (app app)
+               (host '("blog.test" . #f)))
   (let* ((body (and form (string->utf8 (encode-form form))))
          (request (build-request (string->uri-reference path) #:method method
                                  #:port (open-input-string "")
-                                 #:headers `((host "blog.test" . #f)
+                                 #:headers `((host . ,host)
                                              (x-test-peer . ,peer)
                                              ,@(if jar? (cookie-header) '())
                                              ,@headers))))
@@ -164,6 +165,17 @@
         (if (eof-object? name)
             (begin (closedir stream) names)
             (lp (if (member name '("." "..")) names (cons name names))))))))
+
+(define* (other-app #:key (rate-limit 1000) (comment-days 365) (options '()))
+  ;; a blog on the same store, with its own cache; OPTIONS: more
+  ;; keywords and values for `make-blog-app'
+  (apply make-blog-app #:store store #:sessions-db sessions #:prefix "/blog/"
+         #:secret (make-bytevector 32 7)
+         #:admin-hash (hash-password "correct horse battery")
+         #:rate-limit rate-limit #:comment-days comment-days
+         #:address (lambda (request)
+                     (assq-ref (request-headers request) 'x-test-peer))
+         options))
 
 (define (status-of . args) (let ((s h t (apply call args))) s))
 (define (text-of . args) (let ((s h t (apply call args))) t))
@@ -214,6 +226,32 @@
       (and (string-contains feed "in markdown") (not (string-contains feed "an in-depth look")))))
   (test-assert "search"
     (string-contains (text-of 'GET "/blog/search?string=LONG" #:jar? #f) "an in-depth look")))
+
+(test-group "issue 25a: the feed's links, whatever Host a client sends"
+  ;; A fetch with a forged Host filled the cache of the feed, whose
+  ;; links are absolute: every later reader got links to that host.
+  (call-guarded
+   (lambda ()
+     (define* (feed app #:key (host '("blog.test" . #f)))
+       (text-of 'GET "/blog/feed/atom" #:jar? #f #:app app #:host host))
+     (let ((fresh (other-app)))           ; its cache empty
+       (test-assert "a forged Host: that host's links, to that client"
+         (string-contains (feed fresh #:host '("evil.example" . #f)) "http://evil.example/blog/"))
+       (let ((later (feed fresh)))
+         (test-assert "the next reader: none of them" (not (string-contains later "evil.example")))
+         (test-assert "the next reader: its own host's" (string-contains later "http://blog.test/blog/")))
+       (test-assert "the next reader again, from the cache: none of them"
+         (not (string-contains (feed fresh) "evil.example"))))
+     (let ((canonical (other-app #:options '(#:origin "https://blog.example.org/"))))
+       (let ((forged (feed canonical #:host '("evil.example" . #f))))
+         (test-assert "a canonical origin: its links" (string-contains forged "https://blog.example.org/blog/"))
+         (test-assert "a canonical origin: the Host ignored" (not (string-contains forged "evil.example")))))
+     (let ((over-tls (other-app #:options `(#:scheme ,(const 'https)))))
+       (test-assert "a request over TLS: https links"
+         (string-contains (feed over-tls #:host '("blog.test" . 8443)) "https://blog.test:8443/blog/")))
+     (test-equal "a canonical origin with a path: refused" 'blog-error
+       (catch 'blog-error (lambda () (other-app #:options '(#:origin "https://blog.example.org/x")) #f)
+         (lambda (key . _) key))))))
 
 (test-group "the cache: large pages from a memfd"
   (let* ((first-response first (raw-call "/blog/"))
@@ -319,9 +357,13 @@
     (test-equal "a NUL: 400" 400
       (status-of 'POST post-path #:jar? #f #:form `(("token" . ,(form-token)) ("author" . "x")
                                                   ("comment" . "a\x00;b"))))
-    (test-equal "too long: 400" 400
-      (status-of 'POST post-path #:jar? #f #:form `(("token" . ,(form-token)) ("author" . "x")
-                                                  ("comment" . ,(make-string 20000 #\a)))))
+    (let ((status headers text (call 'POST post-path #:jar? #f
+                                     #:form `(("token" . ,(form-token)) ("author" . "x")
+                                              ("comment" . ,(make-string 20000 #\a))))))
+      (test-equal "too long: 400" 400 status)
+      ;; issue 25f: the refusal quoted back all that was sent
+      (test-assert "too long: the page quotes an excerpt only"
+        (not (string-contains text (make-string 1000 #\a)))))
     (test-equal "a javascript: web address: 400" 400
       (status-of 'POST post-path #:jar? #f #:form `(("token" . ,(form-token)) ("author" . "x")
                                                   ("url" . "javascript:alert(1)") ("comment" . "y"))))
@@ -342,14 +384,6 @@
     (test-equal "all redirected" (make-list 50 303) statuses)
     (test-equal "all in git" (+ before 50) (comment-count))))
 
-(define* (other-app #:key (rate-limit 1000) (comment-days 365))
-  (make-blog-app #:store store #:sessions-db sessions #:prefix "/blog/"
-                 #:secret (make-bytevector 32 7)
-                 #:admin-hash (hash-password "correct horse battery")
-                 #:rate-limit rate-limit #:comment-days comment-days
-                 #:address (lambda (request)
-                             (assq-ref (request-headers request) 'x-test-peer))))
-
 (test-group "the rate limit and closed comments"
   (let ((limited (other-app #:rate-limit 2))
         (token (form-token)))
@@ -360,7 +394,16 @@
       (list (post!) (post!) (post!)))
     (test-equal "another address may still" 303
       (status-of 'POST post-path #:jar? #f #:app limited #:peer "203.0.113.10"
-                 #:form `(("token" . ,token) ("author" . "other") ("comment" . "hi")))))
+                 #:form `(("token" . ,token) ("author" . "other") ("comment" . "hi"))))
+    ;; issue 25 (e): each worker counted apart, so two workers took
+    ;; twice the limit (10 comments against the documented 5)
+    (let ((status headers text
+                  (call 'POST post-path #:jar? #f #:app (other-app #:rate-limit 2)
+                        #:peer "203.0.113.9"
+                        #:form `(("token" . ,token) ("author" . "flood") ("comment" . "elsewhere")))))
+      (test-equal "issue 25e: another worker (another app on the same database): 429" 429 status)
+      (test-assert "issue 25e: with a Retry-After"
+        (integer? (assq-ref headers 'retry-after)))))
   (let ((closed (other-app #:comment-days 0)))
     (test-assert "a post past the age shows no form"
       (not (string-contains (text-of 'GET post-path #:jar? #f #:app closed) "comment-form")))
@@ -400,6 +443,62 @@
         (status-of 'POST (string-append "/blog/admin/delete-comment/" (uri-encode key) "/" tekuti-comment)
                    #:form `(("csrf" . ,csrf))))
       (test-equal "one fewer" (- before 1) (comment-count)))))
+
+(test-group "issue 25b: failed logins of the admin, per name and per address, across workers"
+  (define (login! name password peer)
+    ;; -> (status retry-after)
+    (let ((status headers text (call 'POST "/blog/admin/login" #:jar? #f #:peer peer
+                                     #:form `(("name" . ,name) ("password" . ,password)))))
+      (list status (assq-ref headers 'retry-after))))
+  (test-equal "10 wrong passwords: each a 403" (make-list 10 403)
+    (map (lambda (i) (car (login! "admin" (format #f "guess ~a" i) "198.18.0.1"))) (iota 10)))
+  (let ((result (login! "admin" "guess 11" "198.18.0.1")))
+    (test-equal "the 11th: 429" 429 (car result))
+    (test-assert "with a Retry-After within the 15 minutes"
+      (and (integer? (cadr result)) (<= 1 (cadr result) 900))))
+  (test-equal "the right password, from the guesser: 429 still" 429
+    (car (login! "admin" "correct horse battery" "198.18.0.1")))
+  (test-equal "per name: the right password from elsewhere: 429" 429
+    (car (login! "admin" "correct horse battery" "198.18.0.2")))
+  (test-equal "another worker (another app on the same database): 429" 429
+    (car (let ((status headers text (call 'POST "/blog/admin/login" #:jar? #f #:peer "198.18.0.3"
+                                          #:app (other-app)
+                                          #:form '(("name" . "admin")
+                                                   ("password" . "correct horse battery")))))
+           (list status))))
+  ;; the per-address count: another name from the guesser
+  (for-each (lambda (i) (login! (format #f "name ~a" i) "x" "198.18.0.4")) (iota 10))
+  (test-equal "per address: 10 failures with other names, then 429" 429
+    (car (login! "someone" "x" "198.18.0.4")))
+  ;; the window moved on, as 15 minutes later
+  (call-guarded
+   (lambda ()
+     (sqlite-exec sessions "UPDATE plucky_rate_events SET time = time - 901 WHERE name = 'blog-login'")
+     (test-equal "15 minutes on: the right password logs in" 303
+       (car (login! "admin" "correct horse battery" "198.18.0.1"))))))
+
+(test-group "issue 25c: a login's time does not tell the admin's name"
+  ;; A wrong name was refused without verifying the password: at once,
+  ;; where a wrong password for the admin's name took an Argon2 hash.
+  (define peers 0)
+  (define (login! name)
+    ;; each from an address of its own: failures from one count toward
+    ;; its limit (issue 25b)
+    (set! peers (+ peers 1))
+    (status-of 'POST "/blog/admin/login" #:peer (format #f "192.0.2.~a" (+ 100 peers))
+               #:form `(("name" . ,name) ("password" . "not it"))))
+  (define (median-seconds thunk)
+    (let ((times (sort (map (lambda (_)
+                              (let ((start (get-internal-real-time)))
+                                (thunk)
+                                (/ (- (get-internal-real-time) start) internal-time-units-per-second)))
+                            (iota 5))
+                       <)))
+      (exact->inexact (list-ref times 2))))
+  (let ((known (median-seconds (lambda () (login! "admin"))))
+        (unknown (median-seconds (lambda () (login! "someone")))))
+    (test-equal "both refused" '(403 403) (list (login! "admin") (login! "someone")))
+    (test-assert "as slowly (at least half the time)" (>= unknown (/ known 2)))))
 
 (test-group "branch-commit"
   ;; another repository, its ref read on this thread between the blog's

@@ -88,7 +88,20 @@
           (test-equal (string-append href ": zstd when asked") "zstd"
             (header head "Content-Encoding")))))))
 
-(let ((data (temporary-directory)))
+(define (modes-open-to-others directory)
+  ;; -> the files and directories under DIRECTORY (itself included)
+  ;; that others than their owner may read, write or enter, as
+  ;; "PATH MODE" strings
+  (let* ((port (open-pipe* OPEN_READ "find" directory "-perm" "/077" "-printf" "%p %m\n"))
+         (text (get-string-all port)))
+    (close-pipe port)
+    (remove string-null? (string-split text #\newline))))
+
+(let* ((parent (temporary-directory))
+       ;; made by the demo at its start, as `make run' makes var/
+       (data (string-append parent "/var")))
+  ;; as a usual shell's: what the apps do not set is 0644 and 0755
+  (umask #o022)
   (call-with-plucky
    "apps/demo.scm" (append '("--port" "0" "--workers" "1") allow-root)
    (lambda (plucky)
@@ -109,10 +122,22 @@
            (test-assert "nothing else of apps/ is served"
              (not (string-contains body "landing"))))
          (let ((head body (curl (string-append base "/news/static/"))))
-           (test-equal "no listing of an asset directory" 404 (status head))))))
+           (test-equal "no listing of an asset directory" 404 (status head)))
+         ;; issue 25 (g): var/news.db (password hashes, emails,
+         ;; addresses) was 0644, var/ and blog.git 0755.  A sign-up
+         ;; writes the news database (its -wal); the blog's admin page
+         ;; opens its sessions' database.
+         (curl "-d" "name=modes&password=long+enough+password" (string-append base "/news/signup"))
+         (curl (string-append base "/blog/admin"))
+         (test-assert "the data files were made"
+           (every file-exists? (map (lambda (name) (string-append data "/" name))
+                                    '("news.db" "blog.git" "blog-secret" "blog-admin"
+                                      "blog-sessions.db"))))
+         (test-equal "issue 25g: the data files 0600, the directories 0700" '()
+           (modes-open-to-others data)))))
    #:environment (cons (string-append "PLUCKY_DATA=" data) (environ))
    #:timeout 180)
-  (remove-tree data))
+  (remove-tree parent))
 
 (test-group "stylesheet"
   (let ((news (html->string (news:page #:title "t" #:user #f #:label "new" #:body '())))

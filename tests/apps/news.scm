@@ -298,6 +298,109 @@
 (define (submit-form title url text)
   `(("title" . ,title) ("url" . ,url) ("text" . ,text)))
 
+(test-group "issue 25f: a refusal quotes at most an excerpt of what was sent"
+  ;; A 10 MB comment was refused with a 400 whose form held all 10 MB.
+  (define ten-megabytes (make-string (* 10 1000 1000) #\y))
+  (define (refusal v path form)
+    ;; -> (status . bytes of the page) of a POST refused
+    (let ((status headers text (call v 'POST path #:form form)))
+      (cons status (bytevector-length (string->utf8 text)))))
+  (define (short? result) (< (cdr result) 30000))
+  (text-of bob 'GET (format #f "/item?id=~a" story))
+  (let ((result (refusal bob "/comment" `(("parent" . ,(number->string story))
+                                           ("text" . ,ten-megabytes)))))
+    (test-equal "a 10 MB comment: 400" 400 (car result))
+    (test-assert "a 10 MB comment: the page is short" (short? result)))
+  (let ((page (text-of bob 'POST "/comment"
+                       #:form `(("parent" . ,(number->string story))
+                                ("text" . ,(string-append "Too long, this: " (make-string 10001 #\y)))))))
+    (test-assert "the excerpt: its start" (string-contains page "Too long, this: yyy"))
+    (test-assert "the excerpt: cut" (not (string-contains page (make-string 1000 #\y)))))
+  (let ((page (text-of bob 'POST "/comment"
+                       #:form `(("parent" . ,(number->string story)) ("text" . "kept\x00whole")))))
+    (test-assert "a refusal within the limit: all of it again"
+      (string-contains page "kept")))
+  (text-of alice 'GET "/submit")
+  (let ((result (refusal alice "/submit" `(("title" . ,ten-megabytes) ("url" . ,ten-megabytes)
+                                           ("text" . ,ten-megabytes)))))
+    (test-equal "a 10 MB story: 400" 400 (car result))
+    (test-assert "a 10 MB story: the page is short" (short? result)))
+  (let ((v (make-visitor)))
+    (call v 'GET "/login")
+    (let ((result (refusal v "/signup" `(("name" . ,ten-megabytes) ("password" . "long enough pw")))))
+      (test-equal "a 10 MB name at sign-up: 400" 400 (car result))
+      (test-assert "a 10 MB name at sign-up: the page is short" (short? result)))
+    (let ((result (refusal v "/login" `(("login-name" . ,ten-megabytes)
+                                        ("login-password" . "whatever1")))))
+      (test-equal "a 10 MB name at login: 403" 403 (car result))
+      (test-assert "a 10 MB name at login: the page is short" (short? result)))))
+
+(define (median-seconds thunk)
+  ;; -> the median of 5 timings of THUNK, in seconds
+  (let ((times (sort (map (lambda (_)
+                            (let ((start (get-internal-real-time)))
+                              (thunk)
+                              (/ (- (get-internal-real-time) start) internal-time-units-per-second)))
+                          (iota 5))
+                     <)))
+    (exact->inexact (list-ref times 2))))
+
+(test-group "issue 25b: failed logins, per account and per address, across workers"
+  ;; 40 wrong passwords for one account, then the right one: all were
+  ;; answered, and the last logged in.
+  (define (login! v name password)
+    ;; -> (status retry-after)
+    (call v 'GET "/login")
+    (let ((status headers text (call v 'POST "/login"
+                                     #:form `(("login-name" . ,name) ("login-password" . ,password)))))
+      (list status (assq-ref headers 'retry-after))))
+  (define guesser (make-visitor))
+  (test-equal "grace signs up" 303 (signup! (make-visitor) "grace" "grace's long password"))
+  (test-equal "heidi signs up" 303 (signup! (make-visitor) "heidi" "heidi's long password"))
+  (test-equal "10 wrong passwords for grace: each a 403" (make-list 10 403)
+    (map (lambda (i) (car (login! guesser "grace" (format #f "guess ~a" i)))) (iota 10)))
+  (let ((result (login! guesser "grace" "guess 11")))
+    (test-equal "the 11th: 429" 429 (car result))
+    (test-assert "with a Retry-After within the 15 minutes"
+      (and (integer? (cadr result)) (<= 1 (cadr result) 900))))
+  (test-equal "the right password, from the guesser: 429 still" 429
+    (car (login! guesser "grace" "grace's long password")))
+  (test-equal "per account: the right password from elsewhere: 429" 429
+    (car (login! (make-visitor) "Grace" "grace's long password")))
+  (test-equal "per address: another account from the guesser: 429" 429
+    (car (login! guesser "heidi" "heidi's long password")))
+  (test-equal "another account from elsewhere: logs in" 303
+    (car (login! (make-visitor) "heidi" "heidi's long password")))
+  (let ((other-worker (make-news-app #:file db-file #:prefix "/"
+                                     #:address (lambda (request)
+                                                 (assq-ref (request-headers request) 'x-test-peer)))))
+    ;; another app on the same database: another worker's state and
+    ;; connection
+    (test-equal "another worker: 429 too" 429
+      (let ((this-worker app))
+        (dynamic-wind
+          (lambda () (set! app other-worker))
+          (lambda () (car (login! (make-visitor) "grace" "grace's long password")))
+          (lambda () (set! app this-worker)))))))
+
+(test-group "issue 25c: a login's time does not tell which names exist"
+  ;; A wrong password for alice took 59 ms, any password for a name
+  ;; without an account 3.7 ms: the hash was verified only for the first.
+  ;; each attempt from an address of its own: five failures from one
+  ;; would count toward its limit (issue 25b)
+  (let ()
+    (define (login! name)
+      (let ((v (make-visitor)))
+        (call v 'GET "/login")
+        (status-of v 'POST "/login" #:form `(("login-name" . ,name)
+                                             ("login-password" . "not the password")))))
+    (let ((known (median-seconds (lambda () (login! "alice"))))
+          (unknown (median-seconds (lambda () (login! "nobody-here")))))
+      (format #t "login refused: ~,1f ms alice, ~,1f ms a name without an account~%"
+              (* 1000 known) (* 1000 unknown))
+      (test-equal "both refused" '(403 403) (list (login! "alice") (login! "nobody-here")))
+      (test-assert "as slowly (at least half the time)" (>= unknown (/ known 2))))))
+
 (define long-title (make-string 81 #\a))
 
 (test-group "hostile input"

@@ -678,7 +678,21 @@ With EXACT?, each prefix is copied to a bytevector of just its length
     (test-parse-error "empty lines before count toward the limit"
       (string-append "\r\n\r\n" (head (line 24) "Host: a")) 414 #:limits limits)
     (test-parse-error "a flood of empty lines" (make-string 100 #\newline) 414
+      #:limits limits #:offset 24)
+    ;; issue 25 (p): a method as long as the line was answered 414 URI
+    ;; Too Long, though no URI had come
+    (test-parse-error "a method that reaches the limit: 400, not 414"
+      (head (string-append (make-string 30 #\G) " / HTTP/1.1") "Host: a") 400
+      #:limits limits #:offset 24)
+    (test-parse-error "a method that ends on the limit: 400"
+      (head (string-append (make-string 24 #\G) " / HTTP/1.1") "Host: a") 400
+      #:limits limits #:offset 24)
+    (test-parse-error "a method one byte short of the limit, then the target: 414"
+      (head (string-append (make-string 23 #\G) " /a HTTP/1.1") "Host: a") 414
       #:limits limits #:offset 24))
+  (test-parse-error "the default limit, a method of 9,000 bytes: 400"
+    (head (string-append (make-string 9000 #\M) " / HTTP/1.1") "Host: a") 400
+    #:offset 8192)
   (test-parse-error "the default request-line limit"
     (head (string-append "GET /" (make-string 8200 #\a) " HTTP/1.1") "Host: a") 414
     #:offset 8192)

@@ -427,6 +427,49 @@ print('closed' if data == b'' else 'answered', round(time.time() - t))
         (test-equal "SIGTERM stops it, exit 0" '(0 #f)
           (list (status:exit-val status) killed?))))))
 
+(test-group "serve --listen: cookies Secure over HTTPS only (issue 25d)"
+  ;; Served with --tls-cert, session cookies came without Secure: an
+  ;; app had to know to set (secure-cookies? #t).
+  (call-with-output-file (file "cookies.scm")
+    (lambda (port)
+      (write '(use-modules (web request) (web uri) (sqlite3)
+                           (plucky web cookies) (plucky web session))
+             port)
+      (write '(define sessions
+                (with-sessions (lambda (request body)
+                                 (session-set! "user" "ada")
+                                 (values '((content-type . (text/plain))) "session"))
+                               #:db (lambda () (sqlite-open ":memory:"))))
+             port)
+      (write '(lambda (request body)
+                (if (string=? (uri-path (request-uri request)) "/session")
+                    (sessions request body)
+                    (values `(,(set-cookie "theme" "dark") (content-type . (text/plain)))
+                            "cookie")))
+             port)))
+  (let ((process plain secure (serve-listen (list "--listen" ":0" "--listen" "tls::0"
+                                                  "--tls-cert" (file "ec.pem")
+                                                  "--tls-key" (file "ec.key")
+                                                  "--workers" "1")
+                                            #:app "cookies.scm")))
+    (define (set-cookie-line head)
+      ;; -> the Set-Cookie line of HEAD, or ""
+      (let ((m (regexp-exec (make-regexp "set-cookie: ([^\r\n]*)" regexp/icase) head)))
+        (if m (match:substring m 1) "")))
+    (test-assert "both listen" (and plain secure))
+    (when (and plain secure)
+      (for-each
+       (lambda (path)
+         (let ((over-tls (set-cookie-line (head-of (https secure path) "--resolve" (resolve secure))))
+               (over-http (set-cookie-line (head-of (format #f "http://127.0.0.1:~a~a" plain path)))))
+           (test-assert (string-append path ": over HTTPS, Secure")
+             (string-contains over-tls "; Secure"))
+           (test-assert (string-append path ": over HTTP, a cookie without")
+             (and (string-contains over-http "HttpOnly")
+                  (not (string-contains over-http "Secure"))))))
+       '("/cookie" "/session"))
+      (process-stop process))))
+
 (shell (string-append "rm -rf " dir))
 
 (test-end "server/tls")

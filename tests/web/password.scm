@@ -61,6 +61,20 @@
   (test-assert "an overlong password is just wrong"
     (not (verify-password stored (make-string 5000 #\a)))))
 
+(define (median-ms thunk)
+  ;; -> the median of 5 timings of THUNK, in milliseconds
+  (let ((times (sort (map (lambda (_) (let-values (((r ms) (timed thunk))) ms)) (iota 5)) <)))
+    (list-ref times 2)))
+
+(test-group "verify-password #f: an account that does not exist"
+  ;; issue 25 (c): a login of an unknown name took 3.7 ms, of a real
+  ;; one 59 ms; the name without a hash must cost a verification too.
+  (test-equal "is #f" #f (verify-password #f "correct horse battery staple"))
+  (let ((real (median-ms (lambda () (verify-password stored "a wrong password"))))
+        (absent (median-ms (lambda () (verify-password #f "a wrong password")))))
+    (format #t "verify-password: ~,1f ms a stored hash, ~,1f ms #f~%" real absent)
+    (test-assert "takes as long as a stored hash (at least half)" (>= absent (/ real 2)))))
+
 (test-group "password-needs-rehash?"
   (test-assert "current parameters" (not (password-needs-rehash? stored)))
   (test-assert "more than asked is fine"

@@ -33,8 +33,11 @@
 ;;; control characters escaped in strings; UTF-8 valid and not overlong,
 ;;; no encoded surrogates; a \u escape of a lone surrogate is an error
 ;;; unless the context says 'replace (then U+FFFD).  A number too large
-;;; for a double is an error.  Each error is a &json-error condition with
-;;; the byte offset and what was expected there.
+;;; for a double is an error, and so is a number of more than
+;;; `max-number-digits' digits: Guile's bignum conversions take time
+;;; quadratic in the digits, so a megabyte of them would hold a worker
+;;; for seconds.  Each error is a &json-error condition with the byte
+;;; offset and what was expected there.
 ;;;
 ;;; Speed (bench/json): strings without escapes become a string straight
 ;;; from their span; integers accumulate as fixnums; a decimal whose
@@ -66,6 +69,7 @@
             json-skip-whitespace
             json-read-value
             json-read-string
+            max-number-digits
             json-read-number
             json-read-integer
             json-read-real
@@ -382,6 +386,13 @@ after its closing quote; raise a &json-error if there is no string."
           (begin (string-set! s j (integer->char (u8 bv i))) (lp (+ i 1) (+ j 1)))
           s))))
 
+;; A number's digits (integer, fraction and exponent together) are
+;; refused past this: `string->number' and the bignum arithmetic after
+;; it take time quadratic in them (a million digits: seconds).  CPython
+;; refuses integers of more digits than this since 3.11, and for the
+;; same reason; no double needs more than 767 significant digits.
+(define max-number-digits 4300)
+
 ;; Mantissas accumulate as fixnums while below this; past it, the
 ;; number is read again by string->number.
 (define mantissa-limit 100000000000000000)   ; 10^17
@@ -412,6 +423,16 @@ after its closing quote; raise a &json-error if there is no string."
          ((< e 100000000) (lp (+ k 1) (+ (* e 10) (- b 48))))
          (else (call-with-values (lambda () (scan-digits bv k end 0))
                  (lambda (k . _) (values k 0 #t)))))))))
+
+(define-inlinable (number-digits bv i0 j k l)
+  ;; -> how many digits the number has, whose integer part is [I0, J),
+  ;; fraction (after its point) up to K and exponent (after its "e" and
+  ;; sign) up to L
+  (- l i0
+     (if (> k j) 1 0)                   ; the point
+     (if (> l k)                        ; "e", and its sign
+         (let ((s (u8 bv (+ k 1)))) (if (or (eqv? s 43) (eqv? s 45)) 2 1))
+         0)))
 
 (define (scan-number bv i end)
   ;; The number at I.  -> (values next mantissa exponent kind)
@@ -447,6 +468,10 @@ after its closing quote; raise a &json-error if there is no string."
                       (scan-exponent bv (+ k 1) end)
                       (values k #f #f)))
               (lambda (l e exp-big?)
+                (when (> (number-digits bv i0 j k l) max-number-digits)
+                  (json-error i (string-append "a number of at most "
+                                               (number->string max-number-digits)
+                                               " digits")))
                 (cond
                  ((or int-big? frac-big? exp-big?) (values l #f #f 'big))
                  ((and (= k j) (not e)) (values l (if neg? (- m) m) 0 'integer))
