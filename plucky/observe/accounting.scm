@@ -857,7 +857,8 @@ loop."
        (vector-set! tally tally-countdown 0)
        (for-each
         (match-lambda
-          ;; WAITS is '() in the snapshot of a worker older than them
+          ;; WAITS: ((waited computing . by-what)), or '() in the
+          ;; snapshot of a worker older than them
           ((name codes histograms (unmarked . app-phases) . waits)
            (let ((route (or (hash-ref routes name)
                             (let ((route (make-route-stats name)))
@@ -878,16 +879,16 @@ loop."
                          ((phase . data)
                           (histogram-merge! (route-app-phase route phase) (histogram data))))
                        app-phases)
-             (match waits
-               (((waited computing . by-what))
-                (histogram-merge! (route-stats-waited route) (histogram waited))
-                (histogram-merge! (route-stats-computing route) (histogram computing))
-                (for-each (match-lambda
-                            (((kind . label) . data)
-                             (histogram-merge! (route-wait route kind label)
-                                               (histogram data))))
-                          by-what))
-               (_ #t)))))
+             (for-each (match-lambda
+                         ((waited computing . by-what)
+                          (histogram-merge! (route-stats-waited route) (histogram waited))
+                          (histogram-merge! (route-stats-computing route) (histogram computing))
+                          (for-each (match-lambda
+                                      (((kind . label) . data)
+                                       (histogram-merge! (route-wait route kind label)
+                                                         (histogram data))))
+                                    by-what)))
+                       waits))))
         (get snapshot 'routes))
        ;; the series: a slot holds the second of the merged window it
        ;; stands for only if the worker had reached that second

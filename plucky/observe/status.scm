@@ -342,6 +342,10 @@ if given, is carried in the page's links."
                       (max 60 (+ 1 (- (current-time) (observer-started observer))))))
          (routes (observer-all-routes observer))
          (app (app-routes observer))
+         ;; the routes with timed requests: those whose requests all
+         ;; suspended have no server times (see the card of waits)
+         (timed (filter (lambda (route) (> (histogram-count (route-stats-service route)) 0))
+                        app))
          (all-service (all-routes-histogram observer 'service))
          (all-allocated (all-routes-histogram observer 'allocated))
          (requests (histogram-count all-service))
@@ -450,7 +454,7 @@ if given, is carried in the page's links."
                         (h2 "Where a request's time goes, by route (mean µs per phase)")
                         (p (@ (class "hint")) "Each bar is one route, stretched to the full width so that the shares show whatever the route's total; the total is at its end.")
                         ,(call-with-values
-                             (lambda () (phase-bars (take app (min 12 (length app)))))
+                             (lambda () (phase-bars (take timed (min 12 (length timed)))))
                            (lambda (rows segments)
                              (stacked-bar-chart rows segments
                                                 #:id "chart-phases" #:unit " µs" #:normalise? #t)))
@@ -463,8 +467,8 @@ if given, is carried in the page's links."
                                        (map (lambda (q)
                                               (cons q (µs (histogram-quantile (route-stats-service route) q))))
                                             '(0 0.25 0.5 0.75 0.9 0.95 0.99 0.995 0.999 0.9999))))
-                               (take app (min 5 (length app)))
-                               (take palette (min 5 (length app))))
+                               (take timed (min 5 (length timed)))
+                               (take palette (min 5 (length timed))))
                           #:id "chart-percentiles"
                           #:x-scale 'percentile #:y-log? #t #:x-min 0 #:x-max 0.9999
                           #:x-ticks '(0 0.9 0.99 0.999 0.9999)
@@ -617,9 +621,12 @@ if given, is carried in the page's links."
                     (td ,(number->string (route-stats-requests route)))
                     ,@(map (lambda (class) `(td ,(number->string (vector-ref codes class))))
                            '(2 3 4 5))
-                    (td ,(format-ns (histogram-mean h)))
-                    ,@(percentile-cells h format-ns)
-                    (td ,(format-ns (histogram-max h)))
+                    ,@(if (zero? (histogram-count h))
+                          ;; none timed: all suspended, or untimed 5xx
+                          (make-list 6 '(td "-"))
+                          `((td ,(format-ns (histogram-mean h)))
+                            ,@(percentile-cells h format-ns)
+                            (td ,(format-ns (histogram-max h)))))
                     (td ,(let ((b (route-stats-allocated-per-request route)))
                            (if b (format-bytes b) "-")))
                     ,@(if waited? `((td ,(suspended-cell route))) '()))))
@@ -651,7 +658,8 @@ if given, is carried in the page's links."
       (p (@ (class "hint")) "The requests whose handler suspended (sleep-ms, wait-readable, blocking, event-wait, channel-get…), each accounted for: the time from their first wait to their answer, cut into what they waited on (by kind and by the label the handler gave, as in (wait-readable fd #:label \"postgres\")) and what the handler computed meanwhile.  Each bar is stretched to the full width; its total, the mean per request, is at its end.")
       ,(call-with-values (lambda () (wait-bars (take routes (min 12 (length routes)))))
          (lambda (rows segments)
-           (stacked-bar-chart rows segments #:id "chart-waits" #:unit " ms" #:normalise? #t)))
+           (stacked-bar-chart rows segments #:id "chart-waits" #:unit " ms" #:normalise? #t
+                              #:width 900)))
       ,(waits-table routes)
       (p (@ (class "hint")) "per request: over all the route's requests that suspended; p50, p99, max: over those that had the wait, a request's waits on one thing added up; share: of the time from the first wait to the answer.  The handler's time before its first wait, and reading and parsing, are not in these figures."))))
 

@@ -389,6 +389,8 @@
       (test-assert "status: the bars name what was waited on"
         (and (string-contains page "id=\"chart-waits\"")
              (string-contains page ">upstream test (socket)</text>")))
+      (test-assert "status: no server times for a route whose requests all suspended"
+        (string-contains page "<td class=\"l\">/upstream</td><td>1</td><td>1</td><td>0</td><td>0</td><td>0</td><td>-</td>"))
       (test-assert "status: the routes table's suspended column"
         (string-match "<td>1 · [0-9.]+% waiting</td>" page)))
     (let ((text (body-of server "/_plucky/metrics")))
