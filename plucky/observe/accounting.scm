@@ -27,6 +27,11 @@
 ;;;     #:on-write answers ns  -> the write histogram, per answer, of
 ;;;                               the worker and of the last route answered
 ;;;     #:on-accept ns, #:on-close ns -> the worker's histograms
+;;;     #:on-wait request code waited computing (every request whose
+;;;        handler suspended, once answered; see `observe-wait!')
+;;;        -> its route: the total waited, a histogram per (kind . label)
+;;;           it waited on (timer, socket "upstream …", thread, event),
+;;;           and the time its handler computed after its first wait
 ;;;   after-gc-hook -> GC count and CPU time per collection, per second
 ;;;
 ;;; Each worker process has its own observer state: `make-observer' runs
@@ -101,6 +106,12 @@
             route-stats-app-phases
             route-stats-unmarked
             max-app-phases
+            route-stats-suspended
+            route-stats-waited
+            route-stats-waits
+            route-stats-computing
+            max-waits
+            max-wait-label-length
 
             observer-series
 
@@ -131,7 +142,7 @@
 
 (define-record-type <route-stats>
   (%make-route-stats name codes read parse handler serialise write service
-                     allocated app-phases unmarked)
+                     allocated app-phases unmarked waited waits computing)
   route-stats?
   (name route-stats-name)                  ; string
   (codes route-stats-codes)                ; vector: 0 other, 1..5 1xx..5xx
@@ -149,12 +160,21 @@
   ;; that had the phase; and, over the requests that had any, the
   ;; handler's time they left unmarked.
   (app-phases route-stats-app-phases* set-route-stats-app-phases!)
-  (unmarked route-stats-unmarked))
+  (unmarked route-stats-unmarked)
+  ;; The requests whose handler suspended (see `observe-wait!'), ns per
+  ;; request: all they waited; where, ((kind . label) . histogram) in the
+  ;; order first seen, LABEL #f or a string of at most
+  ;; max-wait-label-length; and what their handler computed after its
+  ;; first wait.
+  (waited route-stats-waited)
+  (waits route-stats-waits* set-route-stats-waits!)
+  (computing route-stats-computing))
 
 (define (make-route-stats name)
   (%make-route-stats name (make-vector 6 0)
                      (make-histogram) (make-histogram) (make-histogram)
                      (make-histogram) (make-histogram) (make-histogram)
+                     (make-histogram) '() (make-histogram)
                      (make-histogram) '() (make-histogram)))
 
 (define max-app-phases
@@ -180,6 +200,66 @@ phase; '() when it timed none."
         (set-route-stats-app-phases! route (append phases (list (cons name h))))
         h)))))
 
+;; What requests wait on, per route: at most MAX-WAITS (kind . label)
+;; apart, the rest under (other . #f); a label is cut to
+;; MAX-WAIT-LABEL-LENGTH characters.  An app that puts an id in its
+;; labels ("user 17") still keeps a route's figures bounded.
+(define max-waits 8)
+(define max-wait-label-length 64)
+
+(define (route-stats-waits route)
+  "Return where the suspended requests of ROUTE waited: an alist (((KIND
+. LABEL) . HISTOGRAM) …) in the order first seen, KIND a symbol (timer,
+socket, thread, event, or other for those past `max-waits'), LABEL #f
+or the string the handler named the wait with (cut to
+`max-wait-label-length'), HISTOGRAM the nanoseconds each request that
+had such waits spent in them; '() when none waited."
+  (route-stats-waits* route))
+
+(define (route-stats-suspended route)
+  "Return the number of requests of ROUTE whose handler suspended: each
+one is accounted for, never sampled."
+  (histogram-count (route-stats-waited route)))
+
+(define (wait-label label)
+  ;; -> LABEL as kept: a string or #f
+  (cond ((string? label) label)
+        ((symbol? label) (symbol->string label))
+        (else #f)))
+
+(define (kept-label label)
+  ;; -> LABEL cut to max-wait-label-length characters, "…" last
+  (if (and label (> (string-length label) max-wait-label-length))
+      (string-append (substring label 0 (- max-wait-label-length 1)) "…")
+      label))
+
+(define (wait-key? key kind label)
+  ;; Whether KEY, a (kind . kept-label), is that of KIND and LABEL,
+  ;; without cutting LABEL: nothing allocated per request.
+  (and (eq? (car key) kind)
+       (let ((kept (cdr key)))
+         (cond
+          ((not label) (not kept))
+          ((not kept) #f)
+          ((<= (string-length label) max-wait-label-length) (string=? kept label))
+          (else (and (= (string-length kept) max-wait-label-length)
+                     (string-prefix? kept label 0 (- max-wait-label-length 1))))))))
+
+(define (route-wait route kind label)
+  ;; -> the histogram of ROUTE's waits on KIND and LABEL, made if new
+  (let lp ((waits (route-stats-waits* route)) (n 0))
+    (cond
+     ((null? waits)
+      (if (and (>= n max-waits) (not (eq? kind 'other)))
+          (route-wait route 'other #f)
+          (let ((h (make-histogram)))
+            (set-route-stats-waits! route
+                                    (append (route-stats-waits* route)
+                                            (list (cons (cons kind (kept-label label)) h))))
+            h)))
+     ((wait-key? (caar waits) kind label) (cdar waits))
+     (else (lp (cdr waits) (+ n 1))))))
+
 (define (route-stats-requests route)
   "Return the number of requests answered under ROUTE: the timed ones
 with their weights, and the 5xx.  An estimate when the observer samples."
@@ -201,7 +281,7 @@ sampled requests, or #f when none was sampled."
   (%make-observer routes route-count max-routes route-of last-key last-route
                   write-route accept close write gc-pause gc-count gc-last-times
                   gc-last-time tally series inbox started workers gc-hook
-                  samples-per-second every last-answered untimed-failures weight
+                  samples-per-second every last-answered apart weight
                   share memory members)
   observer?
   (routes observer-routes)                 ; hash table: name -> <route-stats>
@@ -237,8 +317,9 @@ sampled requests, or #f when none was sampled."
   (every observer-every set-observer-every!)
   ;; answers in the tally when the last timed one was accounted for
   (last-answered observer-last-answered set-observer-last-answered!)
-  ;; answers of 5xx since then, each accounted for apart with weight 1
-  (untimed-failures observer-untimed-failures set-observer-untimed-failures!)
+  ;; answers since then accounted for apart, each with weight 1: the
+  ;; 5xx, and the answers of requests that waited (`observe-wait!')
+  (apart observer-apart set-observer-apart!)
   ;; the weight of the last request sampled, 0 when the last request
   ;; answered was not: its write is then not sampled either
   (weight observer-weight set-observer-weight!)
@@ -448,7 +529,8 @@ sums of theirs."
 ;; percentiles and means are estimates from about SAMPLES-PER-SECOND
 ;; samples a second, plenty for p99.9 over a minute.  An answer of 5xx is
 ;; always accounted for, with weight 1, timed or not, and goes to the
-;; inbox; so is every request while the server is not busy (EVERY is 1).
+;; inbox; so is every request while the server is not busy (EVERY is 1),
+;; and every request whose handler suspended (`observe-wait!').
 
 (define (observe-request! observer request code read parse handler serialise allocated)
   (cond
@@ -457,15 +539,15 @@ sums of theirs."
     ;; place of the request the countdown picked, and the next is timed
     ;; instead (the countdown stays at or below 0).
     (set-observer-weight! observer (if parse 1 0))
-    (set-observer-untimed-failures! observer (+ 1 (observer-untimed-failures observer)))
+    (set-observer-apart! observer (+ 1 (observer-apart observer)))
     (account! observer request code read parse handler serialise allocated 1))
    (else
     (let* ((answered (observer-answered observer))
            (weight (- answered (observer-last-answered observer)
-                      (observer-untimed-failures observer))))
+                      (observer-apart observer))))
       (vector-set! (observer-tally observer) tally-countdown (observer-every observer))
       (set-observer-last-answered! observer answered)
-      (set-observer-untimed-failures! observer 0)
+      (set-observer-apart! observer 0)
       ;; at least 1: called by hand, without a loop filling the tally
       (let ((weight (max 1 weight)))
         (set-observer-weight! observer weight)
@@ -531,6 +613,55 @@ sums of theirs."
     (set! current-request #f)
     (set! current-body #f)))
 
+;; Requests that wait.  The loop times none of these (their handler runs
+;; in pieces, over several turns of the loop), and tells #:on-wait of
+;; each once it is answered: each is accounted for here, with weight 1,
+;; so that a route that waits has exact figures of its waits whatever
+;; the sampling.  After a route's first sight of a (kind . label),
+;; accounting for a request allocates nothing: the histograms are
+;; found by walking the route's short list, the label compared in place.
+
+(define (observe-wait! observer request code waited computing)
+  ;; WAITED: (((kind . label) . ns) …), COMPUTING: ns (see `ignore-wait'
+  ;; of (plucky server hooks)).  A 5xx was told to #:on-request just
+  ;; before, which counted it under the route it found then; any other
+  ;; code is counted here.
+  (let ((route (if (and (>= code 500) (observer-last-route observer))
+                   (observer-last-route observer)
+                   (route-for observer (route-key observer request code)))))
+    (unless (>= code 500)
+      (count-apart! observer route code))
+    (account-waits! route waited computing)))
+
+(define (count-apart! observer route code)
+  ;; An answer accounted for apart from the sampling, weight 1: in
+  ;; ROUTE's codes and this second's requests; the next timed request
+  ;; does not weigh for it.
+  (let ((codes (route-stats-codes route))
+        (class (status-class code))
+        (series (observer-series observer))
+        (second (now-second)))
+    (vector-set! codes class (+ 1 (vector-ref codes class)))
+    (set-observer-apart! observer (+ 1 (observer-apart observer)))
+    (unless (eqv? second (series-now series))
+      (advance-series! series second)
+      (adjust-sampling! observer))
+    (let ((slot (series-slot series)))
+      (vector-set! (series-requests series) slot
+                   (+ 1 (vector-ref (series-requests series) slot))))))
+
+(define (account-waits! route waited computing)
+  (let lp ((waited waited) (total 0))
+    (if (null? waited)
+        (begin
+          (histogram-add! (route-stats-waited route) total)
+          (histogram-add! (route-stats-computing route) (or computing 0)))
+        (let* ((key (caar waited))
+               (ns (max 0 (cdar waited)))
+               (kind (if (symbol? (car key)) (car key) 'other)))
+          (histogram-add! (route-wait route kind (wait-label (cdr key))) ns)
+          (lp (cdr waited) (+ total ns))))))
+
 (define (adjust-sampling! observer)
   ;; At a new second: sample one request in (requests of the last second
   ;; / samples wanted a second), at least one in one.
@@ -584,7 +715,8 @@ sums of theirs."
 #:observer so that it accounts for every request in OBSERVER: timed
 answers and 5xx go to their routes' histograms, a handler's exception
 and the stack where it was raised to the error inbox, timed writes,
-accepts and closes to the worker's histograms; once a second the figures
+accepts and closes to the worker's histograms, the waits of every
+request whose handler suspended to its route; once a second the figures
 are shared with the other workers."
   (want-handler-phases! #t)
   (make-observer-hooks
@@ -600,7 +732,9 @@ are shared with the other workers."
    ;; timed ones only; the loop counts them all in the tally
    #:on-accept (lambda (ns) (histogram-add! (observer-accept observer) ns))
    #:on-close (lambda (ns) (histogram-add! (observer-close observer) ns))
-   #:on-tick (lambda () (observer-tick! observer))))
+   #:on-tick (lambda () (observer-tick! observer))
+   #:on-wait (lambda (request code waited computing)
+               (observe-wait! observer request code waited computing))))
 
 ;;;
 ;;; Several workers: one server's figures (see (plucky observe share))
@@ -628,7 +762,12 @@ are shared with the other workers."
                           ;; the app's phases: unmarked first
                           (cons (h (route-stats-unmarked route))
                                 (map (lambda (phase) (cons (car phase) (h (cdr phase))))
-                                     (route-stats-app-phases route)))))
+                                     (route-stats-app-phases route)))
+                          ;; the waits: all, computing, then each kind/label
+                          (cons* (h (route-stats-waited route))
+                                 (h (route-stats-computing route))
+                                 (map (lambda (wait) (cons (car wait) (h (cdr wait))))
+                                      (route-stats-waits route)))))
                   (observer-routes observer)))
       (accept . ,(h (observer-accept observer)))
       (close . ,(h (observer-close observer)))
@@ -718,7 +857,9 @@ loop."
        (vector-set! tally tally-countdown 0)
        (for-each
         (match-lambda
-          ((name codes histograms (unmarked . app-phases))
+          ;; WAITS: ((waited computing . by-what)), or '() in the
+          ;; snapshot of a worker older than them
+          ((name codes histograms (unmarked . app-phases) . waits)
            (let ((route (or (hash-ref routes name)
                             (let ((route (make-route-stats name)))
                               (hash-set! routes name route)
@@ -737,7 +878,17 @@ loop."
              (for-each (match-lambda
                          ((phase . data)
                           (histogram-merge! (route-app-phase route phase) (histogram data))))
-                       app-phases))))
+                       app-phases)
+             (for-each (match-lambda
+                         ((waited computing . by-what)
+                          (histogram-merge! (route-stats-waited route) (histogram waited))
+                          (histogram-merge! (route-stats-computing route) (histogram computing))
+                          (for-each (match-lambda
+                                      (((kind . label) . data)
+                                       (histogram-merge! (route-wait route kind label)
+                                                         (histogram data))))
+                                    by-what)))
+                       waits))))
         (get snapshot 'routes))
        ;; the series: a slot holds the second of the merged window it
        ;; stands for only if the worker had reached that second

@@ -44,7 +44,10 @@
             status-route?
             phase-names
             route-phase-histogram
-            route-app-phase-shares))
+            route-app-phase-shares
+            wait-name
+            route-wait-shares
+            any-route-waited?))
 
 (define phase-names '(read parse handler serialise write))
 
@@ -94,6 +97,42 @@ the status pages' routes (/_plucky/…) left out."
   (fold (lambda (route h) (histogram-merge! h (route-phase-histogram route phase)))
         (make-histogram)
         (app-routes observer)))
+
+;;;
+;;; Waits
+;;;
+
+(define (wait-name key)
+  "Return how the status page names KEY, a (KIND . LABEL) of
+`route-stats-waits': the label and the kind in parentheses when the
+handler named the wait (\"upstream 127.0.0.1:8080 (socket)\"), else the
+kind (\"timer\", \"thread pool\", …)."
+  (let ((kind (case (car key)
+                ((thread) "thread pool")
+                (else (symbol->string (car key))))))
+    (if (cdr key)
+        (string-append (cdr key) " (" kind ")")
+        kind)))
+
+(define (route-wait-shares route)
+  "Return the share of each thing the suspended requests of ROUTE waited
+on, and of the computing their handler did after its first wait, in
+their time from that first wait to their answer: an alist (((KIND .
+LABEL) . FRACTION) … (computing . FRACTION)) whose fractions add up to
+1, or '() when no request of ROUTE suspended (or none took any time)."
+  (let* ((waits (route-stats-waits route))
+         (computing (histogram-sum (route-stats-computing route)))
+         (total (+ computing (histogram-sum (route-stats-waited route)))))
+    (if (or (null? waits) (zero? total))
+        '()
+        (append (map (lambda (wait)
+                       (cons (car wait) (/ (histogram-sum (cdr wait)) total 1.)))
+                     waits)
+                `((computing . ,(/ computing total 1.)))))))
+
+(define (any-route-waited? routes)
+  "Return true when a request of one of ROUTES (<route-stats>) suspended."
+  (any (lambda (route) (> (route-stats-suspended route) 0)) routes))
 
 ;;;
 ;;; Prometheus
@@ -264,6 +303,30 @@ the status pages' routes (/_plucky/…) left out."
                      (sample out "plucky_route_app_phase_requests_total" labels
                              (histogram-count h))))
                   app-phases)))
+    (let ((waiting (filter (lambda (route) (> (route-stats-suspended route) 0)) routes)))
+      (unless (null? waiting)
+        (family out "plucky_route_wait_seconds" "histogram"
+                "Time the requests whose handler suspended waited, by route and by what: kind (timer, socket, thread, event; other past 8 a route) and the label the handler gave the wait (\"\" for none); a request that waited several times on one thing counts their sum once.")
+        (for-each
+         (lambda (route)
+           (for-each
+            (match-lambda
+              (((kind . label) . h)
+               (histogram-samples out "plucky_route_wait_seconds"
+                                  (append worker `((route . ,(route-stats-name route))
+                                                   (kind . ,(symbol->string kind))
+                                                   (label . ,(or label ""))))
+                                  h seconds)))
+            (route-stats-waits route)))
+         waiting)
+        (family out "plucky_route_wait_computing_seconds" "histogram"
+                "Time the handler of a request that suspended ran after its first wait, by route (its count: the route's requests that suspended).")
+        (for-each
+         (lambda (route)
+           (histogram-samples out "plucky_route_wait_computing_seconds"
+                              (append worker `((route . ,(route-stats-name route))))
+                              (route-stats-computing route) seconds))
+         waiting)))
     (family out "plucky_request_allocated_bytes" "summary"
             "Bytes allocated by the handler and serialising, measured on one request in 16, by route.")
     (for-each
@@ -334,9 +397,36 @@ p99.9 and max (exact integers, in H's unit)."
            . ,(map (match-lambda ((phase . ns) (cons phase (round ns))))
                    (route-app-phase-shares route)))))))
 
+(define (waits-json route)
+  ;; Where the suspended requests of ROUTE waited, if any did: all
+  ;; their waits, each thing waited on, and the computing after the
+  ;; first wait; each with its share of their time from the first wait
+  (let ((n (route-stats-suspended route)))
+    (if (zero? n)
+        '()
+        (let ((shares (route-wait-shares route)))
+          `((waits
+             . ((requests . ,n)
+                (waited_ns . ,(histogram-summary (route-stats-waited route)))
+                (computing_ns
+                 . ,(append (histogram-summary (route-stats-computing route))
+                            `((share . ,(or (assq-ref shares 'computing) 0)))))
+                (by
+                 . ,(list->vector
+                     (map (match-lambda
+                            ((key . h)
+                             `((kind . ,(car key))
+                               (label . ,(cdr key))
+                               (name . ,(wait-name key))
+                               (share . ,(or (assoc-ref shares key) 0))
+                               (per_request_ns . ,(round (/ (histogram-sum h) n)))
+                               ,@(histogram-summary h))))
+                          (route-stats-waits route)))))))))))
+
 (define (status->json-value observer)
   "Return OBSERVER's figures as a JSON value (alists and vectors) for
-/_plucky/status.json.  Times are in nanoseconds, sizes in bytes."
+/_plucky/status.json.  Times are in nanoseconds, sizes in bytes.  A
+route some of whose requests suspended has `waits': where they waited."
   (observer-advance! observer)
   (let* ((series (observer-series observer))
          (now (series-now series))
@@ -391,7 +481,8 @@ p99.9 and max (exact integers, in H's unit)."
                                  (cons phase (histogram-summary (route-phase-histogram route phase))))
                                phase-names))
                       (allocated_bytes . ,(histogram-summary (route-stats-allocated route)))
-                      ,@(app-phases-json route))))
+                      ,@(app-phases-json route)
+                      ,@(waits-json route))))
                 (observer-all-routes observer))))
       (connections
        . ((accepted . ,(observer-accepted observer))

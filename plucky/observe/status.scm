@@ -342,6 +342,10 @@ if given, is carried in the page's links."
                       (max 60 (+ 1 (- (current-time) (observer-started observer))))))
          (routes (observer-all-routes observer))
          (app (app-routes observer))
+         ;; the routes with timed requests: those whose requests all
+         ;; suspended have no server times (see the card of waits)
+         (timed (filter (lambda (route) (> (histogram-count (route-stats-service route)) 0))
+                        app))
          (all-service (all-routes-histogram observer 'service))
          (all-allocated (all-routes-histogram observer 'allocated))
          (requests (histogram-count all-service))
@@ -450,7 +454,7 @@ if given, is carried in the page's links."
                         (h2 "Where a request's time goes, by route (mean µs per phase)")
                         (p (@ (class "hint")) "Each bar is one route, stretched to the full width so that the shares show whatever the route's total; the total is at its end.")
                         ,(call-with-values
-                             (lambda () (phase-bars (take app (min 12 (length app)))))
+                             (lambda () (phase-bars (take timed (min 12 (length timed)))))
                            (lambda (rows segments)
                              (stacked-bar-chart rows segments
                                                 #:id "chart-phases" #:unit " µs" #:normalise? #t)))
@@ -463,8 +467,8 @@ if given, is carried in the page's links."
                                        (map (lambda (q)
                                               (cons q (µs (histogram-quantile (route-stats-service route) q))))
                                             '(0 0.25 0.5 0.75 0.9 0.95 0.99 0.995 0.999 0.9999))))
-                               (take app (min 5 (length app)))
-                               (take palette (min 5 (length app))))
+                               (take timed (min 5 (length timed)))
+                               (take palette (min 5 (length timed))))
                           #:id "chart-percentiles"
                           #:x-scale 'percentile #:y-log? #t #:x-min 0 #:x-max 0.9999
                           #:x-ticks '(0 0.9 0.99 0.999 0.9999)
@@ -473,6 +477,11 @@ if given, is carried in the page's links."
               (div (@ (class "card"))
                    (h2 "Routes")
                    ,(routes-table routes))
+              ,@(if (any-route-waited? app)
+                    `((div (@ (class "card"))
+                           (h2 "Where requests wait, by route")
+                           ,(waits-card-body app)))
+                    '())
               (div (@ (class "card"))
                    (h2 "Phases, all routes")
                    ,(phases-table observer))
@@ -597,10 +606,13 @@ if given, is carried in the page's links."
   (map (lambda (q) `(td ,(format (histogram-quantile h q)))) '(0.5 0.9 0.99 0.999)))
 
 (define (routes-table routes)
+  ;; A column of the requests that suspended, when any did
+  (define waited? (any-route-waited? routes))
   `(table
     (tr (th (@ (class "l")) "route") (th "requests") (th "2xx") (th "3xx") (th "4xx") (th "5xx")
         (th "mean") (th "p50") (th "p90") (th "p99") (th "p99.9") (th "max")
-        (th "bytes/request"))
+        (th "bytes/request")
+        ,@(if waited? '((th "suspended")) '()))
     ,@(map (lambda (route)
              (let ((codes (route-stats-codes route))
                    (h (route-stats-service route)))
@@ -609,12 +621,102 @@ if given, is carried in the page's links."
                     (td ,(number->string (route-stats-requests route)))
                     ,@(map (lambda (class) `(td ,(number->string (vector-ref codes class))))
                            '(2 3 4 5))
-                    (td ,(format-ns (histogram-mean h)))
-                    ,@(percentile-cells h format-ns)
-                    (td ,(format-ns (histogram-max h)))
+                    ,@(if (zero? (histogram-count h))
+                          ;; none timed: all suspended, or untimed 5xx
+                          (make-list 6 '(td "-"))
+                          `((td ,(format-ns (histogram-mean h)))
+                            ,@(percentile-cells h format-ns)
+                            (td ,(format-ns (histogram-max h)))))
                     (td ,(let ((b (route-stats-allocated-per-request route)))
-                           (if b (format-bytes b) "-"))))))
+                           (if b (format-bytes b) "-")))
+                    ,@(if waited? `((td ,(suspended-cell route))) '()))))
            routes)))
+
+(define (suspended-cell route)
+  ;; "N · x% waiting": the requests that suspended, and the share of
+  ;; their time from the first wait spent waiting
+  (let ((n (route-stats-suspended route)))
+    (if (zero? n)
+        "-"
+        (let ((computing (assq-ref (route-wait-shares route) 'computing)))
+          (if computing
+              (format #f "~a · ~a waiting" (format-number n) (percent (- 1 computing)))
+              (format-number n))))))
+
+(define (percent fraction)
+  (format #f "~,1f%" (* 100. fraction)))
+
+;;;
+;;; Where requests wait
+;;;
+
+(define (waits-card-body routes)
+  ;; -> SXML: a bar per route that waited, cut into what it waited on and
+  ;; its computing, and a table of the same with percentiles
+  (let ((routes (filter (lambda (route) (> (route-stats-suspended route) 0)) routes)))
+    `(div
+      (p (@ (class "hint")) "The requests whose handler suspended (sleep-ms, wait-readable, blocking, event-wait, channel-get…), each accounted for: the time from their first wait to their answer, cut into what they waited on (by kind and by the label the handler gave, as in (wait-readable fd #:label \"postgres\")) and what the handler computed meanwhile.  Each bar is stretched to the full width; its total, the mean per request, is at its end.")
+      ,(call-with-values (lambda () (wait-bars (take routes (min 12 (length routes)))))
+         (lambda (rows segments)
+           (stacked-bar-chart rows segments #:id "chart-waits" #:unit " ms" #:normalise? #t
+                              #:width 900)))
+      ,(waits-table routes)
+      (p (@ (class "hint")) "per request: over all the route's requests that suspended; p50, p99, max: over those that had the wait, a request's waits on one thing added up; share: of the time from the first wait to the answer.  The handler's time before its first wait, and reading and parsing, are not in these figures."))))
+
+(define wait-colours
+  ;; kinds first, in Paul Tol's muted scheme; computing in the handler's
+  '("#882255" "#DDCC77" "#44AA99" "#AA4499" "#999933" "#332288" "#117733" "#888888"
+    "#661100" "#CC6677"))
+
+(define (wait-bars routes)
+  ;; -> (values rows segments) for `stacked-bar-chart': per route, the
+  ;; mean ms per suspended request of each wait (all routes' waits, in
+  ;; the order first seen) and of its computing
+  (let ((keys (delete-duplicates
+               (append-map (lambda (route) (map car (route-stats-waits route))) routes))))
+    (values
+     (map (lambda (route)
+            (let ((n (route-stats-suspended route))
+                  (waits (route-stats-waits route)))
+              (cons (route-stats-name route)
+                    (append
+                     (map (lambda (key)
+                            (let ((h (assoc-ref waits key)))
+                              (if h (/ (histogram-sum h) n 1e6) 0)))
+                          keys)
+                     (list (/ (histogram-sum (route-stats-computing route)) n 1e6))))))
+          routes)
+     (append (map (lambda (key i)
+                    (list (wait-name key) (list-ref wait-colours (modulo i (length wait-colours)))))
+                  keys (iota (length keys)))
+             `(("computing" ,(cadr (assq 'handler phase-colours))))))))
+
+(define (waits-table routes)
+  `(table
+    (tr (th (@ (class "l")) "route") (th (@ (class "l")) "waited on") (th "requests")
+        (th "per request") (th "share") (th "p50") (th "p99") (th "max"))
+    ,@(append-map
+       (lambda (route)
+         (let ((n (route-stats-suspended route))
+               (shares (route-wait-shares route)))
+           (map (match-lambda
+                  ((key . h)
+                   `(tr (td (@ (class "l")) ,(route-stats-name route))
+                        (td (@ (class "l")) ,(if (eq? key 'computing)
+                                                 "computing, after the first wait"
+                                                 (wait-name key)))
+                        (td ,(format-number (histogram-count h)))
+                        (td ,(format-ns (/ (histogram-sum h) n)))
+                        (td ,(let ((share (if (eq? key 'computing)
+                                              (assq-ref shares 'computing)
+                                              (assoc-ref shares key))))
+                               (if share (percent share) "-")))
+                        (td ,(format-ns (histogram-quantile h 0.5)))
+                        (td ,(format-ns (histogram-quantile h 0.99)))
+                        (td ,(format-ns (histogram-max h))))))
+                (append (route-stats-waits route)
+                        `((computing . ,(route-stats-computing route)))))))
+       routes)))
 
 (define (phases-table observer)
   (let* ((hs (map (lambda (phase) (cons phase (all-routes-histogram observer phase)))

@@ -31,7 +31,7 @@
 
 ;; The hooks of `observer->hooks', called by the name of the event:
 ;; (observe 'request …), (observe 'failure …), (observe 'write …),
-;; (observe 'accept ns), (observe 'close ns).
+;; (observe 'accept ns), (observe 'close ns), (observe 'wait …).
 (define (observer-procedure obs)
   (let ((hooks (observer->hooks obs)))
     (lambda (event . arguments)
@@ -40,7 +40,8 @@
                ((failure) (observer-hooks-on-failure hooks))
                ((write) (observer-hooks-on-write hooks))
                ((accept) (observer-hooks-on-accept hooks))
-               ((close) (observer-hooks-on-close hooks)))
+               ((close) (observer-hooks-on-close hooks))
+               ((wait) (observer-hooks-on-wait hooks)))
              arguments))))
 
 (define (route-count obs name)
@@ -71,6 +72,13 @@
            (observe event request code #f #f #f #f #f)
            #f)
           (else #f))))
+      ((event request code waited computing)
+       ;; 'wait: a request whose handler suspended, answered; a 5xx is
+       ;; told to #:on-request first, untimed
+       (bump! (quotient code 100))
+       (when (>= code 500)
+         (observe 'request request code #f #f #f #f #f))
+       (observe event request code waited computing))
       ((event answers ns)
        ;; only writes that carry a timed answer are timed
        (when (> batch 0)
@@ -331,6 +339,138 @@
     (test-equal "in the inbox" 1 (length (inbox-failures (observer-inbox obs))))
     (test-equal "only the first request timed" 1
       (histogram-count (route-stats-service (observer-route obs "/x"))))))
+
+(define (wait-sums route)
+  ;; -> (((kind . label) count sum) …) of where ROUTE's requests waited
+  (map (lambda (wait)
+         (list (car wait) (histogram-count (cdr wait)) (histogram-sum (cdr wait))))
+       (route-stats-waits route)))
+
+(define (count-and-sum h)
+  (list (histogram-count h) (histogram-sum h)))
+
+(test-group "where requests wait (#:on-wait)"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (as-the-loop obs)))
+       ;; as the loop tells it: (((kind . label) . ns) …) and computing
+       (observe 'wait (request "/up") 200
+                '(((timer . #f) . 30000000) ((socket . "upstream test") . 2000000)) 5000)
+       (observe 'wait (request "/up") 200
+                '(((socket . "upstream test") . 4000000) ((thread . #f) . 1000)) 7000)
+       (observe 'wait (request "/up?q=1") 201 '() 100)
+       (let ((up (observer-route obs "/up")))
+         (test-equal "each (kind . label) apart, in the order first seen"
+           '(((timer . #f) 1 30000000) ((socket . "upstream test") 2 6000000)
+             ((thread . #f) 1 1000))
+           (wait-sums up))
+         (test-equal "suspended requests" 3 (route-stats-suspended up))
+         (test-equal "all waited, per request" '(3 36001000)
+           (count-and-sum (route-stats-waited up)))
+         (test-equal "their p99: the longest request's waits, within 6.25%" #t
+           (< (* 32000000 0.9375) (histogram-quantile (route-stats-waited up) 0.99)
+              (* 32000000 1.0625)))
+         (test-equal "computing after the first wait" '(3 12100)
+           (count-and-sum (route-stats-computing up)))
+         (test-equal "their answers counted under the route, exactly" '(3 3)
+           (list (route-stats-requests up) (vector-ref (route-stats-codes up) 2)))
+         (test-equal "no times of the server's phases" 0
+           (histogram-count (route-stats-handler up))))
+       (test-equal "a route that never waited has no waits" '()
+         (begin
+           (observe 'request (request "/plain") 200 1 1 1 1 #f)
+           (route-stats-waits (observer-route obs "/plain"))))
+       (test-equal "the next timed request does not weigh for them" 1
+         (route-stats-requests (observer-route obs "/plain")))
+       (observer-detach! obs)))))
+
+(test-group "a waited 5xx: counted once, under the route #:on-request found"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (observer-procedure obs)))
+       ;; the loop tells #:on-request of a 5xx (untimed), then #:on-wait
+       (declare-route! "/named")
+       (observe 'request (request "/raise") 500 #f #f #f #f #f)
+       (observe 'wait (request "/raise") 500 '(((timer . #f) . 10000000)) 10)
+       (let ((named (observer-route obs "/named")))
+         (test-equal "once, a 5xx" '(1 1)
+           (list (route-stats-requests named) (vector-ref (route-stats-codes named) 5)))
+         (test-equal "its wait" '(((timer . #f) 1 10000000)) (wait-sums named)))
+       (test-equal "no route of its path" #f (observer-route obs "/raise"))
+       (observer-detach! obs)))))
+
+(test-group "waits kept apart: at most max-waits a route, labels cut"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (observe (observer-procedure obs))
+            (long (make-string 100 #\u)))
+       (observe 'wait (request "/many") 200
+                (map (lambda (i) (cons (cons 'socket (format #f "db ~a" i)) 10))
+                     (iota (+ max-waits 2)))
+                0)
+       (let ((waits (route-stats-waits (observer-route obs "/many"))))
+         (test-equal "the first kept, then (other)" (+ max-waits 1) (length waits))
+         (test-equal "(other) holds the rest, their ns" '(2 20)
+           (count-and-sum (assoc-ref waits '(other . #f)))))
+       (observe 'wait (request "/long") 200 `(((socket . ,long) . 5)) 0)
+       (observe 'wait (request "/long") 200 `(((socket . ,(string-copy long)) . 7)) 0)
+       (observe 'wait (request "/long") 200
+                `(((socket . ,(string-append (make-string 99 #\u) "v")) . 9)) 0)
+       (let ((waits (route-stats-waits (observer-route obs "/long"))))
+         (test-equal "a long label cut to max-wait-label-length, marked"
+           (string-append (make-string (- max-wait-label-length 1) #\u) "…")
+           (cdar (car waits)))
+         (test-equal "labels alike in their first characters share it" '((3 21))
+           (map (lambda (wait) (count-and-sum (cdr wait))) waits)))
+       (observer-detach! obs)))))
+
+(test-group "waits allocate nothing once a route has seen them"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer))
+            (on-wait (observer-hooks-on-wait (observer->hooks obs)))
+            (r (request "/up"))
+            (waited '(((timer . #f) . 30000000) ((socket . "upstream test") . 2000000)))
+            (long `(((socket . ,(make-string 100 #\u)) . 5))))
+       (on-wait r 200 waited 5000)
+       (on-wait r 200 long 5000)
+       (let ((allocated
+              (lambda (on-wait)
+                ;; -> bytes allocated by 2000 calls of ON-WAIT
+                (let ((before (assq-ref (gc-stats) 'heap-total-allocated)))
+                  (let lp ((i 0))
+                    (when (< i 1000)
+                      (on-wait r 200 waited 5000)
+                      (on-wait r 200 long 5000)
+                      (lp (+ i 1))))
+                  (- (assq-ref (gc-stats) 'heap-total-allocated) before)))))
+         (allocated (lambda args #f))     ; warm up
+         ;; this file is interpreted: its loop and calls allocate by
+         ;; themselves; the hook adds nothing to that
+         (let ((baseline (allocated (lambda (request code waited computing) #f)))
+               (hook (allocated on-wait)))
+           (test-assert (format #f "~a bytes for 2000 requests, ~a without the hook" hook baseline)
+             (< hook (+ baseline 4096)))))
+       (observer-detach! obs)))))
+
+(test-group "waits survive the snapshots shared between workers"
+  (call-guarded
+   (lambda ()
+     (let* ((obs (make-observer #:workers 2))
+            (observe (observer-procedure obs)))
+       (observe 'wait (request "/up") 200
+                '(((timer . #f) . 30000000) ((socket . "upstream test") . 2000000)) 5000)
+       (let* ((whole (observer-whole-server obs))
+              (up (observer-route whole "/up")))
+         (test-equal "each wait" '(((timer . #f) 1 30000000) ((socket . "upstream test") 1 2000000))
+           (wait-sums up))
+         (test-equal "all waited, computing" '((1 32000000) (1 5000))
+           (list (count-and-sum (route-stats-waited up))
+                 (count-and-sum (route-stats-computing up)))))
+       (observer-detach! obs)))))
 
 (test-end "observe/accounting")
 

@@ -35,6 +35,7 @@
              (web uri)
              (plucky observe accounting)
              (plucky web timing)
+             ((plucky server) #:select (sleep-ms))
              (plucky dev serve))
 
 (test-begin "observe/browser")
@@ -62,6 +63,10 @@
     (cond
      ((string=? path "/fail") (error "failing on purpose for the inbox"))
      ((string=? path "/slow") (slow request body))
+     ((string=? path "/sleepy")
+      ;; suspends: the card of waits
+      (sleep-ms 2)
+      (values '((content-type . (text/plain))) "slept"))
      (else (values '((content-type . (text/plain))) "Hello, World!")))))
 
 (define (read-all-before port deadline)
@@ -131,7 +136,8 @@
                 (url (format #f "http://127.0.0.1:~a/_plucky/status?refresh=0" port))
                 ;; load for at most 30 s; we stop it sooner
                 (wrk (spawn "wrk" (list "-t1" "-c20" "-d30s" (format #f "http://127.0.0.1:~a/" port))))
-                (wrk-slow (spawn "wrk" (list "-t1" "-c2" "-d30s" (format #f "http://127.0.0.1:~a/slow" port)))))
+                (wrk-slow (spawn "wrk" (list "-t1" "-c2" "-d30s" (format #f "http://127.0.0.1:~a/slow" port))))
+                (wrk-sleepy (spawn "wrk" (list "-t1" "-c2" "-d30s" (format #f "http://127.0.0.1:~a/sleepy" port)))))
            (dynamic-wind
              (lambda () #t)
              (lambda ()
@@ -156,7 +162,9 @@
                              (test-assert (string-append "chart with data: " id)
                                (chart-has-data? dom id)))
                            '("chart-throughput" "chart-latency-time" "chart-phases"
-                             "chart-percentiles" "chart-memory"))
+                             "chart-percentiles" "chart-memory" "chart-waits"))
+                 (test-assert "the table of waits lists /sleepy's timer"
+                   (string-match "<td class=\"l\">/sleepy</td><td class=\"l\">timer</td>" dom))
                  (test-assert "the phase bars name the handler's own phases"
                    (let* ((start (string-contains dom "id=\"chart-phases\""))
                           (svg (and start (substring dom start (string-contains dom "</svg>" start)))))
@@ -182,6 +190,7 @@
              (lambda ()
                (process-stop wrk)
                (process-stop wrk-slow)
+               (process-stop wrk-sleepy)
                (stop-server server))))))))))
 
 (test-end "observe/browser")

@@ -26,6 +26,7 @@
              (tests lib harness)
              (tests lib server)
              (rnrs bytevectors)
+             ((ice-9 binary-ports) #:select (get-u8 put-u8))
              (ice-9 regex)
              (ice-9 rdelim)
              (web request)
@@ -35,6 +36,7 @@
              (plucky observe inbox)
              (plucky observe status)
              (plucky web timing)
+             ((plucky server) #:select (sleep-ms wait-readable))
              (plucky dev serve))
 
 (test-begin "observe/status")
@@ -42,6 +44,10 @@
 ;;;
 ;;; The app and its server
 ;;;
+
+;; What /upstream waits on, as on a socket to another service: /poke
+;; writes a byte to it.  Made before the server's process forks.
+(define upstream-pipe (pipe))
 
 ;; Compiled, not interpreted as the rest of this file is (tests/run
 ;; turns auto-compilation off), so that a backtrace names its procedures
@@ -64,6 +70,16 @@
           (cond
            ((string=? path "/") (values '((content-type . (text/plain))) "Hello, World!"))
            ((string=? path "/phased") (phased request body))
+           ((string=? path "/upstream")
+            ;; a timer, then a labelled socket: what the page shows
+            (sleep-ms 30)
+            (wait-readable (port->fdes (car upstream-pipe)) #:label "upstream test")
+            (values '((content-type . (text/plain)))
+                    (string #\u (integer->char (get-u8 (car upstream-pipe))))))
+           ((string=? path "/poke")
+            (put-u8 (cdr upstream-pipe) (char->integer #\p))
+            (force-output (cdr upstream-pipe))
+            (values '((content-type . (text/plain))) "poked"))
            ((string=? path "/fail")
             ;; not a tail call, so that its frame is in the backtrace
             (fail-on-purpose path)
@@ -262,7 +278,10 @@
       (test-assert "status: the route table lists /" (string-contains body "<td class=\"l\">/</td>"))
       (test-assert "status: 404s as (not found)" (string-contains body "(not found)"))
       (test-assert "status: no external resource"
-        (not (string-match "(src|href)=\"(https?:)?//" body))))
+        (not (string-match "(src|href)=\"(https?:)?//" body)))
+      (test-assert "status: no waits shown when no request waited"
+        (not (or (string-contains body "Where requests wait")
+                 (string-contains body "<th>suspended</th>")))))
     (test-assert "?refresh=0 stops the reloading"
       (not (string-contains (body-of server "/_plucky/status?refresh=0") "http-equiv")))
     (test-equal "/_plucky/ is the status page too" 200 (code-of server "/_plucky/"))
@@ -305,8 +324,89 @@
       (test-assert "json: phases"
         (and root (every (lambda (p) (json-ref root "phases_ns" p "count"))
                          '("read" "parse" "handler" "serialise" "write"))))
+      (test-equal "json: no waits when no request waited" #f (and root (assoc "waits" root)))
       (test-assert "json: a series of requests per second"
         (> (fold + 0 (filter number? (vector->list (json-ref json "series" "requests")))) 20)))))
+
+(define (route-json json name)
+  (find (lambda (r) (equal? (json-ref r "route") name))
+        (vector->list (json-ref json "routes"))))
+
+(define (waited-on route kind label)
+  ;; -> the entry of status.json's ROUTE for its waits on KIND and LABEL
+  (and route (json-ref route "waits")
+       (find (lambda (w) (and (equal? (json-ref w "kind") kind)
+                              (equal? (json-ref w "label") label)))
+             (vector->list (json-ref route "waits" "by")))))
+
+(define (match-all pred samples)
+  ;; -> true when SAMPLES is not empty and PRED holds for each
+  (and (pair? samples) (every pred samples)))
+
+(test-group "where a request waits: a timer, a labelled socket"
+  (with-observed-server (server)
+    (let ((waiter (connect-client (server-port server))))
+      ;; /upstream sleeps 30 ms, then waits on the pipe until /poke
+      (client-send! waiter (request-text "/upstream"))
+      (usleep 150000)
+      (test-equal "another request is served meanwhile" "poked" (body-of server "/poke"))
+      (let ((response body (client-read-response waiter)))
+        (test-equal "the waiting request answered after" "up" (and body (utf8->string body))))
+      (client-close! waiter))
+    (let* ((json (read-json (open-input-string (body-of server "/_plucky/status.json"))))
+           (route (route-json json "/upstream"))
+           (timer (waited-on route "timer" 'null))
+           (socket (waited-on route "socket" "upstream test")))
+      (test-equal "json: one request suspended" 1 (and route (json-ref route "waits" "requests")))
+      (test-equal "json: and its answer counted" 1 (and route (json-ref route "requests")))
+      (test-assert (format #f "json: a timer wait of at least 30 ms (~a ns)" (and timer (json-ref timer "max")))
+        (and timer (>= (json-ref timer "mean") 30000000) (>= (json-ref timer "p50") 30000000)))
+      (test-assert (format #f "json: the socket wait, labelled, till the poke (~a ns)"
+                           (and socket (json-ref socket "mean")))
+        (and socket (>= (json-ref socket "mean") 60000000)
+             (equal? (json-ref socket "name") "upstream test (socket)")))
+      (test-assert "json: waits and computing share the time from the first wait"
+        (and timer socket
+             (< 0.99 (+ (json-ref timer "share") (json-ref socket "share")
+                        (json-ref route "waits" "computing_ns" "share"))
+                1.01)
+             (> (json-ref socket "share") (json-ref timer "share"))))
+      (test-assert "json: all waited, at least both"
+        (and route (>= (json-ref route "waits" "waited_ns" "max") 90000000)))
+      (test-equal "json: a route that did not wait has no waits" #f
+        (assoc "waits" (route-json json "/poke"))))
+    (let ((page (body-of server "/_plucky/status?refresh=0")))
+      (test-assert "status: the card of waits" (string-contains page "Where requests wait, by route"))
+      (test-assert "status: a row for the timer"
+        (string-contains page "<td class=\"l\">/upstream</td><td class=\"l\">timer</td>"))
+      (test-assert "status: a row for the labelled socket"
+        (string-contains page "<td class=\"l\">/upstream</td><td class=\"l\">upstream test (socket)</td>"))
+      (test-assert "status: a row for computing"
+        (string-contains page "<td class=\"l\">/upstream</td><td class=\"l\">computing, after the first wait</td>"))
+      (test-assert "status: the timer's p50 in ms"
+        (string-match "<td class=\"l\">timer</td><td>1</td><td>[0-9.]+ ms</td><td>[0-9.]+%</td><td>(3[0-9]|[4-9][0-9])\\.[0-9] ms</td>"
+                      page))
+      (test-assert "status: the bars name what was waited on"
+        (and (string-contains page "id=\"chart-waits\"")
+             (string-contains page ">upstream test (socket)</text>")))
+      (test-assert "status: no server times for a route whose requests all suspended"
+        (string-contains page "<td class=\"l\">/upstream</td><td>1</td><td>1</td><td>0</td><td>0</td><td>0</td><td>-</td>"))
+      (test-assert "status: the routes table's suspended column"
+        (string-match "<td>1 · [0-9.]+% waiting</td>" page)))
+    (let ((text (body-of server "/_plucky/metrics")))
+      (test-equal "metrics: well formed" '() (check-exposition text))
+      (test-equal "metrics: the labelled socket wait, once" '(1)
+        (filter-map (lambda (s) (and (string-contains (car s) "route=\"/upstream\"")
+                                     (string-contains (car s) "kind=\"socket\"")
+                                     (string-contains (car s) "label=\"upstream test\"")
+                                     (cdr s)))
+                    (samples text "plucky_route_wait_seconds_count")))
+      (test-assert "metrics: the timer's wait, at least 0.03 s"
+        (match-all (lambda (s) (>= (cdr s) 0.03))
+                   (filter (lambda (s) (string-contains (car s) "kind=\"timer\""))
+                           (samples text "plucky_route_wait_seconds_sum"))))
+      (test-equal "metrics: computing, once" '(1)
+        (map cdr (samples text "plucky_route_wait_computing_seconds_count"))))))
 
 (test-group "a failing request in the inbox, fetched and replayed"
   (with-observed-server (server)
