@@ -23,8 +23,15 @@
 ;;; its values are what the waiting procedure returns, and what it
 ;;; raises is raised there (a compute thread's exception; the
 ;;; cancellation of a request whose client left or whose time ran out),
-;;; so that the handler's own `dynamic-wind's and exception handlers
-;;; close what it opened.
+;;; so that the handler's own exception handlers close what it opened.
+;;;
+;;; A suspension leaves the handler's dynamic extent through the loop's
+;;; prompt and its resumption enters it again, as with Fibers: each
+;;; `dynamic-wind' around a wait runs its after thunk as the handler
+;;; suspends and its before thunk as it resumes.  Parameters, fluids and
+;;; exception handlers are as they were.  So a handler releases what it
+;;; holds with an exception handler (`guard', `with-exception-handler'),
+;;; never with a `dynamic-wind' around a wait.
 ;;;
 ;;; Outside a handler on the loop's thread (a script, the REPL, a pool
 ;;; thread, a response body written by a procedure) nothing can suspend:
@@ -131,9 +138,9 @@ loop calls on its own thread, under its prompt."
 
 ;; The request was given up while it waited: its client left, its
 ;; handler timeout passed, or the worker stops.  Raised where it waits,
-;; so that the handler's `dynamic-wind's and guards release what it
-;; holds; the loop then drops the request without an answer (client
-;; gone) or answers 503.
+;; so that the handler's exception handlers release what it holds; the
+;; loop then drops the request without an answer (client gone) or
+;; answers 503.
 (define-exception-type &request-cancelled &error
   make-request-cancelled
   request-cancelled?

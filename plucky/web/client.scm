@@ -64,7 +64,7 @@
   #:use-module ((web client)
                 #:select (x509-certificate-directory
                           (http-request . guile-http-request)))
-  #:use-module ((plucky server suspend) #:select (suspendable?))
+  #:use-module ((plucky server) #:select (suspendable?))
   #:use-module (plucky web client error)
   #:use-module (plucky web client connection)
   #:use-module (plucky web client response)

@@ -57,7 +57,7 @@
                           fd-socket fd-connect fd-socket-error
                           sockaddr->bytevector fd-set-tcp-nodelay!
                           errno-EAGAIN))
-  #:use-module ((plucky server suspend)
+  #:use-module ((plucky server)
                 #:select (wait-readable wait-writable blocking))
   #:use-module (plucky web client error)
   #:export (make-timeouts
