@@ -28,8 +28,11 @@
 ;;; name that has: `verify-password' given #f for the stored hash
 ;;; verifies against a dummy one, and answers #f.
 ;;;
-;;; A hash takes tens of milliseconds of one CPU and blocks the worker
-;;; that runs it, as any work of the handler does: rate-limit logins.
+;;; A hash takes tens of milliseconds of one CPU.  In a handler it runs
+;;; on one of the worker's compute threads (`blocking', plucky server
+;;; suspend) while the request suspends, so the worker serves other
+;;; requests meanwhile; elsewhere it runs where it is called.  It is
+;;; still a CPU's time: rate-limit logins (plucky web limit).
 ;;; Passwords longer than `max-password-bytes' are refused, so a
 ;;; megabyte "password" is turned away before any work.
 ;;;
@@ -40,6 +43,8 @@
   #:use-module (system foreign)
   #:use-module (system foreign-library)
   #:use-module (plucky web crypto)
+  ;; Loaded by the first hash (bench/startup).
+  #:autoload (plucky server) (blocking)
   #:export (hash-password
             verify-password
             password-needs-rehash?
@@ -108,10 +113,12 @@ error if PASSWORD is longer than `max-password-bytes'."
          (salt (random-bytes salt-bytes))
          (length (%encoded-length iterations memory parallelism salt-bytes hash-bytes argon2id-type))
          (encoded (make-bytevector length 0))
-         (status (%hash-encoded iterations memory parallelism
-                                (pointer-or-null bytes) (bytevector-length bytes)
-                                (bytevector->pointer salt) salt-bytes hash-bytes
-                                (bytevector->pointer encoded) length)))
+         (status (blocking
+                  (lambda ()
+                    (%hash-encoded iterations memory parallelism
+                                   (pointer-or-null bytes) (bytevector-length bytes)
+                                   (bytevector->pointer salt) salt-bytes hash-bytes
+                                   (bytevector->pointer encoded) length)))))
     (unless (= status argon2-ok)
       (error "hash-password: libargon2 failed:" (pointer->string (%error-message status))))
     ;; libargon2 writes a C string: ASCII up to a NUL
@@ -137,8 +144,10 @@ tell which names have accounts."
          (string-prefix? "$argon2id$" encoded)
          (not (string-index encoded #\nul))
          (<= (bytevector-length bytes) max-password-bytes)
-         (let ((status (%verify (string->pointer encoded "UTF-8")
-                                (pointer-or-null bytes) (bytevector-length bytes))))
+         (let ((status (blocking
+                        (lambda ()
+                          (%verify (string->pointer encoded "UTF-8")
+                                   (pointer-or-null bytes) (bytevector-length bytes))))))
            (= status argon2-ok)))))
 
 (define (encoded-parameters encoded)

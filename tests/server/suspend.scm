@@ -22,7 +22,8 @@
              (web uri)
              (tests lib harness)
              (tests lib server)
-             (plucky server))
+             (plucky server)
+             (plucky web password))
 
 (define (path-of request) (uri-path (request-uri request)))
 (define (query-of request) (or (uri-query (request-uri request)) ""))
@@ -169,6 +170,9 @@
                (lambda (port)
                  (usleep 50000)
                  (display "data: from a thread\n\n" port)))))
+     ((string=? path "/hash")
+      ;; Argon2id on a compute thread (plucky web password).
+      (text (if (verify-password (hash-password "pw") "pw") "verified" "no")))
      ((string=? path "/suspendable")
       (text (if (suspendable?) "yes" "no")))
      ((string=? path "/given-up")
@@ -307,6 +311,14 @@
     (test-equal "five answered" (make-list 5 '(200 . "1 2")) replies)
     (test-assert (format #f "five 200 ms thread calls in ~,3f s < 0.6 s" took)
       (< took 0.6)))
+  (let ((hasher (connect-client port)))
+    (client-send! hasher (request-text "/hash"))
+    (test-equal "hello answers while a password is hashed"
+      '(200 . "hello") (get port "/hello"))
+    (test-assert "before the hash" (null? (car (select (list (client-socket hasher)) (list) (list) 0))))
+    (let ((response body (client-read-response hasher)))
+      (test-equal "the hash is verified" "verified" (and body (utf8->string body))))
+    (client-close! hasher))
   (test-equal "what the thread raised is raised in the handler"
     '(200 . "thread raised: in the thread") (get port "/blocking-raise")))
 
