@@ -740,18 +740,27 @@ for the client themselves) it only flushes PORT."
                     (begin
                       (report-response! loop conn request code (stream-head stream))
                       #t)
-                (call-with-values
-                    (lambda ()
-                      (run-guarded loop request
-                        (lambda ()
-                          (body (stream-port stream))
-                          (close-port (stream-port stream))
-                          (leave-suspendable!)
-                          (watchdog-leave!)
-                          (set-loop-guarded! loop #f)
-                          (values stream-done #f))))
-                  (lambda (result suspension)
-                    (stream-step! loop conn task result suspension)))))))))))
+                    (run-stream-body! loop conn request task body)))))))))
+
+(define (run-stream-body! loop conn request task body)
+  ;; Call BODY, a streamed answer's procedure, with its port, under the
+  ;; handler's prompts.  -> as `respond!'
+  (let ((stream (task-stream task)))
+    (set-loop-serving! loop conn)
+    (call-with-values
+        (lambda ()
+          (run-guarded loop request
+            (lambda ()
+              (body (stream-port stream))
+              (close-port (stream-port stream))
+              ;; in the continuation: runs once, when the body is done
+              (leave-suspendable!)
+              (watchdog-leave!)
+              (set-loop-guarded! loop #f)
+              (values stream-done #f))))
+      (lambda (result suspension)
+        (set-loop-serving! loop #f)
+        (stream-step! loop conn task result suspension)))))
 
 (define (stream-step! loop conn task result suspension)
   ;; What a stream's body procedure came to: it waits (RESULT is
@@ -792,12 +801,14 @@ for the client themselves) it only flushes PORT."
 `respond!' what became of its connection."
   (let ((conn (task-conn task)))
     (note-waited! task)
+    (set-loop-serving! loop conn)
     (call-with-values
         (lambda ()
           (if thunk
               (resume-handler loop (task-request task) (task-k task) thunk)
               (values #f 'cancelled)))
       (lambda (result suspension)
+        (set-loop-serving! loop #f)
         (stream-step! loop conn task result suspension)))))
 
 ;;;
