@@ -317,7 +317,9 @@ their resumption made ready in turn; return nothing."
                         (answer! loop conn request
                                  (and (not timeout?) response)
                                  (if timeout? 503 body)
-                                 (task-close? task)
+                                 ;; a drain began while it waited
+                                 (or (task-close? task)
+                                     (and (loop-drain-deadline loop) #t))
                                  (output-fill (loop-output loop))
                                  (lambda (code bytes)
                                    (when observer

@@ -786,7 +786,8 @@ for the client themselves) it only flushes PORT."
         #t)
        ((pair? (connection-pending conn))
         ;; The last bytes wait for the socket: as any answer that does.
-        (set-connection-close-after! conn (stream-close? stream))
+        (set-connection-close-after! conn (or (stream-close? stream)
+                                              (and (loop-drain-deadline loop) #t)))
         (set-connection-state! conn 'writing)
         (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
         (watch! loop conn EPOLLOUT)
@@ -794,7 +795,7 @@ for the client themselves) it only flushes PORT."
        (else
         (set-connection-state! conn 'idle)
         (watch! loop conn EPOLLIN)
-        (stream-close? stream)))))))
+        (or (stream-close? stream) (and (loop-drain-deadline loop) #t))))))))
 
 (define (resume-stream! loop task thunk)
   "Resume the body procedure of TASK's stream with THUNK; return as

@@ -445,7 +445,10 @@
     (kill (server-pid server) SIGTERM)
     (let ((response body (client-read-response client)))
       (test-equal "answered during the drain" "slept 300" (and body (utf8->string body))))
-    (client-close! client)))
+    (test-assert "then closed: the drain is over" (client-eof? client #:timeout 5))
+    (client-close! client)
+    (test-assert "the server exits" (wait-until (lambda () (not (server-alive? server)))
+                                                #:timeout 5))))
 
 (stop-server server)
 (test-end "server/suspend")
