@@ -490,22 +490,30 @@ ended, and forget them."
   "Return true when a suspended request of LOOP is ready to resume."
   (pair? (tasks-ready (loop-tasks loop))))
 
-(define (resume-task! loop task thunk)
-  "Resume TASK's handler with THUNK (see `suspend').  Return (values
-suspended #f) when it waits again; else (values response body) as
-`call-handler' returns them, the task no longer the connection's."
-  (let ((conn (task-conn task))
-        (start (clock)))
+(define (resume-slice loop task thunk)
+  ;; Resume TASK's handler or stream body with THUNK (#f: it is dropped),
+  ;; counting the wait that ended and the time it then runs.  -> as
+  ;; `run-guarded'
+  (let ((start (clock)))
     (note-waited! task)
-    (set-loop-serving! loop conn)
+    (set-loop-serving! loop (task-conn task))
     (call-with-values
         (lambda ()
           (if thunk
               (resume-handler loop (task-request task) (task-k task) thunk)
               (values #f 'cancelled)))
-      (lambda (response body)
+      (lambda (a b)
         (set-loop-serving! loop #f)
         (set-task-computing! task (+ (task-computing task) (- (clock) start)))
+        (values a b)))))
+
+(define (resume-task! loop task thunk)
+  "Resume TASK's handler with THUNK (see `suspend').  Return (values
+suspended #f) when it waits again; else (values response body) as
+`call-handler' returns them, the task no longer the connection's."
+  (let ((conn (task-conn task)))
+    (call-with-values (lambda () (resume-slice loop task thunk))
+      (lambda (response body)
         (cond
          ((eq? response suspended)
           (await! loop task body)
@@ -800,17 +808,9 @@ for the client themselves) it only flushes PORT."
 (define (resume-stream! loop task thunk)
   "Resume the body procedure of TASK's stream with THUNK; return as
 `respond!' what became of its connection."
-  (let ((conn (task-conn task)))
-    (note-waited! task)
-    (set-loop-serving! loop conn)
-    (call-with-values
-        (lambda ()
-          (if thunk
-              (resume-handler loop (task-request task) (task-k task) thunk)
-              (values #f 'cancelled)))
-      (lambda (result suspension)
-        (set-loop-serving! loop #f)
-        (stream-step! loop conn task result suspension)))))
+  (call-with-values (lambda () (resume-slice loop task thunk))
+    (lambda (result suspension)
+      (stream-step! loop (task-conn task) task result suspension))))
 
 ;;;
 ;;; Handing a connection to a thread
