@@ -553,7 +553,10 @@ a request that has not answered that long after it first suspended
     (install-waits! (loop-waits loop))
     (with-handler-errors-caught loop
       (lambda ()
-        (serve-rounds p)))
+        (serve-rounds p)
+        ;; Still under the handler of handlers' errors: the requests
+        ;; given up here unwind, and may raise as they do.
+        (cancel-all-tasks! loop)))
     (close-all! loop)
     (loop-state loop)))
 

@@ -110,9 +110,13 @@ a handler LOOP calls escapes to that call's prompt (see `call-handler')."
               (begin
                 (set-loop-guarded! loop #f)
                 ;; Take the stack here, where the exception was raised;
-                ;; print it after the escape, outside any handler.
+                ;; print it after the escape, outside any handler.  Not
+                ;; for a request given up: nothing is printed, and ten
+                ;; thousand given up at once would be ten thousand
+                ;; stacks (bench/upstream's held connections).
                 (abort-to-prompt handler-failed request exception
-                                 (make-stack #t 3)))
+                                 (and (not (request-cancelled? exception))
+                                      (make-stack #t 3))))
               ;; Not the application's: a bug of the loop itself.
               (raise-exception exception))))
     thunk))
@@ -280,14 +284,19 @@ handed over once the head is sent, 'suspended when the handler waits
               'suspended)
             (let ((handled (and timed? (clock))))
               (answer! loop conn request response response-body close? mark
-                       (lambda (code bytes)
-                         (when observer
-                           (observe-answer! loop request code bytes
-                                            (and handled (- handled start))
-                                            (and handled (- (clock) handled))
-                                            (and allocated
-                                                 (- (gc-total-bytes) allocated)))))
+                       ;; No closure made without an observer: a hello's
+                       ;; allocation (bench/instructions-real).
+                       (if observer
+                           (lambda (code bytes)
+                             (observe-answer! loop request code bytes
+                                              (and handled (- handled start))
+                                              (and handled (- (clock) handled))
+                                              (and allocated
+                                                   (- (gc-total-bytes) allocated))))
+                           ignore-answer)
                        timed?)))))))
+
+(define (ignore-answer code bytes) #f)
 
 (define (answer! loop conn request response response-body close? mark observe!
                  timed?)

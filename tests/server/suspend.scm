@@ -451,4 +451,28 @@
                                                 #:timeout 5))))
 
 (stop-server server)
+
+(test-group "a worker that stops gives its waiting requests up"
+  (let* ((server (start-server handler))
+         (port (server-port server))
+         (client (connect-client port)))
+    (client-send! client (request-text "/given-up?stopping"))
+    ;; SIGINT twice: drain, then stop at once.  The drain closes idle
+    ;; connections: this one says when the first SIGINT was read.
+    (with-client port
+      (lambda (idle)
+        (client-send! idle (request-text "/hello"))
+        (client-read-response idle)
+        (kill (server-pid server) SIGINT)
+        (test-assert "the drain begins" (client-eof? idle #:timeout 5))))
+    (kill (server-pid server) SIGINT)
+    (test-assert "the handler is unwound as stopping"
+      (wait-until (lambda () (equal? (file-text (string-append cancel-dir "/stopping"))
+                                     "stopping"))
+                  #:timeout 5))
+    (test-assert "the worker ends as a worker does, though the handler re-raised"
+      (wait-until (lambda () (string-contains (server-log server) "served")) #:timeout 5))
+    (client-close! client)
+    (stop-server server)))
+
 (test-end "server/suspend")
