@@ -3,7 +3,7 @@
 ;;; Copyright (C) 2026 the plucky authors
 ;;; SPDX-License-Identifier: LGPL-3.0-or-later
 ;;;
-;;; Run it:  $FIBERS_DIR/env guile bench/upstream.d/fibers-app.scm PORT sleep
+;;; Run it:  $FIBERS_DIR/env guile bench/upstream.d/fibers-app.scm PORT sleep [URL]
 ;;;          $FIBERS_DIR/env guile bench/upstream.d/fibers-app.scm PORT upstream URL
 ;;;
 ;;; Fibers' idiom: (fibers web server)'s run-server, a fiber per
@@ -72,7 +72,7 @@
   (text "ok"))
 
 (match (command-line)
-  ((_ port "sleep")
+  ((_ port "sleep" . _)
    (run-server sleep-handler #:port (string->number port)))
   ((_ port "upstream" url)
    (run-server (upstream-handler (string->uri url)) #:port (string->number port))))
