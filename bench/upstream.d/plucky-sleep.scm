@@ -12,18 +12,9 @@
 ;;;   /count   how many requests wait in /hold now
 ;;;   /pid     the worker's PID, whose /proc the memory test reads
 
-(use-modules (web request) (web uri))
-
-;; `sleep-ms' is meant to be exported by (plucky server); until it is,
-;; take it from the module that defines it, and say so.
-(define sleep-ms
-  (let ((public (resolve-interface '(plucky server))))
-    (if (module-variable public 'sleep-ms)
-        (module-ref public 'sleep-ms)
-        (begin
-          (format (current-error-port)
-                  "plucky-sleep.scm: (plucky server) exports no sleep-ms; using (plucky server suspend)'s~%")
-          (module-ref (resolve-interface '(plucky server suspend)) 'sleep-ms)))))
+(use-modules ((plucky server) #:select (sleep-ms))
+             (web request)
+             (web uri))
 
 (define holding 0)                      ; requests waiting in /hold now
 
