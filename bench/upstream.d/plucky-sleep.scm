@@ -13,6 +13,7 @@
 ;;;   /pid     the worker's PID, whose /proc the memory test reads
 
 (use-modules ((plucky server) #:select (sleep-ms))
+             (srfi srfi-34)
              (web request)
              (web uri))
 
@@ -26,11 +27,12 @@
     (cond
      ((string=? path "/ok") (text "ok"))
      ((string=? path "/hold")
+      ;; Not dynamic-wind: suspending leaves its extent, which would
+      ;; count the request out while it waits.
       (set! holding (+ holding 1))
-      (dynamic-wind
-        (lambda () #t)
-        (lambda () (sleep-ms 30000))
-        (lambda () (set! holding (- holding 1))))
+      (guard (e (#t (set! holding (- holding 1)) (raise-exception e)))
+        (sleep-ms 30000))
+      (set! holding (- holding 1))
       (text "ok"))
      ((string=? path "/count") (text (number->string holding)))
      ((string=? path "/pid") (text (number->string (getpid))))
