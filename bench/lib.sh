@@ -1,4 +1,4 @@
-# bench/lib.sh --- what bench/hello and bench/rss share; sourced, not run
+# bench/lib.sh --- what the load scripts in bench/ share; sourced, not run
 #
 # Copyright (C) 2026 the plucky authors
 # SPDX-License-Identifier: LGPL-3.0-or-later
@@ -66,6 +66,41 @@ run_load() {
   wait "$LOAD_PID"; rc=$?
   LOAD_PID=""
   return "$rc"
+}
+
+### Load generators
+
+# parse_wrk FILE -> "req/s|p50 ms|p99 ms|errors|detail", empty fields when
+# the output holds no result.
+parse_wrk() {
+  awk '
+    function ms(v,  n) {
+      n = v + 0
+      if (v ~ /us$/) return n / 1000
+      if (v ~ /ms$/) return n
+      if (v ~ /s$/)  return n * 1000
+      if (v ~ /m$/)  return n * 60000
+      if (v ~ /h$/)  return n * 3600000
+      return n
+    }
+    / requests in /   { total = $1 }
+    $1 == "50%"       { p50 = ms($2) }
+    $1 == "99%"       { p99 = ms($2) }
+    /^ *Socket errors:/ { gsub(",", ""); c = $4; r = $6; w = $8; t = $10 }
+    /^ *Non-2xx or 3xx responses:/ { bad = $5 }
+    /^Requests\/sec:/ { rps = $2 }
+    END {
+      if (rps == "") { print "||||no Requests/sec in output"; exit }
+      errors = c + r + w + t + bad
+      detail = ""
+      if (c)   detail = detail " connect " c
+      if (r)   detail = detail " read " r
+      if (w)   detail = detail " write " w
+      if (t)   detail = detail " timeout " t
+      if (bad) detail = detail " non-2xx " bad
+      if (detail != "") detail = "of " total " requests:" detail
+      printf "%.0f|%.2f|%.2f|%d|%s\n", rps, p50, p99, errors, detail
+    }' "$1"
 }
 
 ### Processes
