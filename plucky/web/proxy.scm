@@ -381,6 +381,7 @@
                         (max-body #f)
                         (buffer-limit (* 1024 1024))
                         (down-ms 10000)
+                        (pool-max-idle 256)
                         (via "plucky"))
   "Return a handler, (request body . _) -> (values response body), that
 forwards each request to one of UPSTREAMS (an origin string such as
@@ -397,7 +398,9 @@ keeps its status and headers, less the hop-by-hop ones, plus Via; a
 body of at most BUFFER-LIMIT bytes by its Content-Length is read whole,
 any other is passed on as it comes, chunked, at the pace the client
 reads.  Connections to upstreams are kept alive in (plucky web client)'s
-pool.
+pool, whose limit of idle connections per origin this sets to
+POOL-MAX-IDLE for the whole process: at least the requests in flight at
+once, lest each burst close what the next must open again.
 
 Failures: an upstream that refuses a connection (or cannot be reached
 in CONNECT-TIMEOUT-MS) is skipped for DOWN-MS and the request goes to
@@ -411,6 +414,7 @@ port.  WebSocket upgrades and CONNECT are answered 501."
          (pick (make-picker upstreams)))
     (when (null? upstreams)
       (error "proxy-handler: no upstream"))
+    (set-pool-limits! #:max-idle pool-max-idle)
     (lambda (request body . _)
       (cond
        ((eq? (request-method request) 'CONNECT) (not-proxied "CONNECT"))
