@@ -53,7 +53,8 @@
   #:use-module (plucky http parse)
   #:use-module (plucky server loop)
   #:use-module (plucky server suspend)
-  #:use-module ((plucky server respond) #:select (stream-on-thread))
+  #:use-module ((plucky server respond) #:select (stream-on-thread
+                                                  wait-stream-drained))
   #:use-module (plucky server socket)
   #:use-module (plucky server workers)
   ;; Loaded only when asked for: every module is start-up time.
@@ -85,6 +86,7 @@
                request-cancelled?
                request-cancelled-reason
                stream-on-thread
+               wait-stream-drained
                with-body-port
                body-port-handler?
                with-connect

@@ -69,7 +69,8 @@
             task-stream
             resume-stream!
             stream-writable!
-            stream-on-thread))
+            stream-on-thread
+            wait-stream-drained))
 
 ;; Procedures called once per request, inlined where they are called
 ;; (plucky sys inline): a call each is measurable in bench/instructions.
@@ -531,7 +532,7 @@ suspended #f) when it waits again; else (values response body) as
 ;; where it waits, or raises it from its next write.
 
 (define-record-type <stream>
-  (make-stream port framing code close? head sent abandoned?)
+  (make-stream port framing code close? head sent abandoned? drained)
   stream?
   (port stream-port set-stream-port!)
   (framing stream-framing)              ; chunked | length | close
@@ -539,7 +540,10 @@ suspended #f) when it waits again; else (values response body) as
   (close? stream-close?)                ; close after the answer
   (head stream-head)                    ; bytes of the head
   (sent stream-sent set-stream-sent!)   ; bytes of the body written
-  (abandoned? stream-abandoned? set-stream-abandoned!))
+  (abandoned? stream-abandoned? set-stream-abandoned!)
+  ;; #f, or a thunk to call once the queued bytes are below the mark
+  ;; (`wait-stream-drained')
+  (drained stream-drained set-stream-drained!))
 
 (define stream-backlog-limit
   ;; bytes: a body procedure that writes faster than its client reads,
@@ -597,7 +601,39 @@ nothing."
        (watch! loop conn EPOLLRDHUP))
       ((again) #t)
       (else
-       (when task (cancel-task! loop task 'client-gone))))))
+       (when task (cancel-task! loop task 'client-gone))))
+    (when task
+      (let ((stream (task-stream task)))
+        (when (and stream (stream-drained stream)
+                   (< (pending-bytes conn) drained-mark))
+          (let ((drained (stream-drained stream)))
+            (set-stream-drained! stream #f)
+            (drained)))))))
+
+(define drained-mark
+  ;; bytes: `wait-stream-drained' returns once fewer are queued
+  (* 256 1024))
+
+;; The loop's streams by their port, for `wait-stream-drained'.
+(define stream-ports (make-weak-key-hash-table))
+
+(define (wait-stream-drained port)
+  "Wait until fewer than 256 KiB of what was written to PORT, the port of
+a streamed answer's body, wait for its client; return nothing.  A body
+procedure that copies a large body (a proxy) calls it between writes,
+so that it never runs further ahead of its client than that; it
+suspends meanwhile.  Elsewhere (a stream on a thread, whose writes wait
+for the client themselves) it only flushes PORT."
+  (force-output port)
+  (let ((entry (hashq-ref stream-ports port)))
+    (when (and entry (suspendable?)
+               (>= (pending-bytes (car entry)) drained-mark))
+      (let ((stream (cdr entry)))
+        (suspend 'socket "client"
+                 (lambda (resume)
+                   (set-stream-drained! stream (lambda () (resume values)))
+                   (lambda () (set-stream-drained! stream #f)))))))
+  (values))
 
 (define (pending-bytes conn)
   (let lp ((pending (connection-pending conn)) (n 0))
@@ -679,7 +715,7 @@ nothing."
                      (type (assq-ref headers 'content-type))
                      (charset (and type (pair? type) (assq-ref (cdr type) 'charset)))
                      (stream (make-stream #f framing code close?
-                                          (- (output-fill out) mark) 0 #f))
+                                          (- (output-fill out) mark) 0 #f #f))
                      (task (%make-task conn request close? #f #f #f (loop-now loop)
                                        '() #f #f 0 #f 0 stream)))
                 (set-stream-port! stream
@@ -689,6 +725,7 @@ nothing."
                                          ((symbol? charset) (symbol->string charset))
                                          (else charset))
                                    (assq-ref headers 'content-length)))
+                (hashq-set! stream-ports (stream-port stream) (cons conn stream))
                 ;; The head leaves now: an event stream's client waits
                 ;; for it before the first event.
                 (when (> (output-fill out) 0)

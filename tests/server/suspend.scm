@@ -149,6 +149,19 @@
                     (when (< i 64)
                       (put-bytevector port piece)
                       (lp (+ i 1))))))))
+     ((string=? path "/flood")
+      ;; N MB in 64 KB writes, waiting for the client when DRAIN? says.
+      (let* ((query (query-of request))
+             (drain? (string-prefix? "drain" query))
+             (mb (string->number (substring query (if drain? 5 0)))))
+        (values '((content-type . (text/plain)) (transfer-encoding . ((chunked))))
+                (lambda (port)
+                  (let ((piece (make-bytevector 65536 (char->integer #\a))))
+                    (let lp ((i 0))
+                      (when (< i (* 16 mb))
+                        (put-bytevector port piece)
+                        (when drain? (wait-stream-drained port))
+                        (lp (+ i 1)))))))))
      ((string=? path "/thread-stream")
       ;; A body that blocks (Guile's own sleep) runs on a thread.
       (values '((content-type . (text/event-stream)))
@@ -338,6 +351,43 @@
       (let-values (((bytes closed?) (client-read-until-close client #:timeout 1)))
         (test-assert "stream-on-thread: a blocking body on a thread"
           (string-contains (utf8->string* bytes) "data: from a thread"))))))
+
+(define (count-until-close port text)
+  ;; Send TEXT on a new connection to PORT; -> the bytes that came back
+  ;; before the server closed (HTTP/1.0: it closes after the body), or
+  ;; #f after 20 s.  A slow client: a small receive buffer, and nothing
+  ;; read for the first half second (the server's writes pile up); then
+  ;; 64 KB at a time, counting only.
+  (let ((s (socket PF_INET SOCK_STREAM 0))
+        (buf (make-bytevector 65536))
+        (deadline (+ (now-seconds) 20)))
+    (setsockopt s SOL_SOCKET SO_RCVBUF 4096)
+    (connect s AF_INET (inet-pton AF_INET "127.0.0.1") port)
+    (put-bytevector s (string->utf8 text))
+    (force-output s)
+    (usleep 500000)
+    (let lp ((total 0))
+      (let ((left (- deadline (now-seconds))))
+        (if (<= left 0)
+            (begin (close-port s) #f)
+            (let ((ready (select (list s) '() '() (inexact->exact (floor left))
+                                 (inexact->exact (floor (* 1e6 (- left (floor left))))))))
+              (if (null? (car ready))
+                  (lp total)
+                  (let ((n (catch 'system-error
+                             (lambda () (recv! s buf))
+                             (lambda _ 0))))
+                    (if (<= n 0)
+                        (begin (close-port s) total)
+                        (lp (+ total n)))))))))))
+
+(test-group "a stream waits for its client"
+  (let ((whole (count-until-close port (request-text "/flood?drain32" #:version "1.0")))
+        (cut (count-until-close port (request-text "/flood?32" #:version "1.0"))))
+    (test-assert (format #f "32 MB, waiting when 256 KB are queued: ~a bytes" whole)
+      (and whole (> whole (* 32 1024 1024))))
+    (test-assert (format #f "32 MB written without waiting: given up at ~a bytes" cut)
+      (and cut (< cut (* 32 1024 1024))))))
 
 (test-group "a request given up"
   (let ((before (descriptors (server-pid server)))
