@@ -51,7 +51,8 @@
   #:use-module (web response)
   #:use-module ((web http) #:select (known-header? valid-header?))
   #:use-module ((plucky server)
-                #:select (current-request-peer current-request-scheme))
+                #:select (current-request-peer current-request-scheme
+                          wait-stream-drained))
   #:use-module (plucky web client)
   #:export (proxy-handler))
 
@@ -293,14 +294,6 @@
                   #:reason-phrase (response-reason-phrase response)
                   #:headers headers
                   #:validate-headers? #f))
-
-(define wait-stream-drained
-  ;; (plucky server)'s, which returns once the bytes a streamed answer
-  ;; has queued are few; a procedure that returns at once until the
-  ;; server has it.
-  (or (false-if-exception
-       (module-ref (resolve-interface '(plucky server)) 'wait-stream-drained))
-      (lambda (port) #t)))
 
 (define (stream-body request upstream reader)
   ;; -> the body procedure of a streamed answer: each piece of READER,
