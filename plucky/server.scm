@@ -94,6 +94,7 @@
                stop-loop!
                drain-loop!
                current-request-scheme
+               current-request-peer
                open-listener
                listener-port
                supervise-workers

@@ -163,13 +163,20 @@ handler.  A server with HTTP and HTTPS listeners tells them apart so."
 
 (define (current-request-peer)
   "Return the address of the client whose request the calling handler is
-answering, as a string (\"127.0.0.1\", \"::1\", \"unix\"), or #f when it
-is not known: the address is learnt only when the loop has an ON-RESPONSE
-or OBSERVER (see `run-loop'), and inetd connections have none."
-  (let ((peer (let ((conn (current-connection)))
-                (and conn (connection-peer conn)))))
-    ;; an IPv4 address kept as a number (see sockaddr->peer)
-    (if (integer? peer) (inet-ntop AF_INET peer) peer)))
+answering, as a string (\"127.0.0.1\", \"::1\", \"unix\"), or #f outside
+a handler or when the connection's socket has no peer (inetd's standard
+input may be a pipe)."
+  (let* ((conn (current-connection))
+         (peer (and conn (connection-peer conn))))
+    (cond
+     ;; an IPv4 address kept as a number (see sockaddr->peer)
+     ((integer? peer) (inet-ntop AF_INET peer))
+     (peer peer)
+     ;; Learnt at accept only when the loop has an ON-RESPONSE or
+     ;; OBSERVER (see `run-loop'): ask the socket (a proxy's
+     ;; X-Forwarded-For, plucky web proxy).
+     (conn (fd-peer-address (connection-fd conn)))
+     (else #f))))
 
 (define (drain-loop! grace)
   "Ask the loop running in this process to drain: stop accepting, close

@@ -46,6 +46,7 @@
             fd-wait
             fd-accept
             fd-accept/peer
+            fd-peer-address
             sockaddr->string
             fd-set-tcp-nodelay!
             fd-set-defer-accept!
@@ -125,6 +126,7 @@ as the negated errno."
 (define %poll (libc-procedure int "poll" (list uintptr_t unsigned-long int)))
 (define %socket (libc-procedure int "socket" (list int int int)))
 (define %connect (libc-procedure int "connect" (list int uintptr_t unsigned-int)))
+(define %getpeername (libc-procedure int "getpeername" (list int uintptr_t uintptr_t)))
 (define %getsockopt
   (libc-procedure int "getsockopt" (list int int int uintptr_t uintptr_t)))
 
@@ -316,6 +318,16 @@ as filled by `fd-accept/peer') as a string: \"192.0.2.1\", \"::1\", or
       (inet-ntop AF_INET6 (bytevector-uint-ref sockaddr 8 (endianness big) 16)))
      ((= family AF_UNIX) "unix")
      (else "unknown"))))
+
+(define (fd-peer-address fd)
+  "Return the address of the peer of the connected socket FD as
+`sockaddr->string' gives it, or #f when getpeername(2) fails."
+  (let ((sockaddr (make-bytevector 136 0)))
+    (bytevector-u32-native-set! sockaddr 128 128) ; socklen_t: the room
+    (and (>= (%getpeername fd (bytevector-address sockaddr)
+                           (+ (bytevector-address sockaddr) 128))
+             0)
+         (sockaddr->string sockaddr))))
 
 (define (fd-accept fd)
   "Accept one connection on the listening socket FD, non-blocking and
