@@ -114,7 +114,7 @@ a handler LOOP calls escapes to that call's prompt (see `call-handler')."
                 ;; for a request given up: nothing is printed, and ten
                 ;; thousand given up at once would be ten thousand
                 ;; stacks (bench/upstream's held connections).
-                (abort-to-prompt handler-failed request exception
+                (abort-to-prompt handler-failed 'failed request exception
                                  (and (not (request-cancelled? exception))
                                       (make-stack #t 3))))
               ;; Not the application's: a bug of the loop itself.
@@ -133,42 +133,92 @@ a handler LOOP calls escapes to that call's prompt (see `call-handler')."
 ;; The value `call-handler' returns as its response for a suspension.
 (define suspended (list 'suspended))
 
-(define-syntax-rule (run-guarded loop request thunk)
-  ;; -> (values response body) from THUNK, a handler call or the
-  ;; resumption of one, run under the two prompts: the exception's
-  ;; (handler-failed) and the suspension's (suspend-tag, see (plucky
-  ;; server suspend)); (values #f #f) on an exception once it is logged,
-  ;; (values #f 503) when the watchdog ended the call, (values #f
-  ;; 'cancelled) when the request was given up while it waited, and
-  ;; (values suspended <suspension>) when the handler waits.
+;; The handler call in progress: its loop, request and body, for
+;; `call-in-slot' (slots 0 to 2).
+(define call-slot (vector #f #f #f))
+
+;; Why the prompts are laid out so.  Guile 3.0.8 compiles a prompt
+;; whose handler takes the continuation (the suspension's) with its body
+;; as a closure, and the values it returns as a list: 80 bytes and a
+;; share of a hello's instructions per request (bench/instructions-real).
+;; So that prompt's body is a procedure of no free variable
+;; (`call-in-slot' reads `call-slot'), and neither it nor its handler
+;; (`on-suspend') returns: both escape to the outer prompt, which takes
+;; no continuation and Guile compiles inline, with what became of the
+;; call.
+
+(define-syntax-rule (run-guarded loop request body)
+  ;; -> (values response body) from BODY, a thunk (a handler call or
+  ;; the resumption of one) that escapes with `handler-returned' when
+  ;; the handler returns, run under the two prompts: the exception's
+  ;; and the suspension's (suspend-tag, see (plucky server suspend));
+  ;; (values #f #f) on an exception once it is logged, (values #f 503)
+  ;; when the watchdog ended the call, (values #f 'cancelled) when the
+  ;; request was given up while it waited, and (values suspended
+  ;; <suspension>) when the handler waits.
   (call-with-prompt handler-failed
     (lambda ()
       (set-loop-guarded! loop request)
       (watchdog-enter! request)
-      (call-with-prompt suspend-tag
-        (lambda ()
-          (enter-suspendable!)
-          (thunk))
-        (lambda (k kind label register)
-          (leave-suspendable!)
-          (watchdog-leave!)
-          (set-loop-guarded! loop #f)
-          (values suspended (make-suspension k kind label register)))))
-    (lambda (k request exception stack)
-      (leave-suspendable!)
-      (watchdog-leave!)
-      (cond
-       ((request-cancelled? exception)
-        ;; Raised where it waited, to unwind the handler: not a bug.
-        (values #f 'cancelled))
-       (else
-        (if (handler-timeout? exception)
-            (watchdog-log! (lambda () (report-handler-error request exception stack)))
-            (report-handler-error request exception stack))
-        (let ((observer (loop-observer loop)))
-          (when observer
-            ((observer-hooks-on-failure observer) request exception stack)))
-        (values #f (if (handler-timeout? exception) 503 #f)))))))
+      (vector-set! call-slot 0 loop)
+      (call-with-prompt suspend-tag body on-suspend)
+      (error "run-guarded: the handler call did not escape"))
+    (lambda (k what a b c)
+      (case what
+        ((returned) (values a b))
+        ((suspended) (values suspended a))
+        (else
+         ;; failed: A the request, B the exception, C the stack or #f
+         (leave-suspendable!)
+         (watchdog-leave!)
+         (cond
+          ((request-cancelled? b)
+           ;; Raised where it waited, to unwind the handler: not a bug.
+           (values #f 'cancelled))
+          (else
+           (if (handler-timeout? b)
+               (watchdog-log! (lambda () (report-handler-error a b c)))
+               (report-handler-error a b c))
+           (let ((observer (loop-observer loop)))
+             (when observer
+               ((observer-hooks-on-failure observer) a b c)))
+           (values #f (if (handler-timeout? b) 503 #f)))))))))
+
+(define (handler-returned loop response body)
+  ;; The handler (or a stream's body) returned RESPONSE and BODY: out to
+  ;; `run-guarded''s prompt.  In the continuation a suspension takes, so
+  ;; it runs when the handler returns, however often it waited.
+  (leave-suspendable!)
+  (watchdog-leave!)                     ; before unguarding
+  (set-loop-guarded! loop #f)
+  (abort-to-prompt handler-failed 'returned response body #f))
+
+(define (on-suspend k kind label register)
+  ;; The handler of the suspension's prompt: out to `run-guarded''s.
+  (leave-suspendable!)
+  (watchdog-leave!)
+  (set-loop-guarded! (vector-ref call-slot 0) #f)
+  (abort-to-prompt handler-failed 'suspended
+                   (make-suspension k kind label register) #f #f))
+
+(define (call-in-slot)
+  ;; The handler call `call-handler' put in `call-slot'.
+  (let ((loop (vector-ref call-slot 0))
+        (request (vector-ref call-slot 1))
+        (body (vector-ref call-slot 2)))
+    (vector-set! call-slot 1 #f)
+    (vector-set! call-slot 2 #f)
+    (enter-suspendable!)
+    (let ((state (loop-state loop)))
+      (call-with-values
+          (lambda ()
+            (if (null? state)
+                ((loop-handler loop) request body)
+                (apply (loop-handler loop) request body state)))
+        (lambda (response body . state)
+          (unless (null? state)
+            (set-loop-state! loop state))
+          (handler-returned loop response body))))))
 
 (define (call-handler loop request body)
   "Return (values response body) from LOOP's handler called with REQUEST
@@ -176,30 +226,15 @@ and BODY, with the loop's state updated; on an exception, (values #f #f)
 after the backtrace is logged, or (values #f 503) when the watchdog ended
 the call (it logs the backtrace after the 503 is sent).  A handler that
 waits returns (values suspended SUSPENSION): see `resume-handler'."
-  (run-guarded loop request
-    (lambda ()
-      (let ((state (loop-state loop)))
-        (call-with-values
-            (lambda ()
-              (if (null? state)
-                  ((loop-handler loop) request body)
-                  (apply (loop-handler loop) request body state)))
-          ;; This is in the continuation a suspension takes: it runs
-          ;; when the handler returns, however often it waited.
-          (lambda (response body . state)
-            (leave-suspendable!)
-            (watchdog-leave!)           ; before unguarding
-            (set-loop-guarded! loop #f)
-            (unless (null? state)
-              (set-loop-state! loop state))
-            (values response body)))))))
+  (vector-set! call-slot 1 request)
+  (vector-set! call-slot 2 body)
+  (run-guarded loop request call-in-slot))
 
 (define (resume-handler loop request k thunk)
   "Resume the handler call of REQUEST that suspended with continuation
 K, THUNK giving the values its wait returns (or raising there); return
 as `call-handler' does."
-  (run-guarded loop request (lambda () (k thunk))))
-
+  (run-guarded loop request (lambda () (enter-suspendable!) (k thunk))))
 
 (define-syntax-rule (count-answer! loop code bytes)
   ;; -> the status class of CODE, counted in the tally with BYTES
@@ -352,7 +387,7 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
                           ;; the usual case on a busy server: a count
                           (count-answer! loop code bytes))))))
               (send-rest! loop conn request rest close?))))
-        (lambda (k request exception stack)
+        (lambda (k what request exception stack)
           (report-handler-error request exception #f)
           (fail 500)))))))
 
@@ -768,13 +803,10 @@ for the client themselves) it only flushes PORT."
         (lambda ()
           (run-guarded loop request
             (lambda ()
+              (enter-suspendable!)
               (body (stream-port stream))
               (close-port (stream-port stream))
-              ;; in the continuation: runs once, when the body is done
-              (leave-suspendable!)
-              (watchdog-leave!)
-              (set-loop-guarded! loop #f)
-              (values stream-done #f))))
+              (handler-returned loop stream-done #f))))
       (lambda (result suspension)
         (set-loop-serving! loop #f)
         (stream-step! loop conn task result suspension)))))
