@@ -81,7 +81,6 @@
 ;;; Calling the handler
 ;;;
 
-(define handler-failed (make-prompt-tag "handler-failed"))
 
 ;; What the watchdog reads (plucky server watchdog): the request whose
 ;; handler call runs on this thread, or #f.  A store each, inlined: a
@@ -114,7 +113,7 @@ a handler LOOP calls escapes to that call's prompt (see `call-handler')."
                 ;; for a request given up: nothing is printed, and ten
                 ;; thousand given up at once would be ten thousand
                 ;; stacks (bench/upstream's held connections).
-                (abort-to-prompt handler-failed 'failed request exception
+                (abort-to-prompt suspend-tag 'failed request exception
                                  (and (not (request-cancelled? exception))
                                       (make-stack #t 3))))
               ;; Not the application's: a bug of the loop itself.
@@ -134,72 +133,72 @@ a handler LOOP calls escapes to that call's prompt (see `call-handler')."
 (define suspended (list 'suspended))
 
 ;; The handler call in progress: its loop, request and body, for
-;; `call-in-slot' (slots 0 to 2).
+;; `call-in-slot' (slots 0 to 2); then the second value of the call's
+;; outcome (slot 2).
 (define call-slot (vector #f #f #f))
 
-;; Why the prompts are laid out so.  Guile 3.0.8 compiles a prompt
-;; whose handler takes the continuation (the suspension's) with its body
-;; as a closure, and the values it returns as a list: 80 bytes and a
-;; share of a hello's instructions per request (bench/instructions-real).
-;; So that prompt's body is a procedure of no free variable
-;; (`call-in-slot' reads `call-slot'), and neither it nor its handler
-;; (`on-suspend') returns: both escape to the outer prompt, which takes
-;; no continuation and Guile compiles inline, with what became of the
-;; call.
+;; Why one prompt, so laid out.  A handler runs under one prompt
+;; (suspend-tag, of (plucky server suspend)) to which it suspends, and
+;; to which an exception escapes (`with-handler-errors-caught').  Guile
+;; 3.0.8 compiles a prompt whose handler takes the continuation with its
+;; body as a closure and the values it returns as a list: so the body
+;; is a procedure of no free variable (`call-in-slot' reads `call-slot')
+;; that returns one value, the response, and leaves the body in the
+;; slot; 16 bytes a request where two prompts and two values took 80
+;; (bench/instructions-real).
+
+(define (on-abort k what a b c)
+  ;; The prompt's handler.  -> the response, or `suspended' or #f, the
+  ;; second value in `call-slot'
+  (let ((loop (vector-ref call-slot 0)))
+    (leave-suspendable!)
+    (watchdog-leave!)
+    (set-loop-guarded! loop #f)
+    (case what
+      ((suspend)
+       ;; A B C: the wait's kind, label and register
+       (vector-set! call-slot 2 (make-suspension k a b c))
+       suspended)
+      (else
+       ;; failed: A the request, B the exception, C the stack or #f
+       (cond
+        ((request-cancelled? b)
+         ;; Raised where it waited, to unwind the handler: not a bug.
+         (vector-set! call-slot 2 'cancelled))
+        (else
+         (if (handler-timeout? b)
+             (watchdog-log! (lambda () (report-handler-error a b c)))
+             (report-handler-error a b c))
+         (let ((observer (loop-observer loop)))
+           (when observer
+             ((observer-hooks-on-failure observer) a b c)))
+         (vector-set! call-slot 2 (if (handler-timeout? b) 503 #f))))
+       #f))))
 
 (define-syntax-rule (run-guarded loop request body)
   ;; -> (values response body) from BODY, a thunk (a handler call or
-  ;; the resumption of one) that escapes with `handler-returned' when
-  ;; the handler returns, run under the two prompts: the exception's
-  ;; and the suspension's (suspend-tag, see (plucky server suspend));
-  ;; (values #f #f) on an exception once it is logged, (values #f 503)
-  ;; when the watchdog ended the call, (values #f 'cancelled) when the
-  ;; request was given up while it waited, and (values suspended
-  ;; <suspension>) when the handler waits.
-  (call-with-prompt handler-failed
-    (lambda ()
-      (set-loop-guarded! loop request)
-      (watchdog-enter! request)
-      (vector-set! call-slot 0 loop)
-      (call-with-prompt suspend-tag body on-suspend)
-      (error "run-guarded: the handler call did not escape"))
-    (lambda (k what a b c)
-      (case what
-        ((returned) (values a b))
-        ((suspended) (values suspended a))
-        (else
-         ;; failed: A the request, B the exception, C the stack or #f
-         (leave-suspendable!)
-         (watchdog-leave!)
-         (cond
-          ((request-cancelled? b)
-           ;; Raised where it waited, to unwind the handler: not a bug.
-           (values #f 'cancelled))
-          (else
-           (if (handler-timeout? b)
-               (watchdog-log! (lambda () (report-handler-error a b c)))
-               (report-handler-error a b c))
-           (let ((observer (loop-observer loop)))
-             (when observer
-               ((observer-hooks-on-failure observer) a b c)))
-           (values #f (if (handler-timeout? b) 503 #f)))))))))
+  ;; the resumption of one) that returns the response and leaves the
+  ;; body in `call-slot' (see `handler-returned'); (values #f #f) on an
+  ;; exception once it is logged, (values #f 503) when the watchdog
+  ;; ended the call, (values #f 'cancelled) when the request was given
+  ;; up while it waited, and (values suspended <suspension>) when the
+  ;; handler waits.
+  (begin
+    (set-loop-guarded! loop request)
+    (watchdog-enter! request)
+    (vector-set! call-slot 0 loop)
+    (let ((response (call-with-prompt suspend-tag body on-abort)))
+      (values response (vector-ref call-slot 2)))))
 
 (define (handler-returned loop response body)
-  ;; The handler (or a stream's body) returned RESPONSE and BODY: out to
-  ;; `run-guarded''s prompt.  In the continuation a suspension takes, so
-  ;; it runs when the handler returns, however often it waited.
+  ;; The handler (or a stream's body) returned RESPONSE and BODY.  In
+  ;; the continuation a suspension takes, so it runs when the handler
+  ;; returns, however often it waited.  -> RESPONSE, BODY in the slot
   (leave-suspendable!)
   (watchdog-leave!)                     ; before unguarding
   (set-loop-guarded! loop #f)
-  (abort-to-prompt handler-failed 'returned response body #f))
-
-(define (on-suspend k kind label register)
-  ;; The handler of the suspension's prompt: out to `run-guarded''s.
-  (leave-suspendable!)
-  (watchdog-leave!)
-  (set-loop-guarded! (vector-ref call-slot 0) #f)
-  (abort-to-prompt handler-failed 'suspended
-                   (make-suspension k kind label register) #f #f))
+  (vector-set! call-slot 2 body)
+  response)
 
 (define (call-in-slot)
   ;; The handler call `call-handler' put in `call-slot'.
@@ -368,7 +367,7 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
       ;; Serialising can fail too (a bad header value, a Content-Length
       ;; that does not match): that is the application's error as well,
       ;; and becomes a 500.
-      (call-with-prompt handler-failed
+      (call-with-prompt suspend-tag
         (lambda ()
           (set-loop-guarded! loop request)
           (call-with-values

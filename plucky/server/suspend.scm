@@ -91,7 +91,9 @@
 ;;;
 
 ;; The prompt every handler call runs under: (plucky server respond)
-;; installs it, `suspend' aborts to it with (KIND LABEL REGISTER).
+;; installs it; `suspend' aborts to it with (suspend KIND LABEL
+;; REGISTER), and the loop's handler of errors with (failed REQUEST
+;; EXCEPTION STACK).
 (define suspend-tag (make-prompt-tag "plucky-suspend"))
 
 ;; What the loop lends the waiting procedures: each procedure runs on
@@ -159,7 +161,7 @@ the time as waited for.  Raises an error outside a suspendable handler:
 see `suspendable?'."
   (unless (suspendable?)
     (error "suspend: not in a handler the loop runs" kind label))
-  ((abort-to-prompt suspend-tag kind label register)))
+  ((abort-to-prompt suspend-tag 'suspend kind label register)))
 
 ;;;
 ;;; Waiting for a descriptor, a time
