@@ -18,7 +18,10 @@
 ;; clock in milliseconds when the stream wrote it (/sleep) or when the
 ;; tick fired (/tick), from which the client measures the delay.
 ;; / answers "Hello, World!" (what wrk measures beside the streams),
-;; /pid the worker's pid, /count the streams open.
+;; /pid the worker's pid, /count the streams open, /gc the collections
+;; so far and their time in nanoseconds (Guile's gc-time-taken), /heap
+;; makes a full collection and gives the heap's bytes in use after it
+;; (as bench/websocket.d/echo.scm).
 
 (use-modules (plucky server) (web request) (web uri))
 
@@ -87,6 +90,15 @@
       (values '((content-type . (text/event-stream))) (counted tick-stream)))
      ((string=? path "/count") (text (number->string streams)))
      ((string=? path "/pid") (text (number->string (getpid))))
+     ((string=? path "/gc")
+      (let ((stats (gc-stats)))
+        (text (format #f "~a ~a\n" (assq-ref stats 'gc-times)
+                      (assq-ref stats 'gc-time-taken)))))
+     ((string=? path "/heap")
+      (gc)
+      (let ((stats (gc-stats)))
+        (text (format #f "~a\n" (- (assq-ref stats 'heap-size)
+                                    (assq-ref stats 'heap-free-size))))))
      (else (text "Hello, World!")))))
 
 app
