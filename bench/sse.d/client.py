@@ -5,13 +5,15 @@
 #   Then it counts, for SECONDS, the events ("data: N MS\n\n") each
 #   stream receives, and prints one line:
 #     window EVENTS_PER_S COMPLETE STREAMS ERRORS DROPPED P50_MS P99_MS CPU
+#            PERIOD_MEAN_MS PERIOD_P99_MS
 #   EVENTS_PER_S: events received in the window, all streams, per second
 #   (ideal: one per stream); COMPLETE: the streams that received at least
 #   SECONDS - 1 events in it, none missing from their numbering; ERRORS:
 #   connections that failed or were not answered 200; DROPPED: streams
 #   the server closed; P50_MS, P99_MS: from the time in the event to its
 #   arrival here; CPU: this client's CPU time in the window, % of one CPU
-#   (near 100, the client is the bottleneck).  It keeps reading for HOLD
+#   (near 100, the client is the bottleneck); PERIOD_*: the time between
+#   a stream's consecutive events by their timestamps (ideal: 1000).  It keeps reading for HOLD
 #   more seconds (while bench/sse measures hello beside the streams),
 #   closes every stream and prints "closed".
 # Raw sockets (asyncio protocols): the client must cost less CPU than the
@@ -19,7 +21,7 @@
 import asyncio, re, resource, sys, time
 
 EVENT = re.compile(rb"data: (\d+) (\d+)\n\n")
-state = {"measuring": False, "delays": [], "dropped": 0, "errors": 0}
+state = {"measuring": False, "delays": [], "periods": [], "dropped": 0, "errors": 0}
 
 
 class Stream(asyncio.Protocol):
@@ -29,6 +31,7 @@ class Stream(asyncio.Protocol):
         self.head = False
         self.count = 0                  # events in the window
         self.last = None                # the last event's number
+        self.stamp = None               # the last event's time, ms
         self.gaps = 0                   # events missing from the numbering
         self.closing = False
         self.ok = True
@@ -55,14 +58,16 @@ class Stream(asyncio.Protocol):
         now = time.time() * 1000
         measuring = state["measuring"]
         for m in EVENT.finditer(buffer):
-            n = int(m.group(1))
+            n, stamp = int(m.group(1)), int(m.group(2))
             if self.last is not None and n != self.last + 1:
                 if measuring:
                     self.gaps += 1
-            self.last = n
             if measuring:
                 self.count += 1
-                state["delays"].append(now - int(m.group(2)))
+                state["delays"].append(now - stamp)
+                if self.last is not None and n == self.last + 1:
+                    state["periods"].append(stamp - self.stamp)
+            self.last, self.stamp = n, stamp
             end = m.end()
         # Keep what may begin an event; chunk framing between events is skipped.
         self.buffer = buffer[end:][-256:]
@@ -103,10 +108,12 @@ async def main(port, path, conns, seconds, hold):
     complete = sum(1 for s in streams
                    if s.ok and s.gaps == 0 and s.count >= seconds - 1
                    and not s.transport.is_closing())
-    delays = sorted(state["delays"])
-    q = lambda p: delays[min(len(delays) - 1, int(p * len(delays)))] if delays else float("nan")
+    delays, periods = sorted(state["delays"]), sorted(state["periods"])
+    q = lambda xs, p: xs[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
+    mean = sum(periods) / len(periods) if periods else float("nan")
     print(f"window {total / elapsed:.0f} {complete} {len(streams)} {state['errors']} "
-          f"{state['dropped']} {q(0.5):.0f} {q(0.99):.0f} {100 * used / elapsed:.0f}", flush=True)
+          f"{state['dropped']} {q(delays, 0.5):.0f} {q(delays, 0.99):.0f} {100 * used / elapsed:.0f} "
+          f"{mean:.0f} {q(periods, 0.99):.0f}", flush=True)
     state["delays"] = []
     await asyncio.sleep(hold)
     for s in streams:
