@@ -595,9 +595,9 @@ a request that has not answered that long after it first suspended
         (let* ((timeout (if (tasks-waiting? loop)
                             0
                             ;; From the clock now, not the round's start: a
-                            ;; round that resumed ten thousand streams took
-                            ;; a fifth of a second, and every timer fired
-                            ;; that much late (bench/sse's period).
+                            ;; long round (one that resumed many streams)
+                            ;; would make every timer late by its length
+                            ;; (bench/sse, its period column).
                             (- (loop-next-sweep loop) (clock-ms))))
                (n (epoll-wait epfd events (poller-events-address p)
                               (if (< timeout 0) 0 timeout)))
