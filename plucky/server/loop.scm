@@ -604,7 +604,11 @@ a request that has not answered that long after it first suspended
       (when (poller-running? p)
         (let* ((timeout (if (tasks-waiting? loop)
                             0
-                            (- (loop-next-sweep loop) (loop-now loop))))
+                            ;; From the clock now, not the round's start: a
+                            ;; long round (one that resumed many streams)
+                            ;; would make every timer late by its length
+                            ;; (bench/sse, its period column).
+                            (- (loop-next-sweep loop) (clock-ms))))
                (n (epoll-wait epfd events (poller-events-address p)
                               (if (< timeout 0) 0 timeout)))
                (now (clock-ms))

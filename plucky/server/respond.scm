@@ -665,8 +665,17 @@ nothing."
   ;; bytes: `wait-stream-drained' returns once fewer are queued
   (* 256 1024))
 
-;; The loop's streams by their port, for `wait-stream-drained'.
+;; The loop's streams by their port, for `wait-stream-drained': port ->
+;; (connection . stream).  Each entry is removed when its stream ends
+;; (`forget-stream!'): the value holds the stream and the stream its
+;; port, and Guile's weak tables are not ephemeron tables, so the weak
+;; key alone would never let it go (tests/regress/closed-streams-kept.scm).
+;; Weak all the same for the table's lock: a stream on a thread looks
+;; its port up too.
 (define stream-ports (make-weak-key-hash-table))
+
+(define (forget-stream! stream)
+  (hashq-remove! stream-ports (stream-port stream)))
 
 (define (wait-stream-drained port)
   "Wait until fewer than 256 KiB of what was written to PORT, the port of
@@ -789,6 +798,7 @@ for the client themselves) it only flushes PORT."
                 (observe! code 0)
                 (if (not (stream-send! loop conn stream))
                     (begin
+                      (forget-stream! stream)
                       (report-response! loop conn request code (stream-head stream))
                       #t)
                     (run-stream-body! loop conn request task body)))))))))
@@ -819,6 +829,7 @@ for the client themselves) it only flushes PORT."
       (suspend-stream! loop conn task suspension)
       'suspended)
      (else
+      (forget-stream! stream)
       (when (connection-task conn)
         (set-connection-task! conn #f)
         (let ((tasks (loop-tasks loop)))

@@ -227,8 +227,10 @@ the start of its current round."
   "Call THUNK on the loop's thread MS milliseconds from now (at the
 earliest); return a timer for `loop-cancel-timer!'."
   (let* ((w (the-watchers 'loop-call-after!))
-         ;; + 1: the clock is in whole milliseconds (see `set-deadline!')
-         (due (+ ((watchers-now w)) ms 1))
+         ;; + 1: the clock is in whole milliseconds (see `set-deadline!').
+         ;; The clock now, not the round's start, which may be long past
+         ;; (a round that resumed many handlers: bench/sse).
+         (due (+ (quotient (get-internal-real-time) 1000000) ms 1))
          (timer (make-timer thunk)))
     (heap-insert! w due timer)
     timer))
