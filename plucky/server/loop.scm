@@ -604,11 +604,16 @@ a request that has not answered that long after it first suspended
       (when (poller-running? p)
         (let* ((timeout (if (tasks-waiting? loop)
                             0
-                            ;; From the clock now, not the round's start: a
-                            ;; long round (one that resumed many streams)
-                            ;; would make every timer late by its length
-                            ;; (bench/sse, its period column).
-                            (- (loop-next-sweep loop) (clock-ms))))
+                            ;; With timers, from the clock now, not the
+                            ;; round's start: a long round (one that resumed
+                            ;; many streams) would make every timer late by
+                            ;; its length (bench/sse, its period column).
+                            ;; Without, the round's start: a clock read a
+                            ;; round less (bench/instructions-real).
+                            (- (loop-next-sweep loop)
+                               (if (watchers-timers? (current-watchers))
+                                   (clock-ms)
+                                   (loop-now loop)))))
                (n (epoll-wait epfd events (poller-events-address p)
                               (if (< timeout 0) 0 timeout)))
                (now (clock-ms))

@@ -47,6 +47,7 @@
             set-current-watchers!
             watchers-ready!
             watchers-next-due
+            watchers-timers?
             run-due-timers!
             stop-watchers!
             loop-watch!
@@ -289,6 +290,10 @@ earliest); return a timer for `loop-cancel-timer!'."
                 (vector-set! heap i (vector-ref heap child))
                 (down child))
               (vector-set! heap i last)))))))
+
+(define-inlinable (watchers-timers? w)
+  "Return true when W has a timer, due or cancelled, in its heap."
+  (> (watchers-timer-count w) 0))
 
 (define (watchers-next-due w)
   "Return the loop's clock when the earliest timer of W is due, or +inf.0."
