@@ -510,7 +510,7 @@
                  (let ((results (step)))
                    (leave-suspendable!)
                    results))
-               (lambda (k kind label register)
+               (lambda (k what kind label register)
                  (leave-suspendable!)
                  (set! suspensions (+ 1 suspensions))
                  (let* ((resumed #f)

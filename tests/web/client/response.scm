@@ -68,7 +68,7 @@
                  (lambda ()
                    (enter-suspendable!)
                    (let ((r (step))) (leave-suspendable!) r))
-                 (lambda (k kind label register)
+                 (lambda (k what kind label register)
                    (leave-suspendable!)
                    (let ((resumed #f))
                      (register (lambda (t) (set! resumed t)))
