@@ -81,6 +81,8 @@
             reply-body-string
 
             spawn
+            nginx-program
+            start-nginx
             process-pid
             process-stdout
             process-stderr
@@ -691,7 +693,7 @@ start of the bytevector BV, status line first."
   (utf8->string (cdr reply)))
 
 ;;;
-;;; Other processes (bin/plucky, curl)
+;;; Other processes (bin/plucky, curl, nginx)
 ;;;
 
 (define-record-type <process>
@@ -753,5 +755,45 @@ values: its exit status and whether it had to be killed."
     (close-port (process-stdout process))
     (close-port (process-stderr process))
     (values status killed?)))
+
+(define (nginx-program)
+  "Return the path of Debian's nginx, or #f when it is not installed."
+  (or (search-path (parse-path (getenv "PATH")) "nginx")
+      (and (file-exists? "/usr/sbin/nginx") "/usr/sbin/nginx")))
+
+(define (start-nginx dir)
+  "Start nginx (`nginx-program') on a free port of 127.0.0.1, serving
+DIR/www (made here, with static.txt, 50,000 bytes), /hello (\"hello from
+nginx\") and /moved (a 302 to /hello), its configuration and every file
+it writes in DIR.  Return (values process port), PORT #f when it did not
+listen within 20 seconds."
+  (define (file name) (string-append dir "/" name))
+  (let ((port (free-port)))
+    (mkdir (file "www"))
+    (call-with-output-file (file "www/static.txt")
+      (lambda (out) (display (make-string 50000 #\n) out)))
+    (call-with-output-file (file "nginx.conf")
+      (lambda (out)
+        (format out "daemon off;
+master_process off;
+worker_processes 1;
+pid ~a/nginx.pid;
+error_log ~a/error.log;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path ~a/body; proxy_temp_path ~a/proxy;
+  fastcgi_temp_path ~a/fastcgi; uwsgi_temp_path ~a/uwsgi; scgi_temp_path ~a/scgi;
+  types { text/plain txt; }
+  server {
+    listen 127.0.0.1:~a;
+    root ~a/www;
+    location = /hello { default_type text/plain; return 200 \"hello from nginx\"; }
+    location = /moved { return 302 /hello; }
+  }
+}
+" dir dir dir dir dir dir dir port dir)))
+    (let ((process (spawn (nginx-program) (list "-p" dir "-c" (file "nginx.conf")))))
+      (values process (and (wait-for-port port #:timeout 20) port)))))
 
 ;;; (tests lib server) ends here

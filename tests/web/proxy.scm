@@ -411,44 +411,13 @@
 
 (define (file name) (string-append dir "/" name))
 
-(define nginx
-  (or (search-path (parse-path (getenv "PATH")) "nginx")
-      (and (file-exists? "/usr/sbin/nginx") "/usr/sbin/nginx")))
-
-(define (start-nginx)
-  ;; -> (values process port) of nginx serving DIR/www
-  (let ((port (free-port)))
-    (mkdir (file "www"))
-    (call-with-output-file (file "www/static.txt")
-      (lambda (out) (display (make-string 50000 #\n) out)))
-    (call-with-output-file (file "nginx.conf")
-      (lambda (out)
-        (format out "daemon off;
-master_process off;
-worker_processes 1;
-pid ~a/nginx.pid;
-error_log ~a/error.log;
-events { worker_connections 64; }
-http {
-  access_log off;
-  client_body_temp_path ~a/body; proxy_temp_path ~a/proxy;
-  fastcgi_temp_path ~a/fastcgi; uwsgi_temp_path ~a/uwsgi; scgi_temp_path ~a/scgi;
-  types { text/plain txt; }
-  server {
-    listen 127.0.0.1:~a;
-    root ~a/www;
-    location = /hello { default_type text/plain; return 200 \"hello from nginx\"; }
-  }
-}
-" dir dir dir dir dir dir dir port dir)))
-    (let ((process (spawn nginx (list "-p" dir "-c" (file "nginx.conf")))))
-      (values process (and (wait-for-port port #:timeout 20) port)))))
+(define nginx (nginx-program))
 
 (if (not nginx)
     (begin
       (test-skip 1)
       (test-assert "nginx (scripts/install-deps check installs it)" #f))
-    (let ((process port (start-nginx)))
+    (let ((process port (start-nginx dir)))
       (test-assert "nginx listens" port)
       (when port
         (let* ((server (start-proxy (origin port)))
