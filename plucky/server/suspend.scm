@@ -271,33 +271,45 @@ next signal.  Call it from the loop's thread (a handler, a timer)."
     (for-each (lambda (waiter) (waiter value)) waiters)
     (length waiters)))
 
+(define (wait-for-value add! remove! timeout-ms default)
+  ;; Suspend until the waiter given to ADD! is called with a value, and
+  ;; return that value; or DEFAULT once TIMEOUT-MS passed, the waiter
+  ;; then given to REMOVE!.  The wait of `event-wait' and `channel-get'.
+  (suspend 'event #f
+           (lambda (resume)
+             (let* ((waits current-waits)
+                    (timer #f)
+                    (waiter #f))
+               (set! waiter
+                     (lambda (value)
+                       (when timer ((waits-cancel-timer waits) timer))
+                       (resume (lambda () value))))
+               (add! waiter)
+               (when timeout-ms
+                 (set! timer ((waits-call-after waits) timeout-ms
+                              (lambda ()
+                                (remove! waiter)
+                                (resume (lambda () default))))))
+               (lambda ()
+                 (remove! waiter)
+                 (when timer ((waits-cancel-timer waits) timer)))))))
+
+(define (sleep-then default timeout-ms)
+  ;; Outside a handler nobody else can give a value: wait out the time.
+  (sleep-ms (or timeout-ms (* 1000 60 60 24 365)))
+  default)
+
 (define* (event-wait event #:key (timeout-ms #f) (default #f))
   "Wait until EVENT is signalled and return the value it was signalled
 with, or DEFAULT when TIMEOUT-MS milliseconds passed first.  A handler
 suspends meanwhile; elsewhere, as nobody else could signal it, this
 waits for the timeout (forever without one)."
   (if (suspendable?)
-      (suspend 'event #f
-               (lambda (resume)
-                 (let* ((waits current-waits)
-                        (timer #f)
-                        (waiter #f))
-                   (set! waiter
-                         (lambda (value)
-                           (when timer ((waits-cancel-timer waits) timer))
-                           (resume (lambda () value))))
-                   (set-event-waiters! event (cons waiter (event-waiters event)))
-                   (when timeout-ms
-                     (set! timer ((waits-call-after waits) timeout-ms
-                                  (lambda ()
-                                    (remove-waiter! event waiter)
-                                    (resume (lambda () default))))))
-                   (lambda ()
-                     (remove-waiter! event waiter)
-                     (when timer ((waits-cancel-timer waits) timer))))))
-      (begin
-        (sleep-ms (or timeout-ms (* 1000 60 60 24 365)))
-        default)))
+      (wait-for-value (lambda (waiter)
+                        (set-event-waiters! event (cons waiter (event-waiters event))))
+                      (lambda (waiter) (remove-waiter! event waiter))
+                      timeout-ms default)
+      (sleep-then default timeout-ms)))
 
 ;; A channel: values queued in order, each taken by one request.
 (define-record-type <channel>
@@ -339,30 +351,13 @@ suspends meanwhile."
       (when (null? (cdr head)) (set-channel-tail! channel '()))
       (car head))
      ((suspendable?)
-      (suspend 'event #f
-               (lambda (resume)
-                 (let* ((waits current-waits)
-                        (timer #f)
-                        (getter #f))
-                   (set! getter
-                         (lambda (value)
-                           (when timer ((waits-cancel-timer waits) timer))
-                           (resume (lambda () value))))
-                   (set-channel-getters! channel
-                                         (append (channel-getters channel)
-                                                 (list getter)))
-                   (when timeout-ms
-                     (set! timer ((waits-call-after waits) timeout-ms
-                                  (lambda ()
-                                    (set-channel-getters!
-                                     channel (delq getter (channel-getters channel)))
-                                    (resume (lambda () default))))))
-                   (lambda ()
-                     (set-channel-getters! channel
-                                           (delq getter (channel-getters channel)))
-                     (when timer ((waits-cancel-timer waits) timer)))))))
-     (else
-      (sleep-ms (or timeout-ms (* 1000 60 60 24 365)))
-      default))))
+      (wait-for-value (lambda (getter)
+                        (set-channel-getters! channel (append (channel-getters channel)
+                                                              (list getter))))
+                      (lambda (getter)
+                        (set-channel-getters! channel
+                                              (delq getter (channel-getters channel))))
+                      timeout-ms default))
+     (else (sleep-then default timeout-ms)))))
 
 ;;; (plucky server suspend) ends here
