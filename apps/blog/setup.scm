@@ -41,6 +41,7 @@
   #:use-module (ice-9 binary-ports)
   #:use-module (sqlite3)
   #:use-module (plucky web password)
+  #:use-module ((plucky web files) #:select (private-file!))
   #:use-module ((plucky web crypto) #:select (random-bytes bytes->base64url))
   #:use-module (blog git)
   #:use-module (blog seed)
@@ -65,22 +66,6 @@
         (lambda () (link temporary file))
         (lambda _ #f))
       (delete-file temporary))))
-
-(define (private-file! file)
-  ;; -> FILE, made empty and 0600 if missing (SQLite would make it
-  ;; 0644, and its -wal and -shm after it), else stripped of others'
-  ;; permissions, which an older start may have left
-  (catch 'system-error
-    (lambda () (close-port (open file (logior O_WRONLY O_CREAT O_EXCL) #o600)))
-    (lambda args
-      (unless (= (system-error-errno args) EEXIST) (apply throw args))))
-  (for-each (lambda (name)
-              (let ((st (false-if-exception (stat name))))
-                (when (and st (= (stat:uid st) (geteuid))
-                           (not (zero? (logand (stat:perms st) #o077))))
-                  (chmod name (logand (stat:perms st) #o700)))))
-            (list file (string-append file "-wal") (string-append file "-shm")))
-  file)
 
 (define (seeded-repository dir)
   (let ((repository (string-append dir "/blog.git")))

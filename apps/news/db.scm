@@ -36,6 +36,7 @@
   #:use-module (ice-9 match)
   #:use-module (sqlite3)
   #:use-module ((plucky web timing) #:select (with-phase))
+  #:use-module ((plucky web files) #:select (private-file!))
   #:use-module (news rank)
   #:export (open-news-db
             close-news-db
@@ -137,28 +138,11 @@ CREATE TABLE IF NOT EXISTS flags (
 ) WITHOUT ROWID;
 ")
 
-(define (make-private-file! file)
-  ;; FILE made empty and readable by this user alone if it is missing,
-  ;; else it and SQLite's files beside it (-wal, -shm: SQLite gives them
-  ;; the database's mode) stripped of others' permissions, which a start
-  ;; before this one may have left.  SQLite takes an empty file for a
-  ;; new database; it would make one 0644.
-  (catch 'system-error
-    (lambda () (close-port (open file (logior O_WRONLY O_CREAT O_EXCL) #o600)))
-    (lambda args
-      (unless (= (system-error-errno args) EEXIST) (apply throw args))))
-  (for-each (lambda (name)
-              (let ((st (false-if-exception (stat name))))
-                (when (and st (= (stat:uid st) (geteuid))
-                           (not (zero? (logand (stat:perms st) #o077))))
-                  (chmod name (logand (stat:perms st) #o700)))))
-            (list file (string-append file "-wal") (string-append file "-shm"))))
-
 (define (open-news-db file)
   "Return a connection to the news database FILE, creating its tables if
 they are missing.  The file (password hashes, email addresses, the
 addresses of posters) is readable by the server's user alone."
-  (make-private-file! file)
+  (private-file! file)
   (let ((handle (sqlite-open file (logior SQLITE_OPEN_READWRITE
                                           SQLITE_OPEN_CREATE))))
     (sqlite-busy-timeout handle 10000)
