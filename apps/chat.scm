@@ -4,6 +4,7 @@
 ;;; then open http://127.0.0.1:8080/ in two browsers.
 ;;;
 ;;;   GET  /         the page: a message list and a form
+;;;   GET  /chat.js  its script
 ;;;   GET  /ws       the WebSocket: each text message sent is said to all;
 ;;;                  the last 50 messages arrive on opening
 ;;;   GET  /events   server-sent events, for a browser without WebSocket
@@ -44,6 +45,8 @@
              ((plucky server loop) #:select (loop-watch! loop-unwatch! log-line))
              (plucky web websocket)
              (plucky web forms)
+             (plucky web middleware)
+             (plucky web security)
              (web request)
              (web uri)
              (web response)
@@ -223,8 +226,13 @@
 <input name=\"text\" id=\"text\" autocomplete=\"off\" maxlength=\"500\" autofocus>
 <button>Say</button></form>
 <p id=\"how\"></p>
-<script>
-var log = document.getElementById('log'), how = document.getElementById('how');
+<script src=\"chat.js\"></script></body></html>
+")
+
+(define script
+  ;; the page's script, a file of its own: the Content-Security-Policy
+  ;; of (plucky web security) allows no inline script
+  "var log = document.getElementById('log'), how = document.getElementById('how');
 var ws = null;
 function show(text) {
   var li = document.createElement('li'); li.textContent = text;
@@ -252,7 +260,6 @@ document.getElementById('say').onsubmit = function (e) {
   else fetch('say', {method: 'POST', body: new URLSearchParams({text: input.value})});
   input.value = '';
 };
-</script></body></html>
 ")
 
 (define (last-segment path)
@@ -295,8 +302,10 @@ document.getElementById('say').onsubmit = function (e) {
       (values '((content-type . (text/plain))) (number->string (getpid))))
      ((string=? leaf "")
       (values '((content-type . (text/html (charset . "utf-8")))) page))
+     ((string=? leaf "chat.js")
+      (values '((content-type . (application/javascript (charset . "utf-8")))) script))
      (else
       (values (build-response #:code 404 #:headers '((content-type . (text/plain))))
               "not found\n")))))
 
-chat
+(wrap chat (with-security-headers))

@@ -50,6 +50,8 @@
              (plucky web html)
              (plucky web static)
              (plucky web compress)
+             (plucky web middleware)
+             (plucky web security)
              (news app)
              (blog setup)
              ((news views) #:select ((stylesheet . news-stylesheet)))
@@ -193,4 +195,4 @@
      ((string=? path "/headers") (headers request body))
      (else (not-found request body)))))
 
-demo
+(wrap demo (with-security-headers))

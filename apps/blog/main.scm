@@ -16,6 +16,6 @@
  (dirname (dirname (or (current-filename)
                        (search-path %load-path "apps/blog/main.scm")))))
 
-(use-modules (blog setup))
+(use-modules (blog setup) (plucky web middleware) (plucky web security))
 
-(open-blog-app #:prefix "/")
+(wrap (open-blog-app #:prefix "/") (with-security-headers))

@@ -12,7 +12,7 @@
  (dirname (dirname (or (current-filename)
                        (search-path %load-path "apps/news/main.scm")))))
 
-(use-modules (news app))
+(use-modules (news app) (plucky web middleware) (plucky web security))
 
 (define data-directory (or (getenv "PLUCKY_DATA") "var"))
 
@@ -21,6 +21,7 @@
 
 (define news-file (string-append data-directory "/news.db"))
 (seed-news-db! news-file)               ; created and seeded on the first start
-(make-news-app #:file news-file
-               ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
-               #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1"))
+(wrap (make-news-app #:file news-file
+                     ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
+                     #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1"))
+      (with-security-headers))

@@ -80,13 +80,17 @@ added after its own headers, of the same kind as RESPONSE."
 
 (define (with-headers defaults)
   "Return a middleware that adds to each response the headers of
-DEFAULTS, an alist, that it does not set itself."
+DEFAULTS, an alist, that it does not set itself.  Informational
+responses (a 101 that hands the connection to a WebSocket) are left as
+they are."
   (lambda (handler)
     (lambda (request body)
       (call-with-values (lambda () (handler request body))
         (lambda (response response-body)
           (let* ((own (response-headers* response))
-                 (missing (remove (lambda (header) (assq (car header) own)) defaults)))
+                 (missing (if (< (response-code* response) 200)
+                              '()
+                              (remove (lambda (header) (assq (car header) own)) defaults))))
             (values (if (null? missing) response (with-response-headers response missing))
                     response-body)))))))
 

@@ -11,7 +11,8 @@
 ;;; with an ETag, a Cache-Control, a 304 to If-None-Match and the gzip
 ;;; or zstd sibling the first start made to those that ask; the logo is
 ;;; an SVG image.  Alone, the news site and the blog carry their sheets
-;;; inline (`stylesheet' #f).
+;;; inline (`stylesheet' #f).  Every page and file carries the headers of
+;;; (plucky web security) (issue 25 (h)).
 ;;;
 ;;; Code:
 
@@ -88,6 +89,19 @@
           (test-equal (string-append href ": zstd when asked") "zstd"
             (header head "Content-Encoding")))))))
 
+(define (check-security-headers base path)
+  ;; issue 25 (h): PATH's response carries (plucky web security)'s
+  ;; headers, the default policy's frame-ancestors among them
+  (let ((head body (curl (string-append base path))))
+    (test-equal (string-append path ": nosniff") "nosniff"
+      (header head "X-Content-Type-Options"))
+    (test-equal (string-append path ": no frames") "DENY" (header head "X-Frame-Options"))
+    (test-assert (string-append path ": a policy that forbids frames")
+      (string-contains (or (header head "Content-Security-Policy") "")
+                       "frame-ancestors 'none'"))
+    (test-equal (string-append path ": a referrer policy") "strict-origin-when-cross-origin"
+      (header head "Referrer-Policy"))))
+
 (define (modes-open-to-others directory)
   ;; -> the files and directories under DIRECTORY (itself included)
   ;; that others than their owner may read, write or enter, as
@@ -111,6 +125,21 @@
          (check-stylesheet base "/" "/static/site.css")
          (check-stylesheet base "/news/" "/news/static/news.css")
          (check-stylesheet base "/blog/" "/blog/static/blog.css")
+         (for-each (lambda (path) (check-security-headers base path))
+                   '("/" "/news/" "/news/login" "/blog/" "/blog/admin" "/chat/"
+                     "/chat/chat.js" "/static/site.css" "/static/logo.svg" "/hello"
+                     "/nowhere"))
+         (let ((head page (curl (string-append base "/chat/"))))
+           ;; the policy allows no inline script: the chat's is a file
+           (test-assert "the chat page: no inline script"
+             (not (string-contains page "<script>")))
+           (test-assert "its script is chat.js"
+             (string-contains page "<script src=\"chat.js\"></script>")))
+         (let ((head script (curl (string-append base "/chat/chat.js"))))
+           (test-equal "chat.js: 200" 200 (status head))
+           (test-assert "chat.js: JavaScript"
+             (string-prefix? "application/javascript" (or (header head "Content-Type") "")))
+           (test-assert "chat.js: the chat's script" (string-contains script "new WebSocket(")))
          (let ((head body (curl (string-append base "/static/logo.svg"))))
            (test-equal "the logo: 200" 200 (status head))
            (test-assert "an SVG image"
