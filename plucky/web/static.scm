@@ -24,7 +24,7 @@
 ;;;      which (plucky http response) renders from its cache.  An entry
 ;;;      is made only for a regular file whose real path is inside the
 ;;;      root (symlinks out of it are refused unless allowed).
-;;;   3. Precompressed siblings (FILE.zst, FILE.gz) chosen by
+;;;   3. Precompressed siblings (FILE.zst, FILE.br, FILE.gz) chosen by
 ;;;      Accept-Encoding (plucky web conditional), with Vary.
 ;;;   4. Preconditions (304, 412), then Range (206, multipart/byteranges,
 ;;;      416), all in (plucky web conditional).
@@ -39,7 +39,9 @@
 ;;; loop); a handler called on another thread (under `with-body-port')
 ;;; reads the file into memory instead.  Directories: a redirect that
 ;;; adds the trailing slash, then index.html, then a listing if asked
-;;; for.
+;;; for.  A method other than GET and HEAD on a path that names a file
+;;; or a directory is answered 405 with Allow by `static-handler' (and
+;;; passed on to the app by `static-middleware').
 ;;;
 ;;; Code:
 
@@ -274,7 +276,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
   (listing? site-listing?)
   (dotfiles? site-dotfiles?)
   (symlinks? site-symlinks?)            ; follow symlinks out of the root?
-  (coding site-codings)                 ; precompressed codings looked for: (zstd gzip)
+  (coding site-codings)                 ; precompressed codings looked for: (zstd br gzip)
   (cache-control site-cache-control)    ; ((predicate . value) …)
   (revalidate site-revalidate)          ; seconds between stats of an entry
   (cache-size site-cache-size)
@@ -295,7 +297,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
        rules))
 
 (define* (make-site root #:key (index "index.html") (listing? #f) (dotfiles? #f)
-                    (follow-symlinks? #f) (precompressed '(zstd gzip))
+                    (follow-symlinks? #f) (precompressed '(zstd br gzip))
                     (cache-control '()) (revalidate 1) (cache-size 4096))
   (unless (and (file-exists? root) (file-is-directory? root))
     (error "static: not a directory" root))
@@ -316,7 +318,7 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
         (and real (string-prefix? (site-real-root site) (string-append real "/"))))))
 
 (define (coding-suffix coding)
-  (case coding ((gzip) ".gz") ((zstd) ".zst") (else "")))
+  (case coding ((gzip) ".gz") ((zstd) ".zst") ((br) ".br") (else "")))
 
 (define (siblings site file)
   ;; -> the codings of FILE's precompressed siblings that exist
@@ -617,6 +619,19 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
                    (serve-path site request path segments slash? now))
                   ((nothing) (values #f #f)))))))))
 
+(define (names-file? site request)
+  ;; Does the request's path name a file or a directory that a GET
+  ;; would serve?
+  (call-with-values
+      (lambda () (path-segments (uri-path (request-uri request)) (site-dotfiles? site)))
+    (case-lambda
+      ((segments slash?)
+       (let* ((file (string-append (site-root site) "/" (string-join segments "/")))
+              (st (safe-stat file)))
+         (and st (memq (stat:type st) '(regular directory))
+              (inside-root? site file))))
+      ((nothing) #f))))
+
 (define (serve-path site request path segments slash? now)
   (let ((file (string-append (site-root site) "/" (string-join segments "/"))))
     (cond
@@ -692,15 +707,18 @@ decoded holds a slash, a backslash, a NUL or invalid UTF-8."
 
 (define (static-handler root . options)
   "Return a handler that serves the files under the directory ROOT (GET
-and HEAD; 404 for anything else or any path that names no file).
+and HEAD; 405 with Allow for another method on a path that names a
+file; 404 for any path that names no file).
 Keyword OPTIONS:
   #:index NAME          the file served for a directory (index.html; #f
                         for none)
   #:listing? BOOL       list a directory without an index (#f)
   #:dotfiles? BOOL      serve names that begin with a dot (#f)
   #:follow-symlinks? BOOL  serve symlinks whose target is outside ROOT (#f)
-  #:precompressed LIST  the siblings looked for, FILE.zst and FILE.gz by
-                        default: '(zstd gzip); '() for none
+  #:precompressed LIST  the siblings looked for, FILE.zst, FILE.br and
+                        FILE.gz by default: '(zstd br gzip), preferred
+                        in that order when the client's q-values tie;
+                        '() for none
   #:cache-control RULES ((PATTERN . VALUE) …): the first PATTERN (a
                         regular expression or a procedure of the path)
                         that matches the request's path gives the
@@ -713,9 +731,12 @@ Keyword OPTIONS:
     (lambda (request body)
       (call-with-values (lambda () (serve site request))
         (lambda (response body)
-          (if response
-              (values response body)
-              (plain 404 "Not Found\n")))))))
+          (cond
+           (response (values response body))
+           ((and (not (memq (request-method request) '(GET HEAD)))
+                 (names-file? site request))
+            (plain 405 "Method Not Allowed\n" '(allow GET HEAD)))
+           (else (plain 404 "Not Found\n"))))))))
 
 (define (static-middleware root . options)
   "Return a middleware: a procedure that takes a handler APP and returns

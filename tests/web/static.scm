@@ -70,6 +70,9 @@
 (write-file! (string-append root "/style.css") "body { color: red }\n")
 (write-file! (string-append root "/style.css.gz") "GZIP-BYTES")
 (write-file! (string-append root "/style.css.zst") "ZSTD-BYTES")
+(write-file! (string-append root "/brotli.css") "p { color: blue }\n")
+(write-file! (string-append root "/brotli.css.br") "BR-BYTES")
+(write-file! (string-append root "/brotli.css.gz") "GZ-BYTES")
 (write-file! (string-append root "/only-gz.js") "let x = 1;\n")
 (write-file! (string-append root "/only-gz.js.gz") "GZ-JS")
 (write-file! (string-append root "/app.3f2a9b1c.js") "fingerprinted\n")
@@ -159,8 +162,16 @@
     (test-equal "a UTF-8 name, percent-encoded" "utf-8 name\n" (body-text body)))
   (let ((response body (ask "/in")))
     (test-equal "a symlink inside the root" 200 (response-code response)))
+  ;; issue 25 (n): a POST to a file was a 404
   (let ((response body (ask "/data.bin" #:method "POST")))
-    (test-equal "POST: 404" 404 (response-code response)))
+    (test-equal "POST to a file: 405" 405 (response-code response))
+    (test-equal "with Allow: GET, HEAD" '(GET HEAD) (header response 'allow)))
+  (let ((response body (ask "/dir/" #:method "DELETE")))
+    (test-equal "DELETE of a directory: 405" 405 (response-code response)))
+  (let ((response body (ask "/missing.txt" #:method "POST")))
+    (test-equal "POST to no file: 404" 404 (response-code response)))
+  (let ((response body (ask "/.secret" #:method "POST")))
+    (test-equal "POST to a dotfile: 404, as a GET" 404 (response-code response)))
   (let ((response body (ask "/missing.txt")))
     (test-equal "missing: 404" 404 (response-code response))))
 
@@ -355,6 +366,15 @@
   (test-equal "identity;q=0 and nothing else: 406"
     406 (car (encoded "/style.css" "identity;q=0, br")))
   (test-equal "*;q=0: 406" 406 (car (encoded "/style.css" "*;q=0")))
+  ;; issue 25 (n): br alone got identity, and .br siblings were ignored
+  (test-equal "br alone: the .br sibling" '(200 (br) (accept-encoding) "BR-BYTES")
+    (encoded "/brotli.css" "br"))
+  (test-equal "a browser's list: br over gzip" '(200 (br) (accept-encoding) "BR-BYTES")
+    (encoded "/brotli.css" "gzip, deflate, br"))
+  (test-equal "gzip asked: the .gz" '(200 (gzip) (accept-encoding) "GZ-BYTES")
+    (encoded "/brotli.css" "gzip"))
+  (test-equal "br;q=0.5, gzip: the .gz" '(200 (gzip) (accept-encoding) "GZ-BYTES")
+    (encoded "/brotli.css" "br;q=0.5, gzip"))
   (test-equal "only a .gz: zstd asked, identity"
     '(200 #f (accept-encoding) "let x = 1;\n") (encoded "/only-gz.js" "zstd"))
   (test-equal "only a .gz: gzip" '(200 (gzip) (accept-encoding) "GZ-JS")
