@@ -45,7 +45,7 @@
 (report 'reindex (mean-us 20 (lambda () (load-blog-index store commit index))))
 (define (render-index)
   (html->bytevector
-   (page "" "wingolog"
+   (page "" blog-title
          (map (lambda (post)
                 (post-article "" post (post->html (post-content store post) (post-format post))))
               (take (blog-index-public-posts index) 10))

@@ -308,7 +308,7 @@
          (posts (let ((all (blog-index-public-posts index)))
                   (if (> (length all) 10) (take all 10) all))))
     (html-page 200
-               (page base "wingolog"
+               (page base blog-title
                      (map (lambda (post)
                             (post-article base post (post-body-html blog post)))
                           posts)
@@ -443,7 +443,7 @@
                     (display "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n" port)
                     (sxml->xml
                      `(feed (@ (xmlns "http://www.w3.org/2005/Atom"))
-                            (title "wingolog")
+                            (title ,blog-title)
                             (id ,site)
                             (link (@ (rel "alternate") (href ,site)))
                             (link (@ (rel "self") (href ,(string-append site "feed/atom"))))

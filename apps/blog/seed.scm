@@ -8,10 +8,13 @@
 ;;; `seed-blog!' makes a bare git repository holding a blog the size of
 ;;; the one the seed profiled: 200 posts over the five years before now,
 ;;; 2,000 comments spread unevenly (a few posts draw most of them), 30
-;;; tags, 3 drafts, bodies of about 4.5 KB so that the front page's ten
-;;; posts make a page of about 50 KB.  The text is made from a word list
-;;; by a fixed random state: every run makes the same blog but for the
-;;; dates, which end today.
+;;; tags, 3 drafts.  The posts are worth reading: each is a section of
+;;; plucky's own manual (README.md and docs/*.md beside apps/), in
+;;; Markdown, in the manual's order; past its last section the manual is
+;;; read again ("Revisited: ...").  The comments are a few sentences of a
+;;; reader's each.  A fixed random state picks tags, commenters and
+;;; comments: every run makes the same blog but for the dates, which end
+;;; today.
 ;;;
 ;;; All blobs are written by one `git hash-object --stdin-paths' from
 ;;; files in a temporary directory, then committed as one change through
@@ -22,67 +25,106 @@
 (define-module (blog seed)
   #:use-module (srfi srfi-1)
   #:use-module (ice-9 match)
+  #:use-module (ice-9 ftw)
+  #:use-module (ice-9 regex)
+  #:use-module (ice-9 textual-ports)
   #:use-module (blog git)
   #:use-module (blog store)
   #:export (seed-blog!
             sample-tags))
 
 (define sample-tags
-  '("guile" "scheme" "web" "http" "performance" "gc" "compilers" "lisp"
-    "javascript" "webassembly" "gnome" "igalia" "free-software" "linux"
-    "benchmarks" "git" "tekuti" "profiling" "concurrency" "fibers"
-    "parsing" "types" "ffi" "c" "rust" "security" "unicode" "emacs"
-    "books" "travel"))
-
-(define words
-  #("the" "compiler" "heap" "allocation" "closure" "continuation" "server"
-    "request" "response" "header" "socket" "epoll" "garbage" "collector"
-    "pointer" "register" "instruction" "cache" "branch" "commit" "tree"
-    "module" "macro" "syntax" "expansion" "optimizer" "inlining" "loop"
-    "thread" "fiber" "channel" "queue" "latency" "throughput" "benchmark"
-    "profile" "kernel" "buffer" "string" "bytevector" "record" "procedure"
-    "variable" "binding" "scope" "frame" "stack" "call" "return" "value"
-    "is" "was" "will" "can" "should" "makes" "takes" "gives" "finds" "keeps"
-    "fast" "slow" "small" "large" "simple" "subtle" "careful" "precise"
-    "and" "but" "so" "then" "because" "when" "while" "of" "in" "on" "with"
-    "a" "an" "this" "that" "every" "each" "some" "no" "one" "two" "three"))
+  '("guile" "scheme" "web" "http" "performance" "gc" "security" "tls"
+    "json" "websocket" "streaming" "static" "proxy" "deployment" "observe"
+    "startup" "workers" "toolkit" "client" "news" "blog" "hacking"
+    "benchmarks" "git" "sqlite" "linux" "epoll" "free-software" "unicode"
+    "concurrency"))
 
 (define (pick state vec)
   (vector-ref vec (random (vector-length vec) state)))
 
-(define (sentence state)
-  (let* ((n (+ 6 (random 14 state)))
-         (ws (map (lambda (_) (pick state words)) (iota n)))
-         (text (string-join ws " ")))
-    (string-append (string (char-upcase (string-ref text 0)))
-                   (substring text 1) ".")))
+(define (manual-files)
+  ;; -> README.md and docs/*.md of the tree this file is in
+  (let* ((here (or (search-path %load-path "blog/seed.scm")
+                   (error "blog seed: apps/ is not on the load path")))
+         (root (dirname (dirname (dirname here))))
+         (docs (string-append root "/docs")))
+    (cons (string-append root "/README.md")
+          (map (lambda (name) (string-append docs "/" name))
+               (or (scandir docs (lambda (name) (string-suffix? ".md" name))) '())))))
 
-(define (paragraph state)
-  (let ((n (+ 3 (random 5 state))))
-    (string-join (map (lambda (_) (sentence state)) (iota n)) " ")))
+(define local-link (make-regexp "\\[([^]]*)\\]\\(([^)h][^)]*)\\)"))
 
-(define (html-body state size)
-  ;; paragraphs separated by empty lines (tekuti's "wordpress" format),
-  ;; with a link, some emphasis and now and then code, up to SIZE bytes
-  (let loop ((out '()) (length 0) (n 0))
-    (if (>= length size)
-        (string-join (reverse out) "\n\n")
-        (let ((para (case (random 8 state)
-                      ((0) (string-append "<pre>(define (f x)\n  (* x "
-                                          (number->string (random 100 state))
-                                          "))</pre>"))
-                      ((1) (string-append (paragraph state) " See <a href=\"https://www.gnu.org/software/guile/\">Guile</a>."))
-                      ((2) (string-append "<em>" (sentence state) "</em> " (paragraph state)))
-                      (else (paragraph state)))))
-          (loop (cons para out) (+ length (string-length para) 2) (+ n 1))))))
+(define (post-markdown lines)
+  ;; LINES of the manual -> a post's Markdown: its tables kept as they
+  ;; are written (in a code block: the blog's Markdown has no tables),
+  ;; links into the manual as their text alone
+  (let loop ((lines lines) (out '()) (table? #f))
+    (if (null? lines)
+        (string-join (reverse (if table? (cons "```" out) out)) "\n")
+        (let* ((line (car lines))
+               (row? (string-prefix? "|" line)))
+          (loop (cdr lines)
+                (cons (regexp-substitute/global #f local-link line 'pre 1 'post)
+                      (if (eq? row? table?) out (cons "```" out)))
+                row?)))))
 
-(define (title state)
-  (let ((ws (map (lambda (_) (pick state words)) (iota (+ 2 (random 5 state))))))
-    (string-join ws " ")))
+(define (manual-sections)
+  ;; -> ((title tag markdown) ...): each "## " section of the manual, and
+  ;; each file's text before its first one, titled by the file's "# "
+  (append-map
+   (lambda (file)
+     (let* ((lines (string-split (call-with-input-file file get-string-all) #\newline))
+            (stem (basename file ".md"))
+            (tag (if (member stem sample-tags) stem "guile"))
+            (file-title (let ((first (find (lambda (l) (string-prefix? "# " l)) lines)))
+                          (if first (substring first 2) stem))))
+       (let loop ((lines lines) (title file-title) (body '()) (out '()))
+         (define (flush)
+           (let ((text (string-trim-both (post-markdown (reverse body)))))
+             (if (< (string-length text) 200) out (cons (list title tag text) out))))
+         (cond
+          ((null? lines) (reverse (flush)))
+          ((string-prefix? "## " (car lines))
+           (loop (cdr lines) (substring (car lines) 3) '() (flush)))
+          ((and (string-prefix? "# " (car lines)) (null? body))
+           (loop (cdr lines) title body out))
+          (else (loop (cdr lines) title (cons (car lines) body) out))))))
+   (manual-files)))
+
+(define remarks
+  ;; what readers say, a sentence each; a comment is one to three
+  #("Thanks for writing this down; the part about keep-alive finally made sense to me."
+    "I tried this on a small VPS and got the same numbers, give or take the noise."
+    "How does this behave behind nginx with proxy buffering turned off?"
+    "The example runs as written, which is rarer than it should be."
+    "I would love a follow-up on what happens when a worker dies mid-request."
+    "We moved a small internal tool to this last month and nobody noticed, which is the point."
+    "Is there a reason not to make this the default?"
+    "The comparison with Guile's built-in server is fair: it was never meant to be fast."
+    "One nit: the second code block needs the (web response) module as well."
+    "This is the clearest explanation of Range requests I have read."
+    "I had no idea epoll could be used like that from Scheme."
+    "Did you measure it on a machine with more than two cores?"
+    "Reading this with the source open side by side helped a lot."
+    "Printed it out for our team's reading group."
+    "The limits section saved me from a very bad afternoon."
+    "Could the same trick work for HTTP/2, or does multiplexing change everything?"
+    "I like that every limit has a test; it shows in how calmly it fails."
+    "Our logs look much saner since we switched the format to JSON."
+    "Would you accept a patch that adds this to the docs' table?"
+    "I keep coming back to this page; bookmarking it for real this time."
+    "The graph on the status page is a lovely touch."
+    "Does this work with the next Guile release as well?"
+    "Nice to see the reasoning and not only the result."
+    "This answered the question I was about to ask on the mailing list."))
+
+(define (comment-text state)
+  (string-join (map (lambda (_) (pick state remarks)) (iota (+ 1 (random 3 state)))) " "))
 
 (define commenters
-  #("Aleix" "Ludovic" "Mark" "Chris" "Jessica" "Andy" "Amirouche" "Arne"
-    "Maxime" "Ricardo" "Taylan" "David" "Nala" "Zoe" "Pjotr" "Efraim"))
+  #("Sam" "Alex" "Robin" "Kim" "Noor" "Jules" "Mika" "Priya" "Tomas" "Lena"
+    "Oskar" "Yuki" "Ines" "Rafael" "Amara" "Dmitri"))
 
 (define day 86400)
 
@@ -98,6 +140,7 @@ core.sharedRepository) as commits are added."
          `(,@(if private? '("--shared=0600") '()) ,directory))
   (let* ((store (open-git-store directory))
          (state (seed->random-state 20120308))
+         (sections (list->vector (manual-sections)))
          (temporary (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp")
                                             "/plucky-blog-seed-XXXXXX")))
          (files '())                    ; (path-in-repository . file), reversed
@@ -116,6 +159,7 @@ core.sharedRepository) as commits are added."
                      "status: " status "\n"
                      "title: " title "\n"
                      "name: " (title->name title) "\n"
+                     "format: markdown\n"
                      "comment_status: open\n"))
     ;; Posts, oldest first, evenly spread with some jitter.
     (let* ((total (+ posts drafts))
@@ -123,17 +167,19 @@ core.sharedRepository) as commits are added."
             (map (lambda (i)
                    (let* ((timestamp (+ start (quotient (* i span) total)
                                         (random (quotient day 2) state)))
-                          (title (string-append (title state) " "
-                                                (number->string (+ i 1))))
+                          (section (vector-ref sections (modulo i (vector-length sections))))
+                          (title (if (< i (vector-length sections))
+                                     (car section)
+                                     (string-append "Revisited: " (car section))))
                           (tags (delete-duplicates
-                                 (map (lambda (_) (list-ref sample-tags
-                                                            (random (length sample-tags) state)))
-                                      (iota (+ 1 (random 4 state))))))
+                                 (cons (cadr section)
+                                       (map (lambda (_) (list-ref sample-tags
+                                                                  (random (length sample-tags) state)))
+                                            (iota (random 3 state))))))
                           (status (if (< i posts) "publish" "draft"))
                           (key (make-post-key timestamp (title->name title))))
                      (add! (string-append key "/metadata") (metadata title timestamp tags status))
-                     (add! (string-append key "/content")
-                           (html-body state (+ 3800 (random 800 state))))
+                     (add! (string-append key "/content") (caddr section))
                      (cons key timestamp)))
                  (iota total))))
       ;; Comments: a Zipf-like spread over the published posts.
@@ -151,9 +197,7 @@ core.sharedRepository) as commits are added."
                         (if (zero? (random 3 state))
                             (string-append "https://" (string-downcase who) ".example.org/")
                             "")
-                        (string-join (map (lambda (_) (paragraph state))
-                                          (iota (+ 1 (random 2 state))))
-                                     "\n\n"))))
+                        (comment-text state))))
             ;; named by its id, which is known once written: a placeholder
             (add! (string-append (car post) "/comments/") text)))))
     (let* ((files (reverse files))

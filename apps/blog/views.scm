@@ -23,7 +23,8 @@
   #:use-module (blog git)
   #:use-module (blog store)
   #:use-module (blog markup)
-  #:export (page
+  #:export (blog-title
+            page
             stylesheet
             post-url
             post-article
@@ -60,6 +61,11 @@
 (define (tag-url base tag)
   (string-append base "tags/" (uri-encode tag)))
 
+(define blog-title
+  ;; the blog's name, in its pages' header, the front page's title and the
+  ;; Atom feed's
+  "plucky notes")
+
 (define* (page base title body #:key (index #f) (admin? #f) (sidebar? #t))
   "Return the SXML of a whole page: TITLE, BODY (a list of SXML) and,
 with INDEX, the sidebar (tags, archives, search, feed)."
@@ -73,7 +79,7 @@ with INDEX, the sidebar (tags, archives, search, feed)."
                 `(link (@ (rel "stylesheet") (href ,(stylesheet))))
                 `(style ,style)))
      (body
-      (header (h1 (a (@ (href ,(if (string-null? base) "./" base))) "wingolog"))
+      (header (h1 (a (@ (href ,(if (string-null? base) "./" base))) ,blog-title))
               (p "a plucky blog, its database a git repository"
                  ,@(if admin? `(" — " (a (@ (href ,(string-append base "admin"))) "admin")) '())))
       (main ,@body)

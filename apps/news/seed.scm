@@ -13,8 +13,10 @@
 ;;; through (news db)'s own `vote!', so karma, scores and the rules agree
 ;;; with what the site would have recorded; all of it is one transaction.
 ;;;
-;;; The data is a function of the random seed: the same seed, the same
-;;; site, which the benchmarks rely on (bench/news).
+;;; Comments (and the text of Ask stories) are a few sentences drawn
+;;; from a list of what commenters say, not words at random.  The data is
+;;; a function of the random seed: the same seed, the same site, which the
+;;; benchmarks rely on (bench/news).
 ;;;
 ;;; Code:
 
@@ -56,13 +58,33 @@
     "papers.example.edu" "github.example.com" "medium.example.com"
     "news.example.net" "wiki.example.org" "research.example.com"))
 
-(define words
-  #("the" "a" "this" "that" "it" "is" "was" "not" "really" "just" "I" "we"
-    "think" "found" "agree" "disagree" "because" "when" "code" "server"
-    "memory" "fast" "slow" "simple" "bug" "design" "paper" "benchmark"
-    "latency" "compiler" "users" "years" "interesting" "wrong" "right"
-    "point" "same" "different" "problem" "solution" "works" "well" "with"
-    "without" "every" "some" "many" "few" "production" "tests"))
+(define remarks
+  ;; what commenters say, a sentence each; a comment is one to four
+  #("I ran into the same thing last year, and the fix was a smaller buffer, not a faster parser."
+    "Do you have numbers for the p99, or only the median?"
+    "The article skips the hard part: what happens when the disk is full."
+    "This matches what we saw in production, almost to the millisecond."
+    "Worth reading the original paper; the blog post leaves out the proofs."
+    "I disagree with the conclusion, but the measurements look careful."
+    "We tried this at work and went back after a month: the tooling was not there yet."
+    "Simple designs age better; this is a good example of why."
+    "The benchmark runs the client and the server on the same core, so take the figures with some salt."
+    "Nice write-up. The diagrams alone are worth the click."
+    "Has anyone tried this on ARM? The memory model might change the story."
+    "It is slower on small inputs, which is the case most users have."
+    "The interesting bit is in the footnotes."
+    "I maintain a project in this space; happy to answer questions."
+    "Every few years someone rediscovers this, and every time it is still true."
+    "The comments here are better than the article, as usual."
+    "I would like to see the same test with TLS turned on."
+    "Correct me if I am wrong, but this is what Lisp machines did in the eighties."
+    "Good point about latency: the average hides everything that matters."
+    "Our team switched after reading this, and the pager has been quiet since."
+    "The title oversells it a little, but the content is solid."
+    "There is a subtle bug in the second example: the loop never frees the buffer."
+    "Tests that start a real server caught more of our bugs than all the mocks did."
+    "I learned more from this thread than from a semester of the course."
+    "Does it still hold with a thousand connections, or only with ten?"))
 
 (define (pick state vec)
   (vector-ref vec (random (vector-length vec) state)))
@@ -82,14 +104,9 @@
                 (hash-set! seen name #t)
                 (loop (+ i 1) (cons name names) seen)))))))
 
-(define (sentence state)
-  (let ((n (+ 4 (random 14 state))))
-    (string-append
-     (string-join (map (lambda (_) (pick state words)) (iota n)) " ")
-     ".")))
-
 (define (paragraphs state)
-  (string-join (map (lambda (_) (sentence state))
+  ;; -> a comment's text: a few of the remarks
+  (string-join (map (lambda (_) (pick state remarks))
                     (iota (+ 1 (random 4 state))))
                " "))
 
