@@ -305,9 +305,13 @@ results_file() {
     cat >"$file" <<'EOF'
 # plucky benchmark results
 
-Every figure below was measured by a script in bench/ and appended by it,
-with the date, the machine, and the exact commands it ran; none is typed by
-hand.  Servers listen on 127.0.0.1 only, on ports the kernel hands out as
+Every figure below was measured by a script in bench/ and written here by
+it, with the date, the machine, and the exact commands it ran; none is typed
+by hand.  A run replaces the section of its benchmark (bench/lib.sh's
+`record_results'), so this file holds the latest run of each; earlier runs,
+and analyses made by hand, are in git's history (`git log -p
+bench/RESULTS.md'), and the figures a change is about are in the body of
+its commit.  Servers listen on 127.0.0.1 only, on ports the kernel hands out as
 free; the server runs pinned to one CPU and the load generator (wrk or ab)
 to the other, so on a 2-CPU machine they do not fight over a core.  Ratios
 compare servers measured in the same run, one after the other.
@@ -332,6 +336,57 @@ committed).
 EOF
   fi
   echo "$file"
+}
+
+# record_results REPORT: put the section in the file REPORT, which begins
+# (after blank lines) with "## NAME, DATE…" or "## NAME — DATE…", into
+# the results file in place of the sections of NAME already there (where
+# the first of them was; at the end when there is none), so that the file
+# keeps the latest run of each benchmark: its table, date and commands.
+# Older runs live in git's history.  Headings inside ``` blocks are text.
+record_results() {
+  local report=$1 file heading name
+  file=$(results_file)
+  [ "$file" = /dev/null ] && return 0
+  heading=$(grep -m1 '^## ' "$report")
+  name=${heading#\#\# }
+  name=${name%%, *}
+  name=${name%% — *}
+  if [ -z "$heading" ] || [ -z "$name" ]; then
+    echo "record_results: $report has no '## NAME, DATE' heading" >&2
+    return 1
+  fi
+  awk -v report="$report" -v name="$name" '
+    function key(line,   s, i, j) {
+      s = substr(line, 4)
+      i = index(s, ", "); j = index(s, " — ")
+      if (j && (!i || j < i)) i = j
+      return i ? substr(s, 1, i - 1) : s
+    }
+    function put_report(   line, started) {
+      started = 0
+      while ((getline line < report) > 0) {
+        if (!started && line !~ /^## /) continue
+        started = 1
+        print line
+        last = line
+      }
+      close(report)
+      if (last != "") print ""
+      placed = 1
+    }
+    /^```/ { fenced = !fenced }
+    !fenced && /^## / {
+      skipping = (key($0) == name)
+      if (skipping && !placed) put_report()
+    }
+    !skipping { print; last = $0 }
+    END {
+      if (!placed) {
+        if (last != "") print ""
+        put_report()
+      }
+    }' "$file" >"$file.new" && mv "$file.new" "$file"
 }
 
 # bench/lib.sh ends here
