@@ -36,8 +36,8 @@
 ;;; before 2026-11-22, a poll every 100 us on this machine of two CPUs
 ;;; took the server's CPU whenever the scheduler put the two on the same
 ;;; one: the two-worker median then moved by 2.6-6.0 ms with whether the
-;;; machine slept or spun just before each start (bench/RESULTS.md, "The
-;;; poller's priority"), and `guile -c 1', timed with a blocking waitpid,
+;;; machine slept or spun just before each start ("The poller's priority"
+;;; in `git show 04b0095:bench/RESULTS.md'), and `guile -c 1', timed with a blocking waitpid,
 ;;; never had a poller beside it.  For the same progress of the server,
 ;;; an idle poller sees the 200 no sooner than one at the normal priority
 ;;; would, and later when both CPUs are busy.

@@ -16,7 +16,8 @@
 ;;; use (C structs, wrapped pointer types, the search of library paths),
 ;;; cost each start instructions and time from exec to the first
 ;;; response (bench/startup-instructions, and paired starts in
-;;; bench/RESULTS.md, "The FFI without (system foreign)").
+;;; "The FFI without (system foreign)" of bench/RESULTS.md as of 04b0095:
+;;; `git show 04b0095:bench/RESULTS.md').
 ;;;
 ;;; This module runs the two initialisers itself, with `load-extension'
 ;;; (libguile registers them under those names, so nothing is searched
