@@ -14,7 +14,7 @@ WARNINGS := -Wunbound-variable -Warity-mismatch -Wformat -Wunused-variable -Wsha
 # that tests/web/json.scm and bench/json load them compiled.
 SOURCES := $(shell find plucky web -name '*.scm' | sort) bench/json-schemas.scm
 
-.PHONY: all deps check check-fresh run bench clean
+.PHONY: all deps check check-fresh run blog-password bench clean
 
 ifneq ($(shell command -v guild),)
 # Each module compiled after the modules it uses (see scripts/build-order):
@@ -57,6 +57,13 @@ DATA ?= var
 run: all
 	scripts/install-deps run
 	PLUCKY_DATA=$(DATA) bin/plucky serve apps/demo.scm --host $(HOST) --port $(PORT) --status $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# A new password for the blog's admin (the first run prints one, once),
+# printed; a running server takes it when it restarts or reloads
+# (SIGHUP).
+blog-password: all
+	PLUCKY_DATA=$(DATA) GUILE_AUTO_COMPILE=0 $(GUILE) -L . -C build -L apps \
+	  -c '(use-modules (blog setup)) (reset-admin-password!)'
 
 bench: all
 	scripts/install-deps bench

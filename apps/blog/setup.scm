@@ -15,7 +15,10 @@
 ;;;   blog-secret         32 random bytes keying the comment forms' tokens
 ;;;   blog-admin          "NAME ARGON2ID-HASH": the admin's login; the
 ;;;                       password is $PLUCKY_BLOG_PASSWORD when the file
-;;;                       is made, else a random one printed once
+;;;                       is made, else a random one printed once; each
+;;;                       later start says how to get a new one:
+;;;                       `make blog-password' (`reset-admin-password!'),
+;;;                       which prints it
 ;;;
 ;;; Each is made under a temporary name and moved in place with link(2)
 ;;; or rename(2), so that two workers starting at once make it once.
@@ -46,7 +49,8 @@
   #:use-module (blog git)
   #:use-module (blog seed)
   #:use-module (blog app)
-  #:export (open-blog-app))
+  #:export (open-blog-app
+            reset-admin-password!))
 
 (define (data-directory)
   (let ((dir (or (getenv "PLUCKY_DATA") "var")))
@@ -83,20 +87,48 @@
     (make-once! file (lambda (port) (put-bytevector port (random-bytes 32))))
     (call-with-input-file file get-bytevector-all #:binary #t)))
 
+(define (write-admin-login! port password)
+  (put-bytevector port (string->utf8 (string-append "admin " (hash-password password) "\n"))))
+
+(define (new-admin-password)
+  ;; -> a random password, printed: the only place it is ever shown
+  (let ((password (bytes->base64url (random-bytes 12))))
+    (format (current-error-port)
+            "blog: the admin logs in as admin with the password ~a\n" password)
+    password))
+
 (define (admin-login dir)
   ;; -> (name . hash)
   (let ((file (string-append dir "/blog-admin")))
-    (make-once! file
-                (lambda (port)
-                  (let ((password (or (getenv "PLUCKY_BLOG_PASSWORD")
-                                      (let ((p (bytes->base64url (random-bytes 12))))
-                                        (format (current-error-port)
-                                                "blog: the admin logs in as admin with the password ~a\n" p)
-                                        p))))
-                    (put-bytevector port (string->utf8 (string-append "admin " (hash-password password) "\n"))))))
+    (if (file-exists? file)
+        (unless (getenv "PLUCKY_BLOG_PASSWORD")
+          ;; the password was printed once, at the first start, which
+          ;; may have failed (the port in use) with it on the screen
+          (format (current-error-port)
+                  "blog: the admin's password is the one set at the first start; `make blog-password' prints a new one\n"))
+        (make-once! file
+                    (lambda (port)
+                      (write-admin-login! port (or (getenv "PLUCKY_BLOG_PASSWORD")
+                                                   (new-admin-password))))))
     (let* ((line (call-with-input-file file read-line))
            (space (string-index line #\space)))
       (cons (substring line 0 space) (substring line (+ space 1))))))
+
+(define (reset-admin-password!)
+  "Give the blog's admin a new random password, print it to the current
+error port, and return it.  The login file in the data directory
+($PLUCKY_DATA, default ./var) is replaced at once (a reader sees the
+old or the new); a running server takes the new password when it next
+starts or reloads (SIGHUP)."
+  (let* ((file (string-append (data-directory) "/blog-admin"))
+         (temporary (string-append file ".tmp-" (number->string (getpid))))
+         (password (new-admin-password)))
+    (let ((port (open temporary (logior O_WRONLY O_CREAT O_TRUNC) #o600)))
+      (chmod port #o600)
+      (write-admin-login! port password)
+      (close-port port))
+    (rename-file temporary file)
+    password))
 
 (define (number-variable name default)
   (let ((text (getenv name)))
