@@ -137,6 +137,8 @@ Files (static only):
   --listing              list a directory that has no index.html
   --dotfiles             serve names that begin with a dot
   --follow-symlinks      serve symlinks that lead out of DIR
+  --cache-control V      the Cache-Control of every file, as
+                         \"public, max-age=3600\" (default: none)
 
 Signals (to the master):
   SIGTERM, SIGINT        drain: stop accepting, finish the requests in
@@ -192,13 +194,25 @@ fresh module where `app-directory' names the directory FILE is in.
   ;; the options of static alone
   '("--listing" "--dotfiles" "--follow-symlinks"))
 
+(define static-option-names
+  ;; the options of static alone that take a value
+  '("--cache-control"))
+
 (define option-names
   ;; every option serve accepts
   (append
    '("--host" "--user" "--group" "--access-log" "--log-format" "--error-log"
      "--status-token" "--tls-cert" "--tls-key" "--listen")
    (map car numeric-options)
-   flag-names static-flag-names))
+   flag-names static-flag-names static-option-names))
+
+(define (cache-control-option value)
+  ;; -> VALUE (a string) as (web http)'s parsed Cache-Control, or exit 2
+  ;; naming it
+  (or (false-if-exception
+       ((module-ref (resolve-interface '(web http)) 'parse-header) 'cache-control value))
+      (fail "--cache-control expects a Cache-Control value (as \"public, max-age=3600\"), not ~s"
+            value)))
 
 (define (number-option name value)
   ;; -> VALUE (a string) as the whole number it says, if NAME's range
@@ -288,7 +302,11 @@ fresh module where `app-directory' names the directory FILE is in.
      dir
      #:listing? (and (value "--listing") #t)
      #:dotfiles? (and (value "--dotfiles") #t)
-     #:follow-symlinks? (and (value "--follow-symlinks") #t))))
+     #:follow-symlinks? (and (value "--follow-symlinks") #t)
+     #:cache-control (let ((control (value "--cache-control")))
+                       (if control
+                           `((,(lambda (path) #t) . ,(cache-control-option control)))
+                           '())))))
 
 (define* (serve args #:optional (static? #f))
   ;; With STATIC?, `plucky static': the positional argument is a
@@ -304,7 +322,9 @@ fresh module where `app-directory' names the directory FILE is in.
        (static?
         (unless file (fail "static needs a DIR (see plucky --help)"))
         (unless (and (file-exists? file) (file-is-directory? file))
-          (fail "no such directory: ~a" file)))
+          (fail "no such directory: ~a" file))
+        (let ((control (assoc-ref options "--cache-control")))
+          (when control (cache-control-option control))))
        (else
         (unless file (fail "serve needs a FILE (see plucky --help)"))
         (unless (file-exists? file)
@@ -312,7 +332,7 @@ fresh module where `app-directory' names the directory FILE is in.
         (for-each (lambda (name)
                     (when (assoc-ref options name)
                       (fail "~a is an option of static, not serve" name)))
-                  static-flag-names)))
+                  (append static-flag-names static-option-names))))
       (let* ((file (canonicalize-path file))
              (value (lambda (name) (assoc-ref options name)))
              ;; with --reload: set once the app has loaded in the master

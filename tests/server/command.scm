@@ -339,12 +339,22 @@
     (test-assert "names it" (string-contains err "/nonexistent-plucky-dir")))
   (let ((status out err (run plucky (list "serve" (app "hello.scm") "--listing"))))
     (test-equal "a static option given to serve: exit 2" 2 status))
+  ;; issue 25 (n): plucky static had no --cache-control
+  (let ((status out err (run plucky (list "serve" (app "hello.scm") "--cache-control" "no-cache"))))
+    (test-equal "--cache-control given to serve: exit 2" 2 status))
+  (let ((status out err (run plucky '("static" "/tmp" "--cache-control" "max-age=soon"))))
+    (test-equal "--cache-control that does not read: exit 2" 2 status)
+    (test-assert "names the value, on one line"
+      (and (string-contains err "\"max-age=soon\"")
+           (= 1 (length (filter (lambda (line) (string-prefix? "plucky:" line))
+                                (string-split err #\newline)))))))
   (let ((dir (mkdtemp (string-copy "/tmp/plucky-static-command-XXXXXX"))))
     (call-with-output-file (string-append dir "/hello.txt")
       (lambda (port) (display "static hello\n" port)))
     (mkdir (string-append dir "/sub"))
     (let* ((process (spawn plucky (append (list "static" dir "--port" "0" "--workers" "1"
-                                                "--listing" "--access-log" "-")
+                                                "--listing" "--access-log" "-"
+                                                "--cache-control" "public, max-age=600")
                                           allow-root)))
            (deadline (+ (now-seconds) 30))
            (port (let lp ()
@@ -360,6 +370,9 @@
           (let ((status out (curl (url port "/hello.txt")))) (curl-body out)))
         (test-assert "--listing: lists a directory"
           (let ((status out (curl (url port "/sub/")))) (string-prefix? "HTTP/1.1 200" out)))
+        (test-assert "--cache-control: on a file"
+          (let ((status out (curl (url port "/hello.txt"))))
+            (string-contains out "\r\nCache-Control: public, max-age=600\r\n")))
         (test-assert "a missing file: 404"
           (let ((status out (curl (url port "/nope")))) (string-prefix? "HTTP/1.1 404" out)))
         (test-assert "--access-log: a line per request"
