@@ -19,7 +19,7 @@ SOURCES := $(shell find plucky web -name '*.scm' | sort) bench/json-schemas.scm
 ifneq ($(shell command -v guild),)
 # Each module compiled after the modules it uses (see scripts/build-order):
 # Guile inlines across modules only from compiled ones.  `make -j' would
-# lose the order; a build takes seconds anyway.
+# lose the order, so a full build takes minutes, one module at a time.
 OBJECTS := $(patsubst %.scm,build/%.go,$(shell scripts/build-order $(SOURCES)))
 all: deps $(OBJECTS)
 else ifeq ($(PLUCKY_DEPS_INSTALLED),)
@@ -34,7 +34,8 @@ deps:
 	@scripts/install-deps check
 
 # Every object depends on every source: inlined procedures and macros cross
-# module boundaries, and a full rebuild takes seconds.
+# module boundaries.  So a change to any source rebuilds everything: minutes
+# (tests/run loads a module newer than its object from source meanwhile).
 build/%.go: %.scm $(SOURCES)
 	@mkdir -p $(dir $@)
 	@GUILE_AUTO_COMPILE=0 GUILE_LOAD_COMPILED_PATH=build $(GUILD) compile $(WARNINGS) -L . -o $@ $< > $@.log 2>&1 \
