@@ -66,7 +66,64 @@
                                   open-error-log!)
   #:autoload (plucky server privileges) (resolve-identity drop-privileges!)
   #:use-module ((plucky server watchdog) #:select (start-watchdog!))
-  #:re-export (make-loop-settings
+  ;; What the layers above use, re-exported: web/, observe/ and apps/
+  ;; import this module, never the ones below (tests/dev/layers.scm).
+  #:use-module ((plucky server hooks)
+                #:select (make-observer-hooks note-handler-phases! take-handler-phases!
+                          want-handler-phases! handler-phases-wanted?
+                          note-request-route! take-request-route!))
+  #:use-module ((plucky server tally)
+                #:select (make-tally tally-bytes tally-countdown tally-accepted
+                          tally-closed tally-size status-class))
+  #:use-module ((plucky server transport)
+                #:select (transport-read transport-write transport-close plain-transport))
+  #:use-module ((plucky server numbered)
+                #:select (make-numbered numbered-ref numbered-take! numbered-release!))
+  #:re-export (;; the loop of this process: run-loop serves sockets in
+               ;; this process, as the drop-in (web server plucky) does
+               run-loop
+               close-loop-connections!
+               log-line
+               ;; a descriptor watched by the loop, and timers, for
+               ;; connections taken over from it (websockets) or a
+               ;; handler's own descriptors
+               loop-watch!
+               loop-unwatch!
+               loop-want-write!
+               loop-call-after!
+               loop-now-ms
+               make-takeover
+               takeover?
+               transport-read
+               transport-write
+               transport-close
+               plain-transport
+               ;; a body the loop sends from a descriptor with sendfile(2)
+               make-file-body
+               file-body?
+               ;; small-integer names for objects (upgrades, …)
+               make-numbered
+               numbered-ref
+               numbered-take!
+               numbered-release!
+               ;; the observer's seam (plucky server hooks), and the
+               ;; loop's counts (plucky server tally)
+               make-observer-hooks
+               note-handler-phases!
+               take-handler-phases!
+               want-handler-phases!
+               handler-phases-wanted?
+               note-request-route!
+               take-request-route!
+               make-tally
+               tally-bytes
+               tally-countdown
+               tally-accepted
+               tally-closed
+               tally-size
+               status-class
+               ignore-signal!
+               make-loop-settings
                make-parse-limits
                ;; handlers that wait: (plucky server suspend)
                suspendable?

@@ -49,7 +49,7 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:use-module ((srfi srfi-9 gnu) #:select (set-record-type-printer!))
-  #:use-module ((plucky sys foreign) #:select (pointer->procedure size_t symbol-address))
+  #:use-module ((plucky sys gc) #:select (gc-total-bytes))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys epoll)
   #:use-module ((plucky http parse) #:select (%default-parse-limits))
@@ -100,14 +100,14 @@
             file-body->bytevector
             make-takeover (%takeover? . takeover?)
 
-            clock clock-ms timed take-sample! sampling? tally-add! gc-total-bytes
+            clock clock-ms timed take-sample! sampling? tally-add!
             input-size never set-deadline! wake!
             connection-ref register-connection! close-connection! forget-connection!
             watch! linger! take-over!
             keep-input! grow-input!
 
             file-body-fd file-body-offset set-file-body-offset! file-body-end)
-  #:re-export (bytevector-copy-range))
+  #:re-export (bytevector-copy-range gc-total-bytes))
 
 ;;;
 ;;; Settings
@@ -419,14 +419,6 @@ the socket to a thread, or to a loop of its own."
 (define (clock-ms)
   "Return the monotonic clock in milliseconds, the loop's clock."
   (quotient (get-internal-real-time) 1000000))
-
-(define gc-total-bytes
-  ;; In the program's namespace, not opened as "libgc": libguile's libgc
-  ;; is already in the process, and looking up libgc.so searched the
-  ;; library path at every start (bench/startup) and needed libgc-dev's
-  ;; unversioned libgc.so.
-  (pointer->procedure size_t (symbol-address "GC_get_total_bytes")
-                      '()))
 
 (define-syntax-rule (timed when? expression record!)
   ;; Evaluate EXPRESSION; when WHEN?, call (RECORD! ns) with its duration

@@ -40,8 +40,6 @@
   #:use-module (web server)
   #:use-module (web response)
   #:use-module (plucky server)
-  #:use-module (plucky server loop)
-  #:use-module ((plucky sys signal) #:select (ignore-signal!))
   #:export (plucky))
 
 (define-record-type <plucky-server>
