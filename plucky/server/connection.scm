@@ -50,6 +50,7 @@
   #:use-module (srfi srfi-9)
   #:use-module ((srfi srfi-9 gnu) #:select (set-record-type-printer!))
   #:use-module ((plucky sys gc) #:select (gc-total-bytes))
+  #:use-module ((plucky server settings) #:select (default-of))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys epoll)
   #:use-module ((plucky http parse) #:select (%default-parse-limits))
@@ -131,15 +132,15 @@
 
 (define* (make-loop-settings #:key
                              (parse-limits %default-parse-limits)
-                             (max-body (* 64 1024 1024))
-                             (max-connections 10000)
-                             (keep-alive-timeout 60)
-                             (header-timeout 10)
-                             (body-timeout 30)
-                             (write-timeout 30)
-                             (max-threads 32))
+                             (max-body (default-of 'max-body-bytes))
+                             (max-connections (default-of 'max-connections))
+                             (keep-alive-timeout (default-of 'keep-alive-timeout-s))
+                             (header-timeout (default-of 'header-timeout-s))
+                             (body-timeout (default-of 'body-timeout-s))
+                             (write-timeout (default-of 'write-timeout-s))
+                             (max-threads (default-of 'max-threads)))
   "Return the settings of a worker loop.  Sizes are in bytes, timeouts in
-seconds.  MAX-THREADS bounds the threads that serve connections handed
+seconds (the defaults are declared in (plucky server settings)).  MAX-THREADS bounds the threads that serve connections handed
 off by the loop (request bodies read as ports, streamed answers); past
 it, such connections wait for a thread."
   (define (ms seconds) (inexact->exact (round (* 1000 seconds))))
