@@ -372,6 +372,20 @@ error naming both."
   '(#:state #:settings #:sockets #:connections #:on-listen #:reload #:observer
     #:notify #:tls #:listen #:watch))
 
+(define (run-server-settings arguments settings)
+  ;; -> the procedure of a setting's name that gives its value in
+  ;; ARGUMENTS, `run-server''s, or its default (see `keyword-settings');
+  ;; an error if SETTINGS, a record, is given with limits or timeouts
+  (when (and settings
+             (let lp ((rest arguments))
+               (and (pair? rest) (pair? (cdr rest))
+                    (or (let ((s (and (not (memq (car rest) plumbing-keywords))
+                                      (find-setting (keyword->symbol (car rest))))))
+                          (and s (memq (setting-scope s) '(loop parse)) #t))
+                        (lp (cddr rest))))))
+    (error "run-server: give #:settings or the limits and timeouts by keyword, not both"))
+  (keyword-settings 'run-server arguments #:except plumbing-keywords))
+
 (define* (run-server handler #:key
                      (state '())
                      (settings #f)
@@ -449,17 +463,7 @@ Privileges: with USER (and GROUP, by default USER's group), the workers
 become that user before they load the app or read a request; the log
 files are created for that user.  Refusing to serve as root is the
 caller's policy (see `plucky serve')."
-  (define setting
-    (keyword-settings 'run-server arguments #:except plumbing-keywords))
-  (define given-loop-setting?
-    (let lp ((rest arguments))
-      (and (pair? rest) (pair? (cdr rest))
-           (or (let ((s (and (not (memq (car rest) plumbing-keywords))
-                             (find-setting (keyword->symbol (car rest))))))
-                 (and s (memq (setting-scope s) '(loop parse)) #t))
-               (lp (cddr rest))))))
-  (when (and settings given-loop-setting?)
-    (error "run-server: give #:settings or the limits and timeouts by keyword, not both"))
+  (define setting (run-server-settings arguments settings))
   (ignore-signal! SIGPIPE)
   (let* ((host (setting 'host))
          (port (setting 'port))

@@ -30,7 +30,7 @@
 
 (define-module (plucky dev layers)
   #:use-module (srfi srfi-1)
-  #:use-module (ice-9 match)
+  #:use-module (ice-9 format)
   #:use-module (ice-9 ftw)
   #:export (layers
             source-files
@@ -148,39 +148,49 @@ bin/plucky, as paths relative to ROOT, sorted."
       (skip-blank port))
      (else #t))))
 
+(define (module-name? x)
+  (and (pair? x) (list? x) (every symbol? x)))
+
 (define (spec-module spec)
   ;; (plucky web html) or ((plucky web html) #:select …) -> the name
-  (match spec
-    (((? symbol?) ...) spec)
-    ((((? symbol?) ...) . _) (car spec))
-    (_ #f)))
+  (cond ((module-name? spec) spec)
+        ((and (pair? spec) (module-name? (car spec))) (car spec))
+        (else #f)))
+
+(define (head? form . symbols)
+  (and (pair? form) (memq (car form) symbols) (list? form)))
 
 (define (form-imports form)
   ;; -> the module names FORM imports or refers to, outermost first
-  (match form
-    (('define-module name . options)
-     (let lp ((options options) (found '()))
-       (match options
-         (((or #:use-module #:autoload) spec . rest)
-          (lp rest (cons (spec-module spec) found)))
-         ((_ . rest) (lp rest found))
-         (() (reverse found)))))
-    (('use-modules specs ...) (map spec-module specs))
-    (((or '@ '@@) (? pair? module) (? symbol?)) (list module))
-    (((or 'resolve-module 'resolve-interface) ('quote (? pair? module)) . _) (list module))
-    (('quote _) '())
-    ((a . b) (append (form-imports a) (if (list? b) (append-map form-imports b) (form-imports b))))
-    (_ '())))
+  (cond
+   ((head? form 'define-module)
+    (let lp ((options (cddr form)) (found '()))
+      (cond
+       ((null? options) (reverse found))
+       ((and (memq (car options) '(#:use-module #:autoload)) (pair? (cdr options)))
+        (lp (cddr options) (cons (spec-module (cadr options)) found)))
+       (else (lp (cdr options) found)))))
+   ((head? form 'use-modules) (map spec-module (cdr form)))
+   ((and (head? form '@ '@@) (= (length form) 3) (module-name? (cadr form)))
+    (list (cadr form)))
+   ((and (head? form 'resolve-module 'resolve-interface) (pair? (cdr form))
+         (head? (cadr form) 'quote) (module-name? (cadr (cadr form))))
+    (list (cadr (cadr form))))
+   ((head? form 'quote) '())
+   ((pair? form)
+    (append (form-imports (car form))
+            (if (list? (cdr form)) (append-map form-imports (cdr form)) (form-imports (cdr form)))))
+   (else '())))
 
 (define (file-imports root file)
   "Return the plucky modules FILE (relative to ROOT) imports, each as
 (MODULE . LINE), LINE that of the top-level form naming it."
-  (append-map (match-lambda
-                ((form start end)
-                 (filter-map (lambda (module)
-                               (and (pair? module) (eq? (car module) 'plucky)
-                                    (cons module start)))
-                             (form-imports form))))
+  (append-map (lambda (read)
+                ;; READ: (FORM START-LINE END-LINE)
+                (filter-map (lambda (module)
+                              (and (pair? module) (eq? (car module) 'plucky)
+                                   (cons module (cadr read))))
+                            (form-imports (car read))))
               (read-forms (string-append root "/" file))))
 
 (define (layer-violations root)
@@ -190,10 +200,10 @@ bin/plucky, as paths relative to ROOT, sorted."
                 (let ((layer (file-layer file)))
                   (if (not layer)
                       '()
-                      (filter-map (match-lambda
-                                    ((module . line)
-                                     (and (not (may-use? layer module))
-                                          (list file line module))))
+                      (filter-map (lambda (import)
+                                    ;; IMPORT: (MODULE . LINE)
+                                    (and (not (may-use? layer (car import)))
+                                         (list file (cdr import) (car import))))
                                   (file-imports root file)))))
               (source-files root)))
 
@@ -213,11 +223,13 @@ bin/plucky, as paths relative to ROOT, sorted."
 
 (define (ffi-uses form)
   ;; -> what of the FFI FORM uses
-  (match form
-    (('quote _) '())
-    ((? symbol? s) (if (memq s ffi-procedures) (list s) '()))
-    ((a . b) (append (ffi-uses a) (if (list? b) (append-map ffi-uses b) (ffi-uses b))))
-    (_ '())))
+  (cond
+   ((head? form 'quote) '())
+   ((symbol? form) (if (memq form ffi-procedures) (list form) '()))
+   ((pair? form)
+    (append (ffi-uses (car form))
+            (if (list? (cdr form)) (append-map ffi-uses (cdr form)) (ffi-uses (cdr form)))))
+   (else '())))
 
 (define (ffi-violations root)
   "Return each use of Guile's FFI outside plucky/sys/, as (FILE LINE
@@ -228,15 +240,17 @@ WHAT): WHAT an FFI module imported, or an FFI procedure named."
          '()
          (let ((forms (read-forms (string-append root "/" file))))
            (append
-            (filter-map (match-lambda
-                          ((form start end)
-                           (let ((modules (filter (lambda (m) (member m ffi-modules))
+            (filter-map (lambda (read)
+                          ;; READ: (FORM START-LINE END-LINE)
+                          (let* ((form (car read))
+                                 (modules (filter (lambda (m) (member m ffi-modules))
                                                   (form-imports form)))
-                                 (procedures (if (and (pair? form) (eq? (car form) 'define-module))
+                                 (procedures (if (head? form 'define-module)
                                                  '()
                                                  (ffi-uses form))))
-                             (and (or (pair? modules) (pair? procedures))
-                                  (list file start (append modules (delete-duplicates procedures)))))))
+                            (and (or (pair? modules) (pair? procedures))
+                                 (list file (cadr read)
+                                       (append modules (delete-duplicates procedures))))))
                         forms)))))
    (source-files root)))
 
@@ -263,20 +277,25 @@ WHAT): WHAT an FFI module imported, or an FFI procedure named."
 
 (define (procedure-name form)
   ;; the name FORM defines, if it is a top-level procedure
-  (match form
-    (((or 'define 'define* 'define-inlinable) ((? symbol? name) . _) . _) name)
-    (((or 'define 'define*) (? symbol? name) ((or 'lambda 'lambda* 'case-lambda) . _)) name)
-    (_ #f)))
+  (cond
+   ((and (head? form 'define 'define* 'define-inlinable) (pair? (cdr form))
+         (pair? (cadr form)) (symbol? (car (cadr form))))
+    (car (cadr form)))
+   ((and (head? form 'define 'define*) (= (length form) 3) (symbol? (cadr form))
+         (head? (caddr form) 'lambda 'lambda* 'case-lambda))
+    (cadr form))
+   (else #f)))
 
 (define (longest-procedures root count)
   "Return the COUNT longest top-level procedures under ROOT, each as
 (LINES FILE NAME), longest first."
   (let ((sized (append-map
                 (lambda (file)
-                  (filter-map (match-lambda
-                                ((form start end)
-                                 (let ((name (procedure-name form)))
-                                   (and name (list (+ 1 (- end start)) file name)))))
+                  (filter-map (lambda (read)
+                                ;; READ: (FORM START-LINE END-LINE)
+                                (let ((name (procedure-name (car read))))
+                                  (and name
+                                       (list (+ 1 (- (caddr read) (cadr read))) file name))))
                               (read-forms (string-append root "/" file))))
                 (source-files root))))
     (list-head (sort sized (lambda (a b) (> (car a) (car b))))
@@ -286,24 +305,24 @@ WHAT): WHAT an FFI module imported, or an FFI procedure named."
   "Print the layer and FFI violations under the root (the first of ARGS,
 else the current directory) and the largest modules and procedures;
 exit 1 if there is a violation."
-  (let ((root (match args ((_ root . _) root) (_ (getcwd)))))
-    (let ((layer (layer-violations root))
-          (ffi (ffi-violations root)))
-      (for-each (match-lambda
-                  ((file line module)
-                   (format #t "~a:~a: imports ~s, which its layer (~a) may not use~%"
-                           file line module (car (file-layer file)))))
-                layer)
-      (for-each (match-lambda
-                  ((file line what)
-                   (format #t "~a:~a: FFI outside plucky/sys/: ~s~%" file line what)))
-                ffi)
-      (format #t "largest modules (lines):~%")
-      (for-each (match-lambda ((lines . file) (format #t "  ~6d  ~a~%" lines file)))
-                (largest-modules root 5))
-      (format #t "longest procedures (lines):~%")
-      (for-each (match-lambda ((lines file name) (format #t "  ~6d  ~a  ~a~%" lines file name)))
-                (longest-procedures root 5))
-      (exit (if (and (null? layer) (null? ffi)) 0 1)))))
+  (let* ((root (if (> (length args) 1) (cadr args) (getcwd)))
+         (layer (layer-violations root))
+         (ffi (ffi-violations root)))
+    (for-each (lambda (v)
+                ;; V: (FILE LINE MODULE)
+                (format #t "~a:~a: imports ~s, which its layer (~a) may not use~%"
+                        (car v) (cadr v) (caddr v) (car (file-layer (car v)))))
+              layer)
+    (for-each (lambda (v)
+                ;; V: (FILE LINE WHAT)
+                (format #t "~a:~a: FFI outside plucky/sys/: ~s~%" (car v) (cadr v) (caddr v)))
+              ffi)
+    (format #t "largest modules (lines):~%")
+    (for-each (lambda (m) (format #t "  ~6d  ~a~%" (car m) (cdr m)))
+              (largest-modules root 5))
+    (format #t "longest procedures (lines):~%")
+    (for-each (lambda (p) (format #t "  ~6d  ~a  ~a~%" (car p) (cadr p) (caddr p)))
+              (longest-procedures root 5))
+    (exit (if (and (null? layer) (null? ffi)) 0 1))))
 
 ;;; (plucky dev layers) ends here

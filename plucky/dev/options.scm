@@ -24,7 +24,6 @@
 
 (define-module (plucky dev options)
   #:use-module (srfi srfi-1)
-  #:use-module (ice-9 match)
   #:use-module (ice-9 textual-ports)
   #:use-module (plucky server settings)
   #:export (tables
@@ -123,7 +122,7 @@
 
 (define (table-text name)
   "Return the text of the table NAME (a key of `tables'), as it should be."
-  (match (assq name tables) ((_ file make) (make))))
+  ((caddr (assq name tables))))
 
 (define (refresh-text text name)
   "Return TEXT with the table NAME between its lines made afresh, or #f
@@ -142,35 +141,37 @@ if TEXT has no such lines."
 (define (stale-tables root)
   "Return the tables under ROOT that are not as the declaration makes
 them, as (NAME FILE), with 'missing for a file without the table's lines."
-  (filter-map (match-lambda
-                ((name file make)
-                 (let* ((text (file-text root file))
-                        (fresh (refresh-text text name)))
-                   (cond ((not fresh) (list name file 'missing))
-                         ((string=? fresh text) #f)
-                         (else (list name file))))))
+  (filter-map (lambda (table)
+                (let* ((name (car table))
+                       (file (cadr table))
+                       (text (file-text root file))
+                       (fresh (refresh-text text name)))
+                  (cond ((not fresh) (list name file 'missing))
+                        ((string=? fresh text) #f)
+                        (else (list name file)))))
               tables))
 
 (define (write-tables! root)
   "Write each table of `tables' under ROOT afresh; return the files
 changed."
-  (filter-map (match-lambda
-                ((name file make)
-                 (let* ((text (file-text root file))
-                        (fresh (refresh-text text name)))
-                   (unless fresh
-                     (error "no table lines in" file (begin-line name)))
-                   (and (not (string=? fresh text))
-                        (begin
-                          (call-with-output-file (string-append root "/" file)
-                            (lambda (port) (put-string port fresh)))
-                          file)))))
+  (filter-map (lambda (table)
+                (let* ((name (car table))
+                       (file (cadr table))
+                       (text (file-text root file))
+                       (fresh (refresh-text text name)))
+                  (unless fresh
+                    (error "no table lines in" file (begin-line name)))
+                  (and (not (string=? fresh text))
+                       (begin
+                         (call-with-output-file (string-append root "/" file)
+                           (lambda (port) (put-string port fresh)))
+                         file))))
               tables))
 
 (define (main args)
   "Write the tables afresh under the root (the first of ARGS, else the
 current directory) and print the files changed."
-  (let ((root (match args ((_ root . _) root) (_ (getcwd)))))
+  (let ((root (if (> (length args) 1) (cadr args) (getcwd))))
     (for-each (lambda (file) (format #t "wrote ~a~%" file)) (write-tables! root))))
 
 ;;; (plucky dev options) ends here
