@@ -42,7 +42,6 @@
 ;;; thread.
 
 (use-modules (plucky server)
-             ((plucky server loop) #:select (loop-watch! loop-unwatch! log-line))
              (plucky web websocket)
              (plucky web forms)
              (plucky web middleware)

@@ -24,7 +24,8 @@
 
 (define-module (plucky command)
   #:use-module (plucky server)
-  #:use-module ((srfi srfi-1) #:select (filter-map any every))
+  #:use-module (plucky server settings)
+  #:use-module ((srfi srfi-1) #:select (filter-map any every append-map alist-delete))
   ;; (web response) and the rest only for --hsts and --redirect-https:
   ;; the start of an app that does not import them must not load them
   ;; (tests/server/startup).
@@ -43,7 +44,15 @@
   #:declarative? #f
   #:export (main))
 
-(define usage "\
+(define (usage)
+  ;; The help: the options' lines come from their declaration (plucky
+  ;; server settings), in its sections; the rest is written here.
+  (define (section key)
+    (string-append
+     (assq-ref section-titles key) "\n"
+     (options-help (map setting-name
+                        (filter (lambda (s) (eq? (setting-section s) key)) settings)))))
+  (string-append "\
 Usage: plucky COMMAND [ARGUMENT…]
 
 Commands:
@@ -57,92 +66,29 @@ Commands:
   help                   show this text
   version                show plucky's version
 
-Options of serve — where:
-  --host HOST            address to listen on: a name, an IPv4 or IPv6
-                         address (\"::\" for all of both), or unix:PATH
-                         for a Unix-domain socket (default 127.0.0.1)
-  --port PORT            TCP port; 0 picks a free one (default 8080)
-  --listen ADDRESS       instead of --host and --port, and repeatable:
-                         HOST:PORT, [IPV6]:PORT or unix:PATH, with tls:
-                         before it for HTTPS there (--tls-cert), e.g.
-                         --listen :8080 --listen tls::8443 (HOST empty:
-                         127.0.0.1)
-  --fd N                 serve the listening socket inherited as
-                         descriptor N instead of opening one
-  --inetd                serve the one connection on standard input and
-                         output, then exit (inetd, systemd Accept=yes)
-  --tls-cert FILE        speak HTTPS with the certificate (and chain) in
-  --tls-key FILE         FILE and its private key (PEM); repeat the pair
-                         for several names: the client's SNI chooses
-  --hsts S               with --tls-cert: Strict-Transport-Security,
-                         max-age S seconds, on every response
-  --redirect-https PORT  answer every request with a 301 to the same
-                         URL over https on PORT (a plain-HTTP server
-                         beside an HTTPS one; with --listen, on its
-                         addresses without tls:)
+" (section 'where) "\
 Sockets passed by systemd or GNU Shepherd (LISTEN_FDS, LISTEN_PID,
 LISTEN_FDNAMES) are served instead of --host and --port.  Under systemd's
 Type=notify (NOTIFY_SOCKET), plucky says READY=1 once it serves,
 RELOADING=1 and READY=1 around a reload, and STOPPING=1.
 
-How:
-  --workers N            worker processes (default: one per CPU); a
-                         master process replaces any that dies; with 1
-                         there is no master: the process serves itself
-  --grace S              seconds to finish the requests in flight when
-                         stopping or reloading (default 30)
-  --handler-timeout S    a handler call past S seconds ends in a 503; one
-                         blocked in C gets its worker replaced (default
-                         30; 0: no limit)
-  --user USER            after binding as root, serve as USER; the
-                         workers switch before they load FILE
-  --group GROUP          with --user: this group instead of USER's
-  --allow-root           serve requests as root (refused otherwise)
-  --reload               for development: reload (as on SIGHUP) when FILE
-                         or a file it loaded changes — the Scheme files
-                         of the app, not Guile's or plucky's; a file that
-                         does not read is logged and the old code serves
-                         on (not with static, --inetd or --user)
-
-Logs:
-  --access-log FILE      a line per request to FILE, or - for standard
-                         output (default: none)
-  --log-format FORMAT    common, combined or json (default combined)
-  --error-log FILE       messages and backtraces to FILE instead of
-                         standard error
-  --status               serve /_plucky/status (a page with charts),
-                         /_plucky/metrics (Prometheus) and
-                         /_plucky/status.json, to loopback clients only,
-                         and account for requests (plucky observe)
-  --status-token T       serve them to any client that gives ?token=T or
-                         Authorization: Bearer T, and only to those
-
-Limits:
-  --max-body BYTES       largest request body accepted, else 413
-                         (default 67108864)
-  --max-connections N    open connections per worker (default 10000)
-  --max-threads N        threads per worker for requests whose body the
-                         app reads as a port (with-body-port) and for
-                         streamed answers; more wait (default 32)
-  --keep-alive-timeout S seconds an idle connection is kept (default 60)
-  --header-timeout S     seconds a client has to send a request head,
-                         else 408 (default 10)
-  --body-timeout S       seconds a request body may stall (default 30)
-  --write-timeout S      seconds a response may stall (default 30)
-  --max-request-line B   longest request line, else 414 (default 8192)
-  --max-header-bytes B   largest header block, else 431 (default 32768)
-  --max-header-count N   most header fields, else 431 (default 100)
-
-Files (static only):
-  --listing              list a directory that has no index.html
-  --dotfiles             serve names that begin with a dot
-  --follow-symlinks      serve symlinks that lead out of DIR
-  --cache-control V      the Cache-Control of every file, as
-                         \"public, max-age=3600\" (default: none)
+" (section 'how) "
+" (section 'logs) "
+" (section 'status) "
+" (section 'limits) "
+" (section 'files) "
+Deprecated names, still accepted: "
+  (string-join (append-map (lambda (s)
+                             (map (lambda (alias)
+                                    (format #f "--~a (~a)" alias (setting-flag s)))
+                                  (setting-aliases s)))
+                           settings)
+               ", ")
+  ".
 
 Signals (to the master):
   SIGTERM, SIGINT        drain: stop accepting, finish the requests in
-                         flight, exit within --grace; a second SIGINT
+                         flight, exit within --grace-s; a second SIGINT
                          stops at once
   SIGHUP                 reload: new workers load FILE afresh, then the
                          old ones drain; if FILE fails to load, the old
@@ -154,7 +100,7 @@ FILE is Scheme whose last expression is a procedure
   (lambda (request body) ... (values response body))
 with the contract of Guile's (web server) run-server.  It is loaded in a
 fresh module where `app-directory' names the directory FILE is in.
-")
+"))
 
 (define version "0.1.0")
 
@@ -162,84 +108,26 @@ fresh module where `app-directory' names the directory FILE is in.
   (apply format (current-error-port) (string-append "plucky: " fmt "~%") args)
   (exit 2))
 
-(define flag-names
-  ;; options without a value
-  '("--inetd" "--allow-root" "--status" "--reload"))
+(define (parse-command-line args)
+  ;; -> (values file alist-of-options): see `parse-options' of (plucky
+  ;; server settings); exit 2 on a bad option, 0 after --help
+  (call-with-values
+      (lambda ()
+        (parse-options args fail #:help (lambda () (display (usage)) (exit 0))))
+    (lambda (positional options)
+      (when (and (pair? positional) (pair? (cdr positional)))
+        (fail "one FILE only; also got ~a" (cadr positional)))
+      (values (and (pair? positional) (car positional)) options))))
 
-(define numeric-options
-  ;; (NAME LEAST MOST): the whole numbers each numeric option of serve
-  ;; takes, bounds included.  A value out of range is refused, never
-  ;; wrapped or raised to the least: the port would wrap modulo 65536.
-  ;; Timeouts and the grace period stop at a day; the parse limits at
-  ;; what `make-parse-limits' takes.
-  `(("--port" 0 65535)
-    ("--fd" 0 ,(- (expt 2 31) 1))
-    ("--workers" 1 1024)
-    ("--grace" 0 86400)
-    ("--handler-timeout" 0 86400)
-    ("--max-body" 0 ,(expt 2 40))
-    ("--max-connections" 1 ,(expt 2 20))
-    ("--max-threads" 1 1024)
-    ("--keep-alive-timeout" 0 86400)
-    ("--header-timeout" 1 86400)
-    ("--body-timeout" 1 86400)
-    ("--write-timeout" 1 86400)
-    ("--max-request-line" 1 ,(expt 2 28))
-    ("--max-header-bytes" 1 ,(expt 2 28))
-    ("--max-header-count" 1 ,(expt 2 28))
-    ("--hsts" 0 ,(* 2 366 86400))
-    ("--redirect-https" 1 65535)))
-
-(define static-flag-names
-  ;; the options of static alone
-  '("--listing" "--dotfiles" "--follow-symlinks"))
-
-(define static-option-names
-  ;; the options of static alone that take a value
-  '("--cache-control"))
-
-(define option-names
-  ;; every option serve accepts
-  (append
-   '("--host" "--user" "--group" "--access-log" "--log-format" "--error-log"
-     "--status-token" "--tls-cert" "--tls-key" "--listen")
-   (map car numeric-options)
-   flag-names static-flag-names static-option-names))
-
-(define (cache-control-option value)
-  ;; -> VALUE (a string) as (web http)'s parsed Cache-Control, or exit 2
-  ;; naming it
-  (or (false-if-exception
-       ((module-ref (resolve-interface '(web http)) 'parse-header) 'cache-control value))
-      (fail "--cache-control expects a Cache-Control value (as \"public, max-age=3600\"), not ~s"
-            value)))
-
-(define (number-option name value)
-  ;; -> VALUE (a string) as the whole number it says, if NAME's range
-  ;; (see `numeric-options') has it; else exit 2 saying so
-  (let ((n (string->number value))
-        (least (cadr (assoc name numeric-options)))
-        (most (caddr (assoc name numeric-options))))
-    (unless (and n (exact-integer? n) (<= least n most))
-      (fail "~a expects a whole number from ~a to ~a, not ~s" name least most value))
-    n))
-
-(define (parse-options args)
-  ;; -> (values file alist-of-options); a flag's value is #t
-  (let lp ((args args) (file #f) (options '()))
-    (cond
-     ((null? args) (values file options))
-     ((member (car args) '("-h" "--help")) (display usage) (exit 0))
-     ((or (member (car args) flag-names) (member (car args) static-flag-names))
-      (lp (cdr args) file (acons (car args) #t options)))
-     ((member (car args) option-names)
-      (when (null? (cdr args))
-        (fail "~a needs a value" (car args)))
-      (lp (cddr args) file (acons (car args) (cadr args) options)))
-     ((string-prefix? "-" (car args))
-      (fail "unknown option ~a (see plucky --help)" (car args)))
-     (file (fail "one FILE only; also got ~a" (car args)))
-     (else (lp (cdr args) (car args) options)))))
+(define (setting-keywords options scopes)
+  ;; -> the keyword arguments of `run-server' for the settings of SCOPES
+  ;; given in OPTIONS
+  (append-map (lambda (o)
+                (let ((s (find-setting (car o))))
+                  (if (memq (setting-scope s) scopes)
+                      (list (setting-keyword s) (cdr o))
+                      '())))
+              options))
 
 (define (load-handler file)
   ;; -> the handler FILE evaluates to; raises an error otherwise
@@ -294,6 +182,14 @@ fresh module where `app-directory' names the directory FILE is in.
          (= (stat:dev in) (stat:dev err))
          (= (stat:ino in) (stat:ino err)))))
 
+(define (cache-control-option value)
+  ;; -> VALUE (a string) as (web http)'s parsed Cache-Control, or exit 2
+  ;; naming it
+  (or (false-if-exception
+       ((module-ref (resolve-interface '(web http)) 'parse-header) 'cache-control value))
+      (fail "--cache-control expects a Cache-Control value (as \"public, max-age=3600\"), not ~s"
+            value)))
+
 (define (static-loader dir value)
   ;; -> a thunk that returns the handler serving DIR with the Files
   ;; options; (plucky web static) loads then, not at every start
@@ -316,25 +212,29 @@ fresh module where `app-directory' names the directory FILE is in.
   ;; app, say: held until then, they take effect once it serves (a
   ;; reload, a reopening of the logs).
   ((@ (plucky sys signal) block-signals!) (list SIGHUP SIGUSR1))
-  (call-with-values (lambda () (parse-options args))
+  (call-with-values (lambda () (parse-command-line args))
     (lambda (file options)
       (cond
        (static?
         (unless file (fail "static needs a DIR (see plucky --help)"))
         (unless (and (file-exists? file) (file-is-directory? file))
           (fail "no such directory: ~a" file))
-        (let ((control (assoc-ref options "--cache-control")))
+        (let ((control (assq-ref options 'cache-control)))
           (when control (cache-control-option control))))
        (else
         (unless file (fail "serve needs a FILE (see plucky --help)"))
         (unless (file-exists? file)
           (fail "no such file: ~a" file))
-        (for-each (lambda (name)
-                    (when (assoc-ref options name)
-                      (fail "~a is an option of static, not serve" name)))
-                  (append static-flag-names static-option-names))))
+        (for-each (lambda (o)
+                    (let ((s (find-setting (car o))))
+                      (when (eq? (setting-scope s) 'static)
+                        (fail "~a is an option of static, not serve" (setting-flag s)))))
+                  options)))
       (let* ((file (canonicalize-path file))
-             (value (lambda (name) (assoc-ref options name)))
+             ;; NAME: "--flag"; the value given, or #f
+             (value (lambda (name)
+                      (assq-ref options (setting-name
+                                         (find-setting (string->symbol (substring name 2)))))))
              ;; with --reload: set once the app has loaded in the master
              (reloader #f)
              (make-handler (cond
@@ -346,42 +246,26 @@ fresh module where `app-directory' names the directory FILE is in.
                                (when reloader (reload-changed-modules! reloader))
                                (load-handler file)))
                             (else (lambda () (load-handler file)))))
-             (option (lambda (name default)
-                       (let ((value (value name)))
-                         (if value (number-option name value) default))))
+             ;; the value given, else its declared default
+             (option (lambda (name)
+                       (or (value name)
+                           (setting-default (find-setting (string->symbol (substring name 2)))))))
              (inetd? (value "--inetd"))
              (user (value "--user"))
              (group (value "--group"))
-             (host (or (value "--host") "127.0.0.1"))
-             (log-format (let ((f (or (value "--log-format") "combined")))
-                           (if (member f '("common" "combined" "json"))
-                               (string->symbol f)
-                               (fail "--log-format is common, combined or json, not ~s" f))))
-             (settings (make-loop-settings
-                        #:parse-limits (make-parse-limits
-                                        #:max-request-line (option "--max-request-line" 8192)
-                                        #:max-header-bytes (option "--max-header-bytes" 32768)
-                                        #:max-header-count (option "--max-header-count" 100))
-                        #:max-body (option "--max-body" (* 64 1024 1024))
-                        #:max-connections (option "--max-connections" 10000)
-                        #:max-threads (option "--max-threads" 32)
-                        #:keep-alive-timeout (option "--keep-alive-timeout" 60)
-                        #:header-timeout (option "--header-timeout" 10)
-                        #:body-timeout (option "--body-timeout" 30)
-                        #:write-timeout (option "--write-timeout" 30)))
-             (workers (option "--workers" ((@ (ice-9 threads) current-processor-count))))
-             (grace (option "--grace" 30))
-             (handler-timeout (option "--handler-timeout" 30))
-             (port (option "--port" 8080))
-             (fd (option "--fd" #f))
+             (host (option "--host"))
+             ;; not run-server's default of 1: one per CPU
+             (workers (or (value "--workers") ((@ (ice-9 threads) current-processor-count))))
+             (port (option "--port"))
+             (fd (option "--fd"))
              (tls (tls-pairs options))
-             (hsts (option "--hsts" #f))
-             (redirect (option "--redirect-https" #f))
+             (hsts (option "--hsts-max-age-s"))
+             (redirect (option "--redirect-https"))
              (listen (listen-addresses options tls))
              ;; HTTP and HTTPS addresses both: tell requests apart
              (mixed? (and listen (any caddr listen) (not (every caddr listen)))))
         (when (and hsts (not tls))
-          (fail "--hsts needs --tls-cert and --tls-key"))
+          (fail "--hsts-max-age-s needs --tls-cert and --tls-key"))
         (when (and redirect tls (not mixed?))
           (fail "--redirect-https is for a plain-HTTP server; not with --tls-cert \
 (unless --listen gives it a plain address too)"))
@@ -479,23 +363,17 @@ USER once the sockets are bound, or --allow-root"))))
                                       (reload))))))
                (ok (fail-on-error
                     1 (lambda ()
-                        (run-server handler
+                        ;; the settings given, by their keywords:
+                                    ;; the rest take their declared defaults
+                        (apply run-server handler
                                     #:host host
                                     #:port port
                                     #:listen listen
                                     #:sockets sockets
                                     #:connections (if inetd? (list (cons 0 1)) '())
                                     #:workers workers
-                                    #:grace grace
-                                    #:handler-timeout handler-timeout
                                     #:reload (and (not inetd?) reload)
-                                    #:settings settings
-                                    #:access-log (value "--access-log")
-                                    #:log-format log-format
-                                    #:error-log (value "--error-log")
                                     #:observer (and status (cdr status))
-                                    #:user user
-                                    #:group group
                                     #:notify notify
                                     #:watch (and reloader
                                                  (reloader->change-watch reloader))
@@ -503,17 +381,20 @@ USER once the sockets are bound, or --allow-root"))))
                                                (lambda ()
                                                  ((tls-procedure 'tls-transport-maker)
                                                   ((tls-procedure 'load-tls-credentials)
-                                                   tls)))))))))
+                                                   tls))))
+                                    (setting-keywords
+                                     (alist-delete 'workers
+                                                   (alist-delete 'host
+                                                                 (alist-delete 'port options)))
+                                     '(loop parse server)))))))
           (when reloader (close-reloader! reloader))
           (exit (if (eq? ok #f) 1 0)))))))
 
 (define (tls-pairs options)
   ;; -> ((CERT . KEY) …) in the order given, or #f; exit 2 when the
   ;; files do not come in pairs
-  (let ((certs (reverse (filter-map (lambda (o) (and (equal? (car o) "--tls-cert") (cdr o)))
-                                    options)))
-        (keys (reverse (filter-map (lambda (o) (and (equal? (car o) "--tls-key") (cdr o)))
-                                   options))))
+  (let ((certs (or (assq-ref options 'tls-cert) '()))
+        (keys (or (assq-ref options 'tls-key) '())))
     (cond
      ((and (null? certs) (null? keys)) #f)
      ((= (length certs) (length keys)) (map cons certs keys))
@@ -524,8 +405,7 @@ USER once the sockets are bound, or --allow-root"))))
   ;; -> the --listen addresses in the order given, each (HOST PORT TLS?),
   ;; or #f; exit 2 for one that is malformed, or when TLS (the --tls-cert
   ;; pairs) and the tls: addresses do not go together
-  (let ((texts (reverse (filter-map (lambda (o) (and (equal? (car o) "--listen") (cdr o)))
-                                    options))))
+  (let ((texts (or (assq-ref options 'listen) '())))
     (and (pair? texts)
          (let ((listen (map listen-address texts)))
            (when (and (any caddr listen) (not tls))
@@ -633,7 +513,7 @@ USER once the sockets are bound, or --allow-root"))))
   "Run the plucky command with ARGS, the command line."
   (let ((args (cdr args)))
     (cond
-     ((null? args) (display usage))
+     ((null? args) (display (usage)))
      ((string=? (car args) "serve") (serve (cdr args)))
      ((string=? (car args) "static") (serve (cdr args) #t))
      ((string=? (car args) "bench") ((dev 'bench-command 'cli) (cdr args)))
@@ -644,7 +524,7 @@ USER once the sockets are bound, or --allow-root"))))
              (lambda (file)
                (unless (file-exists? file) (fail "no such file: ~a" file))
                (fail-on-error 2 (lambda () (load-handler (canonicalize-path file))))))))
-     ((member (car args) '("help" "--help" "-h")) (display usage))
+     ((member (car args) '("help" "--help" "-h")) (display (usage)))
      ((member (car args) '("version" "--version")) (format #t "plucky ~a~%" version))
      (else (fail "unknown command ~s (see plucky --help)" (car args))))))
 

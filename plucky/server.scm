@@ -66,7 +66,65 @@
                                   open-error-log!)
   #:autoload (plucky server privileges) (resolve-identity drop-privileges!)
   #:use-module ((plucky server watchdog) #:select (start-watchdog!))
-  #:re-export (make-loop-settings
+  #:use-module (plucky server settings)
+  ;; What the layers above use, re-exported: web/, observe/ and apps/
+  ;; import this module, never the ones below (tests/dev/layers.scm).
+  #:use-module ((plucky server hooks)
+                #:select (make-observer-hooks note-handler-phases! take-handler-phases!
+                          want-handler-phases! handler-phases-wanted?
+                          note-request-route! take-request-route!))
+  #:use-module ((plucky server tally)
+                #:select (make-tally tally-bytes tally-countdown tally-accepted
+                          tally-closed tally-size status-class))
+  #:use-module ((plucky server transport)
+                #:select (transport-read transport-write transport-close plain-transport))
+  #:use-module ((plucky server numbered)
+                #:select (make-numbered numbered-ref numbered-take! numbered-release!))
+  #:re-export (;; the loop of this process: run-loop serves sockets in
+               ;; this process, as the drop-in (web server plucky) does
+               run-loop
+               close-loop-connections!
+               log-line
+               ;; a descriptor watched by the loop, and timers, for
+               ;; connections taken over from it (websockets) or a
+               ;; handler's own descriptors
+               loop-watch!
+               loop-unwatch!
+               loop-want-write!
+               loop-call-after!
+               loop-now-ms
+               make-takeover
+               takeover?
+               transport-read
+               transport-write
+               transport-close
+               plain-transport
+               ;; a body the loop sends from a descriptor with sendfile(2)
+               make-file-body
+               file-body?
+               ;; small-integer names for objects (upgrades, …)
+               make-numbered
+               numbered-ref
+               numbered-take!
+               numbered-release!
+               ;; the observer's seam (plucky server hooks), and the
+               ;; loop's counts (plucky server tally)
+               make-observer-hooks
+               note-handler-phases!
+               take-handler-phases!
+               want-handler-phases!
+               handler-phases-wanted?
+               note-request-route!
+               take-request-route!
+               make-tally
+               tally-bytes
+               tally-countdown
+               tally-accepted
+               tally-closed
+               tally-size
+               status-class
+               ignore-signal!
+               make-loop-settings
                make-parse-limits
                ;; handlers that wait: (plucky server suspend)
                suspendable?
@@ -99,7 +157,8 @@
                listener-port
                supervise-workers
                trace-start-up)
-  #:export (run-server))
+  #:export (run-server
+            make-server-settings))
 
 ;;;
 ;;; A worker: one loop in this process
@@ -139,10 +198,11 @@
     #:unwind? #t))
 
 (define* (serve-in-this-process sockets handler state settings
-                                #:key (worker? #f) (grace 30) (reload #f)
+                                #:key (worker? #f) (grace (default-of 'grace-s)) (reload #f)
                                 (access-log #f) (error-log #f) (connections '())
                                 (observer #f) (notify #f) (status "serving")
-                                (make-transport #f) (handler-timeout 30))
+                                (make-transport #f)
+                                (handler-timeout (default-of 'handler-timeout-s)))
   ;; Run the loop on SOCKETS (or CONNECTIONS) until it drains or stops;
   ;; -> the handler's final state.  WORKER? says a master started this
   ;; process (it shares the sockets: EPOLLEXCLUSIVE).  With RELOAD (a
@@ -279,31 +339,81 @@ until a restart"
                       (open-listeners (car (car listen)) (cadr (car listen)) count)))
                   groups)))))
 
+(define (settings->loop-settings setting)
+  ;; -> the <loop-settings> of the settings SETTING gives (a procedure of
+  ;; a setting's name, see `keyword-settings'), in make-loop-settings'
+  ;; seconds
+  (make-loop-settings
+   #:parse-limits (make-parse-limits
+                   #:max-request-line (setting 'max-request-line-bytes)
+                   #:max-header-bytes (setting 'max-header-bytes)
+                   #:max-header-count (setting 'max-header-count))
+   #:max-body (setting 'max-body-bytes)
+   #:max-connections (setting 'max-connections)
+   #:max-threads (setting 'max-threads)
+   #:keep-alive-timeout (setting 'keep-alive-timeout-s)
+   #:header-timeout (setting 'header-timeout-s)
+   #:body-timeout (setting 'body-timeout-s)
+   #:write-timeout (setting 'write-timeout-s)))
+
+(define (make-server-settings . arguments)
+  "Return the settings of a worker loop (its limits and timeouts, for
+`run-loop' or `run-server''s #:settings) that ARGUMENTS give: keywords of
+the settings of (plucky server settings) whose scope is loop or parse
+(#:max-body-bytes, #:keep-alive-timeout-s …), each other one its default.
+A keyword that names no such setting, or a value out of range, raises an
+error naming both."
+  (settings->loop-settings
+   (keyword-settings 'make-server-settings arguments #:scopes '(loop parse))))
+
+;; The keywords of `run-server' that are not settings: what to serve and
+;; with what, not how.
+(define plumbing-keywords
+  '(#:state #:settings #:sockets #:connections #:on-listen #:reload #:observer
+    #:notify #:tls #:listen #:watch))
+
+(define (run-server-settings arguments settings)
+  ;; -> the procedure of a setting's name that gives its value in
+  ;; ARGUMENTS, `run-server''s, or its default (see `keyword-settings');
+  ;; an error if SETTINGS, a record, is given with limits or timeouts
+  (when (and settings
+             (let lp ((rest arguments))
+               (and (pair? rest) (pair? (cdr rest))
+                    (or (let ((s (and (not (memq (car rest) plumbing-keywords))
+                                      (find-setting (keyword->symbol (car rest))))))
+                          (and s (memq (setting-scope s) '(loop parse)) #t))
+                        (lp (cddr rest))))))
+    (error "run-server: give #:settings or the limits and timeouts by keyword, not both"))
+  (keyword-settings 'run-server arguments #:except plumbing-keywords))
+
 (define* (run-server handler #:key
-                     (host "127.0.0.1")
-                     (port 8080)
-                     (workers 1)
                      (state '())
-                     (settings (make-loop-settings))
+                     (settings #f)
                      (sockets #f)
                      (connections '())
-                     (grace 30)
                      (on-listen #f)
                      (reload #f)
-                     (access-log #f)
-                     (log-format 'common)
-                     (error-log #f)
                      (observer #f)
-                     (user #f)
-                     (group #f)
                      (notify 'environment)
                      (tls #f)
                      (listen #f)
-                     (handler-timeout 30)
-                     (watch #f))
+                     (watch #f)
+                     #:allow-other-keys
+                     #:rest arguments)
   "Serve HTTP with HANDLER until SIGINT or SIGTERM.  HANDLER is called as
 (HANDLER request body . STATE) and returns (values response body
 . STATE), as under Guile's `run-server'.
+
+Settings: every setting of (plucky server settings) whose scope is
+server, loop or parse, by its keyword: #:host, #:port, #:workers,
+#:grace-s, #:handler-timeout-s, #:user, #:group, #:access-log,
+#:log-format, #:error-log, and the limits and timeouts, #:max-body-bytes,
+#:keep-alive-timeout-s … (`plucky serve --help' lists them with their
+defaults and ranges; the names before units were added, #:grace,
+#:max-body …, are accepted too).  A keyword that names no setting, or a
+value out of its setting's range, raises an error naming both.  SETTINGS,
+a record of `make-loop-settings', replaces the loop's settings (the
+limits and timeouts) as a whole.
 
 Where: HOST and PORT (an address, a name, or \"unix:PATH\"; port 0 picks
 a free one), or LISTEN, a list of addresses (HOST PORT TLS?) to listen
@@ -324,11 +434,11 @@ worker whose RELOAD raises or returns something else is not started, and
 the old workers keep serving.  With one worker, SIGHUP calls RELOAD in
 this process, which serves on with the old handler if it fails.  HANDLER
 may be #f when RELOAD is given: then every worker, the first ones
-included, calls RELOAD after dropping privileges.  SETTINGS holds limits and timeouts
-(`make-loop-settings').  On SIGTERM or SIGINT the server drains: it
-stops accepting, finishes the requests in flight and exits within GRACE
-seconds; a second SIGINT stops it at once.  A handler call that runs
-past HANDLER-TIMEOUT seconds (0 or #f: no limit) is interrupted and
+included, calls RELOAD after dropping privileges.  On SIGTERM or SIGINT
+the server drains: it stops accepting, finishes the requests in flight
+and exits within GRACE-S seconds; a second SIGINT stops it at once.  A
+handler call that runs past HANDLER-TIMEOUT-S seconds (0 or #f: no
+limit) is interrupted and
 answered with a 503; one blocked in C is logged and, with WORKERS over 1,
 its worker replaced.  NOTIFY, a procedure from
 `open-service-notifier' (plucky server notify), hears when the server
@@ -337,7 +447,7 @@ serves, reloads and drains, for systemd's Type=notify; by default
 then leaves the environment; #f: none.
 
 Logs: ACCESS-LOG, a file name or \"-\" for standard output, gets a line
-per answer in LOG-FORMAT (common, combined or json).  ERROR-LOG, a file
+per answer in LOG-FORMAT (combined, common or json).  ERROR-LOG, a file
 name, becomes standard error.  SIGUSR1 reopens both.  OBSERVER, if given,
 is told where each request's time goes (see `run-loop' and (plucky
 observe accounting)).
@@ -353,8 +463,20 @@ Privileges: with USER (and GROUP, by default USER's group), the workers
 become that user before they load the app or read a request; the log
 files are created for that user.  Refusing to serve as root is the
 caller's policy (see `plucky serve')."
+  (define setting (run-server-settings arguments settings))
   (ignore-signal! SIGPIPE)
-  (let* ((identity (and user (resolve-identity user group)))
+  (let* ((host (setting 'host))
+         (port (setting 'port))
+         (workers (setting 'workers))
+         (grace (setting 'grace-s))
+         (handler-timeout (setting 'handler-timeout-s))
+         (user (setting 'user))
+         (group (setting 'group))
+         (access-log (setting 'access-log))
+         (log-format (setting 'log-format))
+         (error-log (setting 'error-log))
+         (settings (or settings (settings->loop-settings setting)))
+         (identity (and user (resolve-identity user group)))
          (_ (when error-log (open-error-log! error-log #:owner identity)))
          (log (and access-log (open-access-log access-log log-format #:owner identity)))
          (inetd? (pair? connections))

@@ -40,7 +40,7 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (web uri)
-  #:use-module ((plucky server loop) #:select (current-request-peer))
+  #:use-module ((plucky server) #:select (current-request-peer))
   #:use-module (plucky web html)
   #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
   #:use-module (plucky web forms)

@@ -32,8 +32,7 @@
             profile-command
             status-wrap
             bench-usage
-            profile-usage
-            status-usage))
+            profile-usage))
 
 (define bench-usage "\
 Usage: plucky bench TARGET [OPTION…]
@@ -73,15 +72,6 @@ Options:
   --hz N            statprof samples per second (default 1000)
   --gc              profile where collections are triggered (gcprof)
                     instead of sampling time
-")
-
-(define status-usage "\
-  --status               serve /_plucky/status (a page with charts),
-                         /_plucky/metrics (Prometheus) and
-                         /_plucky/status.json, to loopback clients only,
-                         and account for requests (plucky observe)
-  --status-token T       serve them to any client that gives ?token=T or
-                         Authorization: Bearer T, and only to those
 ")
 
 (define (fail fmt . args)

@@ -42,7 +42,6 @@
   #:use-module ((web uri) #:select (build-uri-reference))
   #:use-module (web request)
   ;; Not (web response): see `response-record?'.
-  #:use-module (plucky sys foreign)
   #:use-module (plucky http status)
   #:use-module (plucky http date)
   #:use-module ((plucky http bytes) #:select (bytevector-copy-range))
@@ -50,6 +49,7 @@
             output?
             output-bytes
             output-address
+            set-output-address-procedure!
             output-fill
             set-output-fill!
             output-reset!
@@ -100,6 +100,18 @@
   "Set how many bytes of OUT are used to FILL."
   (%set-output-fill! out fill))
 
+;; The address of an output's bytes is for the server, which hands them
+;; to write(2) without making a pointer object per write
+;; (bench/instructions).  This layer calls no C (STYLE.md): the server
+;; gives the procedure that finds a bytevector's address, as it loads
+;; (plucky server output); until then an output's address is #f.
+(define address-of (lambda (bv) #f))
+
+(define (set-output-address-procedure! procedure)
+  "Have output buffers made from now on record the address of their
+bytes as (PROCEDURE bytevector) returns it.  Return nothing useful."
+  (set! address-of procedure))
+
 ;; An output buffer starts small and doubles when an answer needs more
 ;; (`output-reserve!'), once per buffer.  Guile zeroes a new bytevector,
 ;; so a 64 KB buffer would take 16 page faults before a worker's first
@@ -108,7 +120,7 @@
 (define* (make-output #:optional (size 4096))
   "Return an empty output buffer of SIZE bytes that grows as needed."
   (let ((bv (make-bytevector size)))
-    (%make-output bv (pointer-address (bytevector->pointer bv)) 0)))
+    (%make-output bv (address-of bv) 0)))
 
 (define (output-reset! out)
   "Empty OUT, keeping its storage."
@@ -122,7 +134,7 @@
       (let ((new (make-bytevector (max (* 2 (bytevector-length bv)) (+ fill n)))))
         (bytevector-copy! bv 0 new 0 fill)
         (set-output-bytes! out new)
-        (set-output-address! out (pointer-address (bytevector->pointer new)))))
+        (set-output-address! out (address-of new))))
     fill))
 
 (define (output-put-bytes! out bv)

@@ -54,9 +54,11 @@
   #:use-module (ice-9 match)
   #:use-module (web request)
   #:use-module (web uri)
-  #:use-module (plucky server tally)
-  #:use-module ((plucky server hooks) #:select (make-observer-hooks take-handler-phases!
-                                                      want-handler-phases!))
+  #:use-module ((plucky server)
+                #:select (make-tally tally-bytes tally-countdown tally-accepted
+                          tally-closed tally-size status-class
+                          make-observer-hooks take-handler-phases! want-handler-phases!
+                          note-request-route! take-request-route!))
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe series)
   #:use-module (plucky observe share)
@@ -403,16 +405,13 @@ CPU time (`gc-stats' gc-time-taken).  Called from `after-gc-hook'."
 seconds without requests as such)."
   (advance-series! (observer-series observer) (now-second)))
 
-;; The name the running handler gave its request, for this request only.
-;; One loop runs per process, on one thread: a variable is enough.
-(define declared-route #f)
-
 (define (declare-route! name)
   "Account the request being handled under the route NAME (a string)
 rather than its path: call it from a handler, for example with the name
 of the pattern that matched (\"/post/:id\"), so that paths with ids in
-them do not each make a route."
-  (set! declared-route name))
+them do not each make a route.  The same as `note-request-route!' of
+(plucky server), which (plucky web router) calls."
+  (note-request-route! name))
 
 ;; The body of the request being handled, for the inbox (see
 ;; `note-request-body!'), and the request it belongs to.
@@ -429,7 +428,7 @@ should REQUEST fail.  (plucky observe status)'s wrapper calls it."
   (take-handler-phases!)
   ;; a name declared by the last handler, whose request was not timed,
   ;; must not name this one
-  (set! declared-route #f))
+  (take-request-route!))
 
 (define (noted-request)
   "Return the request last given to `note-request-body!', or #f once it
@@ -511,8 +510,7 @@ sums of theirs."
 
 (define (route-key observer request code)
   (cond
-   (declared-route
-    => (lambda (name) (set! declared-route #f) name))
+   ((take-request-route!) => identity)
    ((not request) "(refused)")
    ((eqv? code 404) "(not found)")
    ((and (observer-route-of observer) ((observer-route-of observer) request)))

@@ -19,8 +19,7 @@
 ;;;
 ;;; JSON: `status->json-value' builds the value as nested alists (objects)
 ;;; and vectors (arrays); `json->string' writes it with the encoder of
-;;; (plucky web json write), which depends on nothing of plucky's
-;;; server or web toolkit.
+;;; (plucky web json).
 ;;;
 ;;; Code:
 
@@ -30,7 +29,7 @@
   #:use-module (ice-9 match)
   #:use-module ((ice-9 textual-ports) #:select (put-string put-char))
   #:use-module ((rnrs bytevectors) #:select (utf8->string))
-  #:use-module ((plucky web json write) #:select (encode-json))
+  #:use-module ((plucky web json) #:select (encode-json))
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe inbox)

@@ -20,7 +20,7 @@
 (define-module (plucky observe series)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 rdelim)
-  #:use-module ((plucky sys foreign) #:select (pointer->procedure int symbol-address))
+  #:use-module ((plucky sys libc) #:select (page-size))
   #:use-module (plucky observe histogram)
   #:export (now-second
             coarse-base
@@ -122,15 +122,13 @@ from /proc/self/status, or #f where there is none)."
 ;; line where /proc/self/status is some fifty, a cost that shows per
 ;; request under callgrind, where a second holds few requests
 ;; (bench/instructions).
-(define page-size
-  (false-if-exception
-   ((pointer->procedure int (symbol-address "getpagesize") '()))))
+(define page-bytes (false-if-exception (page-size)))
 
 (define (resident-bytes)
   ;; the resident set, in bytes, or #f
   (false-if-exception
    (let ((line (call-with-input-file "/proc/self/statm" read-line)))
-     (* page-size (string->number (cadr (string-tokenize line)))))))
+     (* page-bytes (string->number (cadr (string-tokenize line)))))))
 
 (define (advance-series! series second)
   "Return nothing useful; make SECOND the current second of SERIES: clear

@@ -42,7 +42,7 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (web uri)
-  #:use-module ((plucky server loop) #:select (current-request-peer))
+  #:use-module ((plucky server) #:select (current-request-peer))
   #:use-module (plucky observe histogram)
   #:use-module (plucky observe accounting)
   #:use-module (plucky observe inbox)

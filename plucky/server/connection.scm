@@ -49,7 +49,8 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:use-module ((srfi srfi-9 gnu) #:select (set-record-type-printer!))
-  #:use-module ((plucky sys foreign) #:select (pointer->procedure size_t symbol-address))
+  #:use-module ((plucky sys gc) #:select (gc-total-bytes))
+  #:use-module ((plucky server settings) #:select (default-of))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys epoll)
   #:use-module ((plucky http parse) #:select (%default-parse-limits))
@@ -100,14 +101,14 @@
             file-body->bytevector
             make-takeover (%takeover? . takeover?)
 
-            clock clock-ms timed take-sample! sampling? tally-add! gc-total-bytes
+            clock clock-ms timed take-sample! sampling? tally-add!
             input-size never set-deadline! wake!
             connection-ref register-connection! close-connection! forget-connection!
             watch! linger! take-over!
             keep-input! grow-input!
 
             file-body-fd file-body-offset set-file-body-offset! file-body-end)
-  #:re-export (bytevector-copy-range))
+  #:re-export (bytevector-copy-range gc-total-bytes))
 
 ;;;
 ;;; Settings
@@ -131,15 +132,15 @@
 
 (define* (make-loop-settings #:key
                              (parse-limits %default-parse-limits)
-                             (max-body (* 64 1024 1024))
-                             (max-connections 10000)
-                             (keep-alive-timeout 60)
-                             (header-timeout 10)
-                             (body-timeout 30)
-                             (write-timeout 30)
-                             (max-threads 32))
+                             (max-body (default-of 'max-body-bytes))
+                             (max-connections (default-of 'max-connections))
+                             (keep-alive-timeout (default-of 'keep-alive-timeout-s))
+                             (header-timeout (default-of 'header-timeout-s))
+                             (body-timeout (default-of 'body-timeout-s))
+                             (write-timeout (default-of 'write-timeout-s))
+                             (max-threads (default-of 'max-threads)))
   "Return the settings of a worker loop.  Sizes are in bytes, timeouts in
-seconds.  MAX-THREADS bounds the threads that serve connections handed
+seconds (the defaults are declared in (plucky server settings)).  MAX-THREADS bounds the threads that serve connections handed
 off by the loop (request bodies read as ports, streamed answers); past
 it, such connections wait for a thread."
   (define (ms seconds) (inexact->exact (round (* 1000 seconds))))
@@ -419,14 +420,6 @@ the socket to a thread, or to a loop of its own."
 (define (clock-ms)
   "Return the monotonic clock in milliseconds, the loop's clock."
   (quotient (get-internal-real-time) 1000000))
-
-(define gc-total-bytes
-  ;; In the program's namespace, not opened as "libgc": libguile's libgc
-  ;; is already in the process, and looking up libgc.so searched the
-  ;; library path at every start (bench/startup) and needed libgc-dev's
-  ;; unversioned libgc.so.
-  (pointer->procedure size_t (symbol-address "GC_get_total_bytes")
-                      '()))
 
 (define-syntax-rule (timed when? expression record!)
   ;; Evaluate EXPRESSION; when WHEN?, call (RECORD! ns) with its duration

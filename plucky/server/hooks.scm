@@ -22,7 +22,9 @@
 ;;; the observer takes them with `take-handler-phases!' when it accounts
 ;;; for the request.  That pair lives here so that a web module can say
 ;;; it through what the server exports and the observer can hear it,
-;;; neither importing the other.
+;;; neither importing the other.  The name of the route that answers a
+;;; request (a router's pattern, "/post/:id") goes the same way:
+;;; `note-request-route!', `take-request-route!'.
 ;;;
 ;;; Code:
 
@@ -50,7 +52,9 @@
             note-handler-phases!
             take-handler-phases!
             want-handler-phases!
-            handler-phases-wanted?))
+            handler-phases-wanted?
+            note-request-route!
+            take-request-route!))
 
 ;; A record private to this module, read through the procedures below:
 ;; the loop reads it when it times a request, not on every request.
@@ -200,5 +204,23 @@ true) or not; return nothing useful."
   "Return #t when an observer takes the phases handlers note with
 `note-handler-phases!', else #f."
   phases-wanted?)
+
+;; The route named for the request being answered, or #f.  One loop
+;; runs per process, on one thread: a variable is enough.
+(define request-route #f)
+
+(define (note-request-route! name)
+  "Return nothing useful; keep NAME (a string, such as the pattern
+\"/post/:id\" a router matched) as the route of the request being
+answered, for the observer to account it under rather than its path.
+(plucky web router) calls it for each request it routes."
+  (set! request-route name))
+
+(define (take-request-route!)
+  "Return the name last given to `note-request-route!' (or #f) and forget
+it, so that it names one request only."
+  (let ((name request-route))
+    (when name (set! request-route #f))
+    name))
 
 ;;; (plucky server hooks) ends here

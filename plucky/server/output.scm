@@ -26,7 +26,8 @@
   #:use-module ((plucky sys libc) #:select (bytevector-address fd-read iovec-set! errno-EAGAIN))
   #:use-module ((plucky sys epoll) #:select (EPOLLIN EPOLLOUT))
   #:use-module ((plucky http response)
-                #:select (output-bytes output-address output-fill output-reset!))
+                #:select (output-bytes output-address output-fill output-reset!
+                          set-output-address-procedure!))
   #:use-module (plucky server hooks)
   #:use-module (plucky server transport)
   #:use-module (plucky server connection)
@@ -37,6 +38,10 @@
             flush-with-file!
             send-pending!
             write-ready!))
+
+;; Outputs record their bytes' address for the writes below: the http
+;; layer has no FFI to find it (see `make-output').
+(set-output-address-procedure! bytevector-address)
 
 (define (queue-output! loop conn bv start end)
   "Keep BV [START, END) to send on CONN after what is queued already.

@@ -43,12 +43,10 @@
   #:use-module (srfi srfi-11)
   #:use-module (rnrs bytevectors)
   #:use-module (ice-9 binary-ports)
-  #:use-module ((system foreign) #:select (pointer->bytevector make-pointer
-                                           bytevector->pointer pointer-address))
   #:use-module (gnutls)
   #:use-module ((plucky sys libc)
                 #:select (fd-close fd-shutdown-write errno-EAGAIN errno-ECONNRESET
-                          errno-EPIPE))
+                          errno-EPIPE bytevector-address address->bytevector))
   #:use-module (plucky server transport)
   #:export (tls-priorities
             load-tls-credentials
@@ -223,7 +221,7 @@ certificate."
           (on-error err)))))
 
 (define (view address start count)
-  (pointer->bytevector (make-pointer (+ address start)) count))
+  (address->bytevector (+ address start) count))
 
 (define (handshake! state)
   ;; -> #t once the handshake is done, -EAGAIN, or -ECONNRESET when the
@@ -302,7 +300,7 @@ certificate."
 
 (define (iovec-lengths address count)
   ;; -> list of (base . length) of COUNT struct iovec at ADDRESS
-  (let ((bv (pointer->bytevector (make-pointer address) (* 16 count))))
+  (let ((bv (address->bytevector address (* 16 count))))
     (let lp ((i 0) (acc '()))
       (if (= i count)
           (reverse acc)
@@ -322,14 +320,11 @@ certificate."
           (if (or (null? iovecs) (= fill record-size))
               (tls-send state (if (= fill record-size)
                                   scratch
-                                  (view (bytevector-address* scratch) 0 fill))
+                                  (view (bytevector-address scratch) 0 fill))
                         fill)
               (let ((n (min (cdar iovecs) (- record-size fill))))
                 (bytevector-copy! (view (caar iovecs) 0 n) 0 scratch fill n)
                 (lp (cdr iovecs) (+ fill n))))))))
-
-(define (bytevector-address* bv)
-  (pointer-address (bytevector->pointer bv)))
 
 (define (tls-shutdown state fd)
   (when (state-ready? state)

@@ -43,6 +43,8 @@
   #:export (pointer->procedure
             bytevector->pointer
             pointer-address
+            make-pointer
+            pointer->bytevector
             sizeof
             void int unsigned-int long unsigned-long unsigned-short
             size_t ssize_t uintptr_t
@@ -98,6 +100,8 @@ foreign), loaded)."
 (define pointer->procedure (module-ref foreign 'pointer->procedure))
 (define bytevector->pointer (module-ref foreign 'bytevector->pointer))
 (define pointer-address (module-ref foreign 'pointer-address))
+(define make-pointer (module-ref foreign 'make-pointer))
+(define pointer->bytevector (module-ref foreign 'pointer->bytevector))
 (define sizeof (module-ref foreign 'sizeof))
 (define void (module-ref foreign 'void))
 (define int (module-ref foreign 'int))

@@ -41,7 +41,15 @@
 (define-module (plucky sys gc)
   #:use-module (plucky sys foreign)
   #:export (reserve-heap!
-            collect-less-often!))
+            collect-less-often!
+            gc-total-bytes))
+
+(define gc-total-bytes
+  ;; In the program's namespace, not opened as "libgc": libguile's libgc
+  ;; is already in the process, and looking up libgc.so searched the
+  ;; library path at every start (bench/startup) and needed libgc-dev's
+  ;; unversioned libgc.so.
+  (pointer->procedure size_t (symbol-address "GC_get_total_bytes") '()))
 
 (define (reserve-heap! bytes)
   "Grow the garbage-collected heap by BYTES now, rather than collect when
@@ -58,6 +66,9 @@ it is full; return #t on success."
                                        (list size_t))
                    bytes)))
     (not (zero? expanded))))
+
+(set-procedure-property! gc-total-bytes 'documentation
+  "Return the bytes libgc has allocated since the process started.")
 
 (define (collect-less-often!)
   "Have libgc collect after allocating as much as the heap it scans (a

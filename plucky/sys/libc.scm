@@ -31,6 +31,8 @@
   #:use-module (plucky sys foreign)
   #:use-module (rnrs bytevectors)
   #:export (bytevector-address
+            address->bytevector
+            page-size
             fd-read
             fd-write
             fd-writev
@@ -82,6 +84,16 @@
   "Return the address of the first byte of BV as an integer.  The caller
 must keep BV reachable while it uses the address."
   (pointer-address (bytevector->pointer bv)))
+
+(define (address->bytevector address count)
+  "Return a bytevector that is a view of the COUNT bytes of memory at
+ADDRESS (an integer), not a copy.  The caller must keep that memory
+alive and in place while it uses the view."
+  (pointer->bytevector (make-pointer address) count))
+
+(define (page-size)
+  "Return the size of a page of memory, in bytes (getpagesize(3))."
+  ((pointer->procedure int (symbol-address "getpagesize") '())))
 
 ;; Each %call returns two values: the C result and errno.  The macro
 ;; retries EINTR and folds errno into a negative result.  A macro of the

@@ -37,7 +37,7 @@
   #:use-module (ice-9 iconv)
   #:use-module (web request)
   #:use-module (web response)
-  #:use-module ((plucky http response)
+  #:use-module ((plucky http)
                 #:select (answer-headers answer-code streamed-response?))
   #:use-module (plucky web mime)
   #:use-module (plucky web conditional)

@@ -53,7 +53,7 @@
   #:use-module (srfi srfi-1)
   #:use-module (web request)
   #:use-module (web response)
-  #:use-module (plucky http date)
+  #:use-module (plucky http)
   #:use-module (plucky web crypto)
   ;; what the server tells its handlers: whether the request came over TLS
   #:autoload (plucky server) (current-request-scheme)

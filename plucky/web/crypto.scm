@@ -46,12 +46,9 @@
   ;; Prefixed: this module's hmac-sha256 would otherwise hide the name
   ;; (gcrypt mac) defines for the algorithm.
   #:use-module ((gcrypt mac) #:prefix gcrypt:)
-  ;; %libgcrypt: the libgcrypt guile-gcrypt loads (and (gcrypt mac)
-  ;; initialises), whose functions this module calls itself as well.
-  #:use-module ((gcrypt package-config) #:select (%libgcrypt))
-  #:use-module ((system foreign) #:select (bytevector->pointer void int size_t))
-  #:use-module ((system foreign-library) #:select (load-foreign-library
-                                                    foreign-library-function))
+  ;; the libgcrypt guile-gcrypt loads (and (gcrypt mac) initialises),
+  ;; whose functions this module calls itself as well
+  #:use-module (plucky sys gcrypt)
   #:export (random-bytes
             hmac-sha256
             sha256
@@ -61,15 +58,15 @@
             ->bytevector))
 
 ;; The scratch space of a thread: reused by every call the thread makes,
-;; so that the pointers handed to libgcrypt are made once.
+;; so that the handles given to libgcrypt are made once.
 (define-record-type <scratch>
   (make-scratch input input-pointer digest digest-pointer
                 random random-pointer random-offset random-pid)
   scratch?
   (input scratch-input)                 ; data to hash, up to its length
-  (input-pointer scratch-input-pointer)
+  (input-pointer scratch-input-pointer) ; its `gcry-buffer'
   (digest scratch-digest)               ; 32 bytes, the last digest
-  (digest-pointer scratch-digest-pointer)
+  (digest-pointer scratch-digest-pointer) ; its `gcry-buffer'
   (random scratch-random)               ; random bytes, those before
   (random-pointer scratch-random-pointer) ; the offset handed out
   (random-offset scratch-random-offset set-scratch-random-offset!)
@@ -82,8 +79,8 @@
   (let ((input (make-bytevector input-bytes))
         (digest (make-bytevector 32))
         (random (make-bytevector random-buffer-bytes 0)))
-    (make-scratch input (bytevector->pointer input) digest (bytevector->pointer digest)
-                  random (bytevector->pointer random) random-buffer-bytes #f)))
+    (make-scratch input (gcry-buffer input) digest (gcry-buffer digest)
+                  random (gcry-buffer random) random-buffer-bytes #f)))
 
 (define scratch-fluid (make-thread-local-fluid #f))
 
@@ -94,19 +91,6 @@
         (fluid-set! scratch-fluid new)
         new)))
 
-(define gcry-strong-random 1)           ; GCRY_STRONG_RANDOM
-(define gcry-md-sha256 8)               ; GCRY_MD_SHA256
-
-(define libgcrypt (load-foreign-library %libgcrypt))
-
-(define %randomize
-  (foreign-library-function libgcrypt "gcry_randomize" #:return-type void
-                            #:arg-types (list '* size_t int)))
-
-(define %hash-buffer
-  (foreign-library-function libgcrypt "gcry_md_hash_buffer" #:return-type void
-                            #:arg-types (list int '* '* size_t)))
-
 (define (random-bytes n)
   "Return a fresh bytevector of N bytes from a cryptographically secure
 random generator (libgcrypt's, at its strong level), bytes that no other
@@ -116,12 +100,12 @@ call, in this process or another, returns."
          (out (make-bytevector n)))
     (cond
      ((> n random-buffer-bytes)
-      (%randomize (bytevector->pointer out) n gcry-strong-random))
+      (gcry-randomize! (gcry-buffer out) n gcry-strong-random))
      (else
       (let ((pid (getpid)))
         (when (or (not (eqv? pid (scratch-random-pid s)))
                   (> (+ (scratch-random-offset s) n) random-buffer-bytes))
-          (%randomize (scratch-random-pointer s) random-buffer-bytes gcry-strong-random)
+          (gcry-randomize! (scratch-random-pointer s) random-buffer-bytes gcry-strong-random)
           (set-scratch-random-pid! s pid)
           (set-scratch-random-offset! s 0)))
       (let ((at (scratch-random-offset s)))
@@ -155,8 +139,8 @@ taken as UTF-8)."
     (if (<= n input-bytes)
         (begin
           (bytevector-copy! bv 0 (scratch-input s) 0 n)
-          (%hash-buffer gcry-md-sha256 (scratch-digest-pointer s) (scratch-input-pointer s) n))
-        (%hash-buffer gcry-md-sha256 (scratch-digest-pointer s) (bytevector->pointer bv) n))
+          (gcry-hash-buffer! gcry-md-sha256 (scratch-digest-pointer s) (scratch-input-pointer s) n))
+        (gcry-hash-buffer! gcry-md-sha256 (scratch-digest-pointer s) (gcry-buffer bv) n))
     (let ((out (make-bytevector 32)))
       (bytevector-copy! digest 0 out 0 32)
       out)))

@@ -55,8 +55,7 @@
   #:use-module (srfi srfi-1)
   #:use-module (web request)
   #:use-module (web uri)
-  #:use-module (plucky http error)
-  #:use-module (plucky http multipart)
+  #:use-module (plucky http)
   #:export (urlencoded->alist
             read-multipart-form
             multipart-form-collector

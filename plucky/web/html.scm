@@ -251,7 +251,7 @@ is, unescaped: for HTML the app trusts, never for what a user typed."
 
 ;; `put-utf8!' is a macro, needed while this file is compiled only.
 (eval-when (expand)
-  (use-modules ((plucky http bytes) #:select (put-utf8!))))
+  (use-modules ((plucky http) #:select (put-utf8!))))
 
 (define (put-utf8 bytes at n)
   ;; code point N (at least 128) as UTF-8 at AT -> the index after it

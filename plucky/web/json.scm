@@ -32,7 +32,7 @@
   #:use-module (ice-9 exceptions)
   #:use-module (web request)
   #:use-module (web response)
-  #:use-module (plucky http error)
+  #:use-module (plucky http)
   #:use-module (plucky web json read)
   #:use-module (plucky web json write)
   #:use-module (plucky web json schema)

@@ -29,7 +29,7 @@
   #:use-module (ice-9 atomic)
   #:use-module ((plucky sys libc)
                 #:select (fd-memfd-create fd-write fd-close bytevector-address))
-  #:use-module ((plucky server loop) #:select (make-file-body))
+  #:use-module ((plucky server) #:select (make-file-body))
   #:export (bytevector->memfile
             memfile?
             memfile-size

@@ -16,7 +16,7 @@
 ;;; in flight, not just for arithmetic.  Never a plain or fast hash.
 ;;;
 ;;; The work is libargon2's (Debian's libargon2-1, the reference
-;;; implementation), called through Guile's FFI:
+;;; implementation), called through (plucky sys argon2):
 ;;; `argon2id_hash_encoded' with a 16-byte salt from a CSPRNG, and
 ;;; `argon2id_verify', which compares in constant time.  The encoded
 ;;; string keeps the algorithm, version, parameters and salt beside the
@@ -40,8 +40,7 @@
 
 (define-module (plucky web password)
   #:use-module (rnrs bytevectors)
-  #:use-module (system foreign)
-  #:use-module (system foreign-library)
+  #:use-module (plucky sys argon2)
   #:use-module (plucky web crypto)
   ;; Loaded by the first hash (bench/startup).
   #:autoload (plucky server) (blocking)
@@ -63,31 +62,6 @@
 ;; a body full of "password" away before hashing it.
 (define max-password-bytes 1024)
 
-(define libargon2
-  (catch #t
-    (lambda () (load-foreign-library "libargon2.so.1"))
-    (lambda _
-      (error "(plucky web password) needs libargon2 (Debian: apt-get install libargon2-1); not found:"
-             "libargon2.so.1"))))
-
-(define argon2id-type 2)                ; Argon2_id in argon2.h
-(define argon2-ok 0)
-(define argon2-verify-mismatch -35)
-
-(define %hash-encoded
-  (foreign-library-function libargon2 "argon2id_hash_encoded" #:return-type int
-                            #:arg-types (list uint32 uint32 uint32 '* size_t '* size_t size_t
-                                              '* size_t)))
-(define %verify
-  (foreign-library-function libargon2 "argon2id_verify" #:return-type int
-                            #:arg-types (list '* '* size_t)))
-(define %encoded-length
-  (foreign-library-function libargon2 "argon2_encodedlen" #:return-type size_t
-                            #:arg-types (list uint32 uint32 uint32 uint32 uint32 int)))
-(define %error-message
-  (foreign-library-function libargon2 "argon2_error_message" #:return-type '*
-                            #:arg-types (list int)))
-
 (define (password-bytes who password)
   (let ((bytes (->bytevector password)))
     (when (> (bytevector-length bytes) max-password-bytes)
@@ -96,11 +70,6 @@
                             (number->string max-password-bytes) " bytes; its length:")
              (bytevector-length bytes)))
     bytes))
-
-(define (pointer-or-null bv)
-  ;; libargon2 refuses a null pointer with a non-zero length only, but an
-  ;; empty bytevector's pointer is not to be trusted either way.
-  (if (zero? (bytevector-length bv)) %null-pointer (bytevector->pointer bv)))
 
 (define* (hash-password password #:key (memory default-memory) (iterations default-iterations)
                         (parallelism default-parallelism))
@@ -111,18 +80,26 @@ a fresh random salt.  MEMORY is in KiB (default 19456, 19 MiB).  Raise an
 error if PASSWORD is longer than `max-password-bytes'."
   (let* ((bytes (password-bytes 'hash-password password))
          (salt (random-bytes salt-bytes))
-         (length (%encoded-length iterations memory parallelism salt-bytes hash-bytes argon2id-type))
+         (length (argon2id-encoded-length iterations memory parallelism salt-bytes hash-bytes))
          (encoded (make-bytevector length 0))
          (status (blocking
                   (lambda ()
-                    (%hash-encoded iterations memory parallelism
-                                   (pointer-or-null bytes) (bytevector-length bytes)
-                                   (bytevector->pointer salt) salt-bytes hash-bytes
-                                   (bytevector->pointer encoded) length)))))
+                    (argon2id-hash-encoded! iterations memory parallelism
+                                            bytes salt hash-bytes encoded)))))
     (unless (= status argon2-ok)
-      (error "hash-password: libargon2 failed:" (pointer->string (%error-message status))))
+      (error "hash-password: libargon2 failed:" (argon2-error-message status)))
     ;; libargon2 writes a C string: ASCII up to a NUL
-    (pointer->string (bytevector->pointer encoded))))
+    (c-string encoded)))
+
+(define (c-string bv)
+  ;; -> the string of the bytes of BV before its first NUL
+  (let* ((n (let lp ((i 0))
+              (if (or (= i (bytevector-length bv)) (zero? (bytevector-u8-ref bv i)))
+                  i
+                  (lp (+ i 1)))))
+         (text (make-bytevector n)))
+    (bytevector-copy! bv 0 text 0 n)
+    (utf8->string text)))
 
 (define dummy-hash
   ;; a hash no password is known for, with the default parameters: made
@@ -146,8 +123,7 @@ tell which names have accounts."
          (<= (bytevector-length bytes) max-password-bytes)
          (let ((status (blocking
                         (lambda ()
-                          (%verify (string->pointer encoded "UTF-8")
-                                   (pointer-or-null bytes) (bytevector-length bytes))))))
+                          (argon2id-verify encoded bytes)))))
            (= status argon2-ok)))))
 
 (define (encoded-parameters encoded)

@@ -35,10 +35,11 @@
 ;;;   OPTIONS, when no route takes it, by 204 with Allow
 ;;;   -> a path some route matches but not with this method: 405 with
 ;;;   Allow; no route: 404 (NOT-FOUND, a handler, answers it)
-;;;   -> the route's pattern, the mount prefix before it, is declared to
-;;;   the status page's accounting (`declare-route!' of (plucky observe
-;;;   accounting), when that module is loaded: with --status), so that
-;;;   "/item/:id:int" is one route however many items there are.
+;;;   -> the route's pattern, the mount prefix before it, is noted for
+;;;   the status page's accounting (`note-request-route!' of (plucky
+;;;   server), which the observer takes when it accounts for the
+;;;   request: with --status), so that "/item/:id:int" is one route
+;;;   however many items there are.
 ;;;
 ;;; `mount' puts an app (any handler of (request body)) under a prefix:
 ;;; it is called with the request whose path has the prefix taken off,
@@ -63,6 +64,7 @@
   #:use-module (web request)
   #:use-module (web uri)
   #:use-module ((plucky web forms) #:select (urlencoded->alist))
+  #:use-module ((plucky server) #:select (note-request-route!))
   #:autoload (web response) (build-response)
   #:export (route
             route?
@@ -413,9 +415,9 @@ an invalid percent-encoding)."
               (if (route? entry)
                   (begin
                     (let ((prefix (request-mount-prefix request)))
-                      (declare! (if (string-null? prefix)
-                                    (route-pattern entry)
-                                    (string-append prefix (route-pattern entry)))))
+                      (note-request-route! (if (string-null? prefix)
+                                               (route-pattern entry)
+                                               (string-append prefix (route-pattern entry)))))
                     ((route-handler entry) request body (cdr found)))
                   (call-mounted entry request body))))
            ((null? (car allowed))
@@ -456,23 +458,6 @@ an invalid percent-encoding)."
                     #:port (or (request-port request) (open-bytevector-input-port #vu8()))
                     #:validate-headers? #f)
      body)))
-
-;; The accounting's `declare-route!', once (plucky observe accounting)
-;; is loaded (plucky serve --status loads it before the app), else
-;; 'none.  Looked up at the first request, not imported: the toolkit
-;; does not load the observer into every app, and a web module does not
-;; depend on observe.
-(define declare-procedure #f)
-
-(define (declare! name)
-  (let ((declare (or declare-procedure
-                     (let* ((module (resolve-module '(plucky observe accounting) #:ensure #f))
-                            (found (and module (module-bound? module 'declare-route!)
-                                        (module-ref module 'declare-route!))))
-                       (set! declare-procedure (or found 'none))
-                       declare-procedure))))
-    (unless (eq? declare 'none)
-      (declare name))))
 
 ;;;
 ;;; Reverse routing, listing

@@ -57,7 +57,7 @@
   #:use-module (web uri)
   #:use-module (web http)
   #:use-module ((plucky sys libc) #:select (fd-read bytevector-address fd-close))
-  #:use-module ((plucky server loop) #:select (make-file-body))
+  #:use-module ((plucky server) #:select (make-file-body))
   #:use-module (plucky web mime)
   #:use-module (plucky web conditional)
   #:export (static-handler

@@ -45,7 +45,7 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (web uri)
-  #:use-module (plucky http response)
+  #:use-module (plucky http)
   #:export (make-test-client
             test-client?
             test-client-cookies

@@ -44,7 +44,7 @@
 (define-module (plucky web timing)
   #:use-module (srfi srfi-9)
   #:use-module ((plucky web middleware) #:select (with-response-headers))
-  #:use-module ((plucky server hooks)
+  #:use-module ((plucky server)
                 #:select (note-handler-phases! handler-phases-wanted?))
   #:export (make-timing
             timing?

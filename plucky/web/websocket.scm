@@ -59,17 +59,17 @@
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
   #:use-module (ice-9 weak-vector)
-  #:use-module ((system foreign) #:select (bytevector->pointer pointer-address))
   #:use-module (web request)
   #:use-module (web response)
-  #:use-module (plucky http websocket)
+  #:use-module (plucky http)
   #:use-module ((plucky sys zlib)
                 #:select (make-deflater deflate-message deflater-reset! deflater-end!
                           make-inflater inflate-message inflater-reset! inflater-end!))
-  #:use-module (plucky server transport)
-  #:use-module (plucky server numbered)
-  #:use-module ((plucky server loop)
-                #:select (make-takeover log-line loop-watch! loop-want-write!
+  #:use-module ((plucky sys libc) #:select (bytevector-address))
+  #:use-module ((plucky server)
+                #:select (transport-read transport-write transport-close plain-transport
+                          make-numbered numbered-ref numbered-take! numbered-release!
+                          make-takeover log-line loop-watch! loop-want-write!
                           loop-unwatch! loop-call-after! loop-now-ms))
   #:export (websocket-request?
             websocket-upgrade
@@ -535,14 +535,11 @@ before that and once WS is closed (ON-CLOSE still sees it)."
 ;;; Reading
 ;;;
 
-(define (bytevector-address* bv)
-  (pointer-address (bytevector->pointer bv)))
-
 ;; One buffer for every connection of the loop: reads happen one at a
 ;; time, on the loop's thread.
 (define read-size 65536)
 (define read-buffer (make-bytevector read-size))
-(define read-address (bytevector-address* read-buffer))
+(define read-address (bytevector-address read-buffer))
 
 (define (read-ready! fd)
   (let ((n ((transport-read (transport fd)) fd read-address 0 read-size)))
@@ -625,7 +622,7 @@ before that and once WS is closed (ON-CLOSE still sees it)."
             (let* ((frame (car frames))
                    (offset (queue-offset fd))
                    (left (- (bytevector-length frame) offset))
-                   (n (write fd (bytevector-address* frame) offset left)))
+                   (n (write fd (bytevector-address frame) offset left)))
               (cond
                ((= n left)
                 (set-queue! fd (cdr frames))
@@ -691,7 +688,7 @@ before that and once WS is closed (ON-CLOSE still sees it)."
   (set! sweep-timer #f)
   (when (= (state fd) state-open)
     (let ((frame (websocket-close-frame 1001 "server going away")))
-      ((transport-write (transport fd)) fd (bytevector-address* frame) 0
+      ((transport-write (transport fd)) fd (bytevector-address frame) 0
        (bytevector-length frame))))
   (close-now! fd 1001 "server going away"))
 

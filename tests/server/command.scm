@@ -20,7 +20,9 @@
              (tests lib server)
              (ice-9 rdelim)
              (ice-9 regex)
-             (ice-9 format))
+             (ice-9 format)
+             ((plucky server settings) #:select (settings setting-flag setting-aliases
+                                                 setting-range)))
 
 (test-begin "server/command")
 
@@ -138,7 +140,13 @@
     (test-assert "mentions serve" (string-contains out "serve FILE"))
     (let ((documented (options-in out))
           ;; --help: `plucky bench --help' is mentioned, and accepted
-          (accepted (cons "--help" (@@ (plucky command) option-names))))
+          ;; and the deprecated names, listed as such
+          (accepted (cons "--help"
+                          (append-map (lambda (s)
+                                        (cons (setting-flag s)
+                                              (map (lambda (a) (format #f "--~a" a))
+                                                   (setting-aliases s))))
+                                      settings))))
       (test-equal "every option serve accepts is documented" '()
         (lset-difference string=? accepted documented))
       (test-equal "every documented option is accepted" '()
@@ -218,7 +226,10 @@
               (let ((name (car option)) (least (cadr option)) (most (caddr option)))
                 (refused name (number->string (- least 1)))
                 (refused name (number->string (+ most 1)))))
-            (@@ (plucky command) numeric-options))
+            (filter-map (lambda (s)
+                          (and (setting-range s)
+                               (cons (setting-flag s) (setting-range s))))
+                        settings))
   (refused "--port" "99999")
   (refused "--workers" "0")
   (refused "--max-threads" "0")

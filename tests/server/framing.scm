@@ -130,6 +130,20 @@
                                                           "hello world"))))
       (test-equal "Content-Length over the limit: 413" 413 code))))
 
+(test-group "body size limit by run-server's keyword, and by its old name"
+  ;; the settings declared once (plucky server settings): run-server
+  ;; takes each limit by its keyword
+  (for-each
+   (lambda (keyword)
+     (with-server (server #:options (list keyword 10))
+       (let ((code body eof? (exchange server (string-append (post "/" "Content-Length: 11")
+                                                             "hello world"))))
+         (test-equal (format #f "#:~a 10, 11 bytes: 413" (keyword->symbol keyword)) 413 code))
+       (let ((code body eof? (exchange server (string-append (post "/" "Content-Length: 10")
+                                                             "hello worl"))))
+         (test-equal (format #f "#:~a 10, 10 bytes: 200" (keyword->symbol keyword)) 200 code))))
+   (list #:max-body-bytes #:max-body)))
+
 (test-group "Expect: 100-continue"
   (with-server (server #:settings (make-loop-settings #:max-body 100))
     ;; The client sends only the head, and the body once told to.

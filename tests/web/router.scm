@@ -6,7 +6,8 @@
              (web response)
              (web uri)
              (tests lib harness)
-             (plucky web router))
+             (plucky web router)
+             ((plucky server) #:select (take-request-route!)))
 
 (define (request method target)
   (build-request (string->uri-reference target) #:method method
@@ -179,24 +180,19 @@
      (test-equal "query-ref" "1" (query-ref (request 'GET "/?a=1&a=2") "a"))
      (test-equal "query-ref default" "d" (query-ref (request 'GET "/?a=1") "b" "d")))))
 
-(test-group "declare-route!"
+(test-group "note-request-route!"
   (call-guarded
    (lambda ()
-     ;; the accounting, loaded, is told the pattern, the mount prefix
-     ;; before it
-     (let* ((declared '())
-            (module (resolve-module '(plucky observe accounting))))
-       ;; a fresh router looks declare-route! up at its first request
-       (module-set! (resolve-module '(plucky web router)) 'declare-procedure
-                    (lambda (name) (set! declared (cons name declared))))
-       (answer 'GET "/item/5")
-       (answer 'GET "/blog/post/x")
-       (answer 'GET "/nowhere")
-       (test-equal "patterns declared" '("/blog/post/:slug" "/item/:id:int") declared)
-       (module-set! (resolve-module '(plucky web router)) 'declare-procedure #f)
-       (answer 'GET "/item/6")
-       (test-equal "the real declare-route! found"
-         (module-ref module 'declare-route!)
-         (module-ref (resolve-module '(plucky web router)) 'declare-procedure))))))
+     ;; the observer is told the pattern, the mount prefix before it,
+     ;; through (plucky server): the router never loads observe
+     (take-request-route!)
+     (answer 'GET "/item/5")
+     (test-equal "a pattern" "/item/:id:int" (take-request-route!))
+     (answer 'GET "/blog/post/x")
+     (test-equal "the mount prefix before it" "/blog/post/:slug" (take-request-route!))
+     (answer 'GET "/nowhere")
+     (test-equal "none for a 404" #f (take-request-route!))
+     (test-equal "the router did not load the observer" #f
+       (resolve-module '(plucky observe accounting) #f #:ensure #f)))))
 
 (test-end "web/router")

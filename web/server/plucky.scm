@@ -31,6 +31,8 @@
 ;;; Open parameters (a keyword list, as for Guile's 'http server):
 ;;;   #:host "127.0.0.1"  #:port 8080  #:family AF_INET  #:addr INADDR_LOOPBACK
 ;;;   #:socket SOCK  #:workers 1
+;;; and the limits and timeouts of `plucky serve', by their keywords
+;;; (#:max-body-bytes, #:keep-alive-timeout-s …: `make-server-settings').
 ;;;
 ;;; Code:
 
@@ -40,14 +42,13 @@
   #:use-module (web server)
   #:use-module (web response)
   #:use-module (plucky server)
-  #:use-module (plucky server loop)
-  #:use-module ((plucky sys signal) #:select (ignore-signal!))
   #:export (plucky))
 
 (define-record-type <plucky-server>
-  (make-plucky-server sockets running? pending)
+  (make-plucky-server sockets settings running? pending)
   plucky-server?
   (sockets plucky-server-sockets)
+  (settings plucky-server-settings)     ; the loop's, `make-server-settings'
   (running? plucky-server-running? set-plucky-server-running!)
   ;; #f, or (continuation request . body): the next request, caught
   ;; while `write' resumed the loop
@@ -66,8 +67,13 @@
                       (addr (if host #f INADDR_LOOPBACK))
                       (port 8080)
                       (socket #f)
-                      (workers 1))
-  (let ((sock (cond
+                      (workers 1)
+                      #:allow-other-keys
+                      #:rest arguments)
+  (let* ((settings (apply make-server-settings
+                          (drop-keywords arguments '(#:host #:family #:addr #:port
+                                                     #:socket #:workers))))
+         (sock (cond
                (socket
                 (listen socket 1024)
                 (fcntl socket F_SETFL (logior O_NONBLOCK (fcntl socket F_GETFL)))
@@ -82,7 +88,15 @@
     (ensure-batch-mode!)
     (when (> workers 1)
       (fork-workers! workers))
-    (make-plucky-server (list sock) #f #f)))
+    (make-plucky-server (list sock) settings #f #f)))
+
+(define (drop-keywords arguments keywords)
+  ;; -> the keyword arguments ARGUMENTS without those of KEYWORDS
+  (let lp ((rest arguments) (kept '()))
+    (cond
+     ((or (null? rest) (null? (cdr rest))) (reverse kept))
+     ((memq (car rest) keywords) (lp (cddr rest) kept))
+     (else (lp (cddr rest) (cons* (cadr rest) (car rest) kept))))))
 
 (define (fork-workers! workers)
   ;; This process stays here as the supervisor (see `supervise-workers'):
@@ -106,7 +120,8 @@
       (set-plucky-server-running! server #t)
       (call-with-prompt request-ready
         (lambda ()
-          (run-loop (map port->fdes (plucky-server-sockets server)) bridge)
+          (run-loop (map port->fdes (plucky-server-sockets server)) bridge
+                    #:settings (plucky-server-settings server))
           ;; The loop only returns when stopped.
           (throw 'interrupt))
         caught))

@@ -35,8 +35,7 @@
   #:use-module (ice-9 exceptions)
   #:use-module ((ice-9 binary-ports) #:select (open-bytevector-input-port eof-object))
   #:use-module (web response)
-  #:use-module (plucky http chunked)
-  #:use-module (plucky http error)
+  #:use-module (plucky http)
   #:use-module (plucky web client connection)
   #:use-module (plucky web client error)
   #:export (max-head-bytes

@@ -85,7 +85,7 @@
 
 ;; `put-utf8!' is a macro, needed while this file is compiled only.
 (eval-when (expand)
-  (use-modules ((plucky http bytes) #:select (put-utf8!))))
+  (use-modules ((plucky http) #:select (put-utf8!))))
 
 ;;;
 ;;; Errors
