@@ -69,7 +69,7 @@
             conn-close!
             conn-forget!
             conn-healthy?
-            conn-in-transaction?
+            conn-idle?
             conn-backend-pid
             conn-query
             conn-command
@@ -300,10 +300,10 @@ its reason, then the end of the stream)."
          (or (not check-socket?)
              (not (fd-wait (pg-conn-fd conn) 'read 0))))))
 
-(define (conn-in-transaction? conn)
-  "True if CONN is inside a transaction block (or a failed one)."
-  (let ((status (PQtransactionStatus (pg-conn-ptr conn))))
-    (or (= status PQTRANS_INTRANS) (= status PQTRANS_INERROR))))
+(define (conn-idle? conn)
+  "True if CONN is connected, outside any transaction block, and has no
+statement in flight (libpq's transaction status: one FFI call)."
+  (= (PQtransactionStatus (pg-conn-ptr conn)) PQTRANS_IDLE))
 
 (define (conn-backend-pid conn)
   "Return the PID of the server process serving CONN."
