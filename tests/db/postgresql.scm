@@ -110,8 +110,125 @@
   (let ((field (process-status-field (getpid) "VmRSS")))
     (string->number (car (string-split field #\space)))))
 
-;; The connections of this process's tests; pools for the server's
-;; handlers are made below, before it forks.
+;;;
+;;; The server the tests of handlers run: started before this process
+;;; opens any connection, so that it inherits none
+;;;
+
+(define (text code . parts)
+  (values (build-response #:code code #:headers '((content-type . (text/plain))))
+          (string-concatenate parts)))
+
+(define sleep-pool (and url (make-pg-pool url #:size 10)))
+(define small-pool (and url (make-pg-pool (string-append url "?application_name=plucky-small")
+                                          #:size 2 #:checkout-timeout-ms 300)))
+(define fault-pool (and url (make-pg-pool url #:size 4 #:connect-timeout-ms 2000)))
+
+(define (query-of request) (or (uri-query (request-uri request)) ""))
+
+;; one connection shared by requests (a mistake the module reports)
+(define shared #f)
+
+(define (handler request body)
+  (let ((path (uri-path (request-uri request))))
+    (guard (e ((pg-error? e) (text 503 (pg-error-sqlstate e) " " (pg-error-message e))))
+      (cond
+       ((string=? path "/sleep")
+        (pg-query sleep-pool "SELECT pg_sleep($1::float8)" (string->number (query-of request)))
+        (text 200 "slept"))
+       ((string=? path "/small")
+        (pg-query small-pool "SELECT pg_sleep($1::float8)" (string->number (query-of request)))
+        (text 200 "slept"))
+       ((string=? path "/fault")
+        (text 200 (number->string
+                   (vector-ref (pg-query-row fault-pool "SELECT $1::int FROM pg_sleep(0.2)" 7) 0))))
+       ((string=? path "/stats")
+        ;; each pool's stats, then the shared connection's (open . 0 or 1)
+        (text 200 (format #f "~s" (append (map (lambda (pool) (pg-pool-stats pool))
+                                               (list sleep-pool small-pool fault-pool))
+                                          (list (list (cons 'open (if shared 1 0))))))))
+       ((string=? path "/listen")
+        (let ((c (pg-connect url)))
+          (pg-execute c "LISTEN web")
+          (let ((n (pg-wait-notification c #:timeout-ms 5000)))
+            (pg-close c)
+            (text 200 (if n (pg-notification-payload n) "none")))))
+       ((string=? path "/shared")
+        (unless shared (set! shared (pg-connect url)))
+        (pg-query shared "SELECT pg_sleep($1::float8)" (string->number (query-of request)))
+        (text 200 "slept"))
+       ((string=? path "/hello") (text 200 "hello"))
+       (else (text 404 "no"))))))
+
+(define (get-all port paths)
+  ;; each GET on a connection of its own, all sent before any is read;
+  ;; -> the (code . body) of each, in order
+  (let ((clients (map (lambda (path)
+                        (let ((client (connect-client port)))
+                          (client-send! client (request-text path))
+                          client))
+                      paths)))
+    (map (lambda (client)
+           (let ((response body (client-read-response client #:timeout 20)))
+             (client-close! client)
+             (if response (cons (response-code response) (utf8->string body)) 'no-answer)))
+         clients)))
+
+(define (get port path)
+  (car (get-all port (list path))))
+
+(define (stats port)
+  (with-input-from-string (cdr (get port "/stats")) read))
+
+(define (pools-open port)
+  ;; the connections the server counts as open: its pools', its own
+  (apply + (map (lambda (stats) (assq-ref stats 'open)) (stats port))))
+
+(define (socket-inodes pid)
+  ;; -> the inodes of PID's socket descriptors
+  (let ((dir (format #f "/proc/~a/fd" pid)))
+    (filter-map (lambda (entry)
+                  (let ((target (false-if-exception (readlink (string-append dir "/" entry)))))
+                    (and target (string-prefix? "socket:[" target)
+                         (string->number (substring target 8 (- (string-length target) 1))))))
+                (let ((stream (opendir dir)))
+                  (let lp ((entries '()))
+                    (let ((entry (readdir stream)))
+                      (if (eof-object? entry)
+                          (begin (closedir stream) entries)
+                          (lp (if (member entry '("." "..")) entries (cons entry entries))))))))))
+
+(define (postgresql-sockets pid)
+  ;; -> how many of PID's sockets are TCP connections to PostgreSQL's port
+  (let* ((pg-port (string->number (car (string-split (caddr (string-split url #\:)) #\/))))
+         (remote (string-upcase (format #f ":~4,'0x" pg-port)))
+         (inodes (socket-inodes pid)))
+    (call-with-input-file (format #f "/proc/~a/net/tcp" pid)
+      (lambda (port)
+        (read-line port)                ; the heading
+        (let lp ((count 0))
+          (let ((line (read-line port)))
+            (if (eof-object? line)
+                count
+                (let ((fields (string-tokenize line)))
+                  ;; 2: rem_address IP:PORT, 9: inode
+                  (lp (if (and (string-suffix? remote (list-ref fields 2))
+                               (memv (string->number (list-ref fields 9)) inodes))
+                          (+ count 1)
+                          count))))))))))
+
+(define (sessions application-name state)
+  (vector-ref (pg-query-row other "SELECT count(*) FROM pg_stat_activity
+                                    WHERE application_name = $1 AND state = $2"
+                            application-name state)
+              0))
+
+(define server
+  (and url (guard (e (#t (test-assert "the test server starts" #f) #f))
+             (start-server handler #:options '(#:handler-timeout 5)))))
+(define port (and server (server-port server)))
+
+;; The connections of this process's tests.
 (define conn (and url (pg-connect url)))
 (define other (and url (pg-connect url)))
 
@@ -297,7 +414,15 @@
   (test-equal "too few parameters" "08P01" (sqlstate-of (lambda () (pg-query conn "SELECT $1::int, $2::int" 1))))
   (test-equal "undefined table" "42P01" (sqlstate-of (lambda () (pg-query conn "SELECT * FROM nowhere"))))
   (test-equal "the connection serves on" #(2) (pg-query-row conn "SELECT 2"))
-  (pg-execute conn "DROP TABLE uniq"))
+  (pg-execute conn "DROP TABLE uniq")
+  (pg-execute conn "CREATE TABLE altered (a int)")
+  (pg-execute conn "INSERT INTO altered VALUES (1)")
+  (test-equal "a prepared statement" '(#(1)) (pg-query conn "SELECT * FROM altered"))
+  (pg-execute conn "ALTER TABLE altered ADD COLUMN b int DEFAULT 2")
+  (test-equal "its table changed: 0A000 once" "0A000"
+    (sqlstate-of (lambda () (pg-query conn "SELECT * FROM altered"))))
+  (test-equal "then prepared anew" '(#(1 2)) (pg-query conn "SELECT * FROM altered"))
+  (pg-execute conn "DROP TABLE altered"))
 
 (when-postgresql "parameters that cannot be sent"
   (test-assert "a string with NUL: an error naming it"
@@ -624,110 +749,6 @@
 ;;; Inside a server
 ;;;
 
-(define (text code . parts)
-  (values (build-response #:code code #:headers '((content-type . (text/plain))))
-          (string-concatenate parts)))
-
-(define sleep-pool (and url (make-pg-pool url #:size 10)))
-(define small-pool (and url (make-pg-pool (string-append url "?application_name=plucky-small")
-                                          #:size 2 #:checkout-timeout-ms 300)))
-(define fault-pool (and url (make-pg-pool url #:size 4 #:connect-timeout-ms 2000)))
-
-(define (query-of request) (or (uri-query (request-uri request)) ""))
-
-(define (handler request body)
-  (let ((path (uri-path (request-uri request))))
-    (guard (e ((pg-error? e) (text 503 (pg-error-sqlstate e) " " (pg-error-message e))))
-      (cond
-       ((string=? path "/sleep")
-        (pg-query sleep-pool "SELECT pg_sleep($1::float8)" (string->number (query-of request)))
-        (text 200 "slept"))
-       ((string=? path "/small")
-        (pg-query small-pool "SELECT pg_sleep($1::float8)" (string->number (query-of request)))
-        (text 200 "slept"))
-       ((string=? path "/fault")
-        (text 200 (number->string
-                   (vector-ref (pg-query-row fault-pool "SELECT $1::int FROM pg_sleep(0.2)" 7) 0))))
-       ((string=? path "/stats")
-        (text 200 (format #f "~s" (map (lambda (pool) (pg-pool-stats pool))
-                                       (list sleep-pool small-pool fault-pool)))))
-       ((string=? path "/listen")
-        (let ((c (pg-connect url)))
-          (pg-execute c "LISTEN web")
-          (let ((n (pg-wait-notification c #:timeout-ms 5000)))
-            (pg-close c)
-            (text 200 (if n (pg-notification-payload n) "none")))))
-       ((string=? path "/hello") (text 200 "hello"))
-       (else (text 404 "no"))))))
-
-(define (get-all port paths)
-  ;; each GET on a connection of its own, all sent before any is read;
-  ;; -> the (code . body) of each, in order
-  (let ((clients (map (lambda (path)
-                        (let ((client (connect-client port)))
-                          (client-send! client (request-text path))
-                          client))
-                      paths)))
-    (map (lambda (client)
-           (let ((response body (client-read-response client #:timeout 20)))
-             (client-close! client)
-             (if response (cons (response-code response) (utf8->string body)) 'no-answer)))
-         clients)))
-
-(define (get port path)
-  (car (get-all port (list path))))
-
-(define (stats port)
-  (with-input-from-string (cdr (get port "/stats")) read))
-
-(define (pools-open port)
-  ;; the connections the server's pools count as open
-  (apply + (map (lambda (stats) (assq-ref stats 'open)) (stats port))))
-
-(define (socket-inodes pid)
-  ;; -> the inodes of PID's socket descriptors
-  (let ((dir (format #f "/proc/~a/fd" pid)))
-    (filter-map (lambda (entry)
-                  (let ((target (false-if-exception (readlink (string-append dir "/" entry)))))
-                    (and target (string-prefix? "socket:[" target)
-                         (string->number (substring target 8 (- (string-length target) 1))))))
-                (let ((stream (opendir dir)))
-                  (let lp ((entries '()))
-                    (let ((entry (readdir stream)))
-                      (if (eof-object? entry)
-                          (begin (closedir stream) entries)
-                          (lp (if (member entry '("." "..")) entries (cons entry entries))))))))))
-
-(define (postgresql-sockets pid)
-  ;; -> how many of PID's sockets are TCP connections to PostgreSQL's port
-  (let* ((pg-port (string->number (car (string-split (caddr (string-split url #\:)) #\/))))
-         (remote (string-upcase (format #f ":~4,'0x" pg-port)))
-         (inodes (socket-inodes pid)))
-    (call-with-input-file (format #f "/proc/~a/net/tcp" pid)
-      (lambda (port)
-        (read-line port)                ; the heading
-        (let lp ((count 0))
-          (let ((line (read-line port)))
-            (if (eof-object? line)
-                count
-                (let ((fields (string-tokenize line)))
-                  ;; 2: rem_address IP:PORT, 9: inode
-                  (lp (if (and (string-suffix? remote (list-ref fields 2))
-                               (memv (string->number (list-ref fields 9)) inodes))
-                          (+ count 1)
-                          count))))))))))
-
-(define (sessions application-name state)
-  (vector-ref (pg-query-row other "SELECT count(*) FROM pg_stat_activity
-                                    WHERE application_name = $1 AND state = $2"
-                            application-name state)
-              0))
-
-(define server
-  (and url (guard (e (#t (test-assert "the test server starts" #f) #f))
-             (start-server handler #:options '(#:handler-timeout 5)))))
-(define port (and server (server-port server)))
-
 (define-syntax-rule (when-server name body ...)
   (when-postgresql name (when server body ...)))
 
@@ -751,6 +772,15 @@
       (test-equal "the notification reaches it" "to the request" (and body (utf8->string body))))
     (client-close! listener)
     (test-assert "in time" (< (- (now-seconds) start) 5))))
+
+(when-server "a connection of one's own used by two requests at once"
+  (test-equal "connected" '(200 . "slept") (get port "/shared?0"))
+  (test-equal "the second is refused (500), the first served"
+    '(200 500 500)
+    (map car (get-all port (list "/shared?0.3" "/shared?0" "/shared?0"))))
+  (test-assert "the refusal is logged with its reason"
+    (string-contains (server-log server) "in use by another request"))
+  (test-equal "the connection serves on" '(200 . "slept") (get port "/shared?0")))
 
 (when-server "the pool's size bounds a worker's connections"
   (let* ((start (now-seconds))
@@ -793,8 +823,8 @@
   (get-all port (make-list 4 "/fault"))  ; four connections open
   (let* ((pid (server-pid server))
          (fds-before (- (descriptors pid) (pools-open port)))
-         ;; this process's own connections, inherited by the server's
-         (inherited (- (postgresql-sockets pid) (pools-open port)))
+         (_ (test-equal "before: the worker's sockets to PostgreSQL are its open connections"
+              (pools-open port) (postgresql-sockets pid)))
          (clients (map (lambda (_)
                          (let ((client (connect-client port)))
                            (client-send! client (request-text "/fault"))
@@ -823,8 +853,8 @@
     (test-assert "the pool reconnects: 200 within 5 s"
       (wait-until (lambda () (equal? (get port "/fault") '(200 . "7"))) #:timeout 5))
     (test-equal "all served again" (make-list 8 '(200 . "7")) (get-all port (make-list 8 "/fault")))
-    (test-equal "the worker's sockets to PostgreSQL are the pools' open connections"
-      (+ inherited (pools-open port)) (postgresql-sockets pid))
+    (test-equal "the worker's sockets to PostgreSQL are its open connections"
+      (pools-open port) (postgresql-sockets pid))
     (test-assert "no other descriptor left behind"
       ;; the server closes the test's client connections as it sees them go
       (wait-until (lambda () (<= (- (descriptors pid) (pools-open port)) fds-before)) #:timeout 5))

@@ -161,6 +161,7 @@ string) as a connection string, else libpq's one-line reason."
   (born-ms pg-conn-born-ms)
   (idle-since pg-conn-idle-since set-pg-conn-idle-since!) ; now-ms, in a pool
   (busy? pg-conn-busy? set-pg-conn-busy!)   ; results still to read
+  (waiting? pg-conn-waiting? set-pg-conn-waiting!) ; a request waits on it now
   (depth pg-conn-depth set-pg-conn-depth!)  ; transactions open, nested
   (pool pg-conn-pool set-pg-conn-pool!)     ; the pool it belongs to, or #f
   ;; what the last PQsend* read by address (SQL text, bytevector
@@ -214,6 +215,7 @@ connection could be made."
            (label (string-append "postgresql " (or (parameter ptr "server_version") "")))
            (conn (make-pg-conn ptr fd label (make-hash-table) 0 (make-param-buffer) (now-ms))))
       (set-pg-conn-busy! conn #f)
+      (set-pg-conn-waiting! conn #f)
       (set-pg-conn-depth! conn 0)
       (set-pg-conn-pool! conn #f)
       (set-pg-conn-keep! conn #f)
@@ -314,6 +316,19 @@ statement in flight (libpq's transaction status: one FFI call)."
 ;;; Sending and receiving
 ;;;
 
+(define-syntax-rule (while-waiting conn expression)
+  ;; EXPRESSION, a wait (a handler suspends there), with CONN marked as
+  ;; waited on, so that another request that takes it meanwhile is told
+  ;; (`ready!') rather than given the first one's results.  The mark goes
+  ;; with an exception too: a request given up raises where it waits.
+  (begin
+    (set-pg-conn-waiting! conn #t)
+    (let ((value (with-exception-handler
+                     (lambda (e) (set-pg-conn-waiting! conn #f) (raise-exception e))
+                   (lambda () expression))))
+      (set-pg-conn-waiting! conn #f)
+      value)))
+
 (define (flush! conn)
   ;; send what libpq holds; while the socket is full, read what comes
   ;; (a server blocked writing to us stops reading).  -> #t if it all
@@ -326,12 +341,13 @@ statement in flight (libpq's transaction status: one FFI call)."
          ((< r 0) (lost! conn (conn-error-message ptr)))
          (else
           (when (zero? (PQconsumeInput ptr)) (lost! conn (conn-error-message ptr)))
-          (wait-writable (pg-conn-fd conn) #:timeout-ms 1000 #:label (pg-conn-label conn))
+          (while-waiting conn (wait-writable (pg-conn-fd conn) #:timeout-ms 1000
+                                             #:label (pg-conn-label conn)))
           (lp #f)))))))
 
 (define (await-input! conn)
   ;; wait until the server sent something, and give it to libpq
-  (wait-readable (pg-conn-fd conn) #:label (pg-conn-label conn))
+  (while-waiting conn (wait-readable (pg-conn-fd conn) #:label (pg-conn-label conn)))
   (let ((ptr (pg-conn-ptr conn)))
     (when (zero? (PQconsumeInput ptr)) (lost! conn (conn-error-message ptr)))))
 
@@ -394,6 +410,12 @@ statement in flight (libpq's transaction status: one FFI call)."
   ;; make CONN ready for a statement: open, its last statement's results
   ;; read.  (A connection that libpq knows is broken fails at the send.)
   (check-open conn)
+  (when (pg-conn-waiting? conn)
+    (raise-exception
+     (make-exception (make-error) (make-exception-with-origin 'pg-query)
+                     (make-exception-with-message
+                      "the connection is in use by another request (give each its own, or use a pool)")
+                     (make-exception-with-irritants '()))))
   (when (pg-conn-busy? conn)
     (drain! conn)))
 
@@ -596,7 +618,16 @@ statement in flight (libpq's transaction status: one FFI call)."
              (else
               (let ((error (or error (result-error conn r))))
                 (PQclear r)
+                (forget-if-stale! conn statement error)
                 (lp value error #f)))))))))
+
+(define (forget-if-stale! conn statement error)
+  ;; a table's columns changed under a prepared statement ("cached plan
+  ;; must not change result type"): prepare it anew next time
+  (when (and statement (pg-error? error) (equal? (pg-error-sqlstate error) "0A000"))
+    (for-each (lambda (sql) (hash-remove! (pg-conn-statements conn) sql))
+              (hash-fold (lambda (sql s stale) (if (eq? s statement) (cons sql stale) stale))
+                         '() (pg-conn-statements conn)))))
 
 (define not-copy (c-string "COPY FROM STDIN needs pg-copy-from"))
 
@@ -849,7 +880,8 @@ for one at most TIMEOUT-MS milliseconds (#f: no limit); #f if none came."
       (or (take-notification ptr)
           (let ((left (and deadline (- deadline (now-ms)))))
             (and (or (not left) (> left 0))
-                 (wait-readable (pg-conn-fd conn) #:timeout-ms left #:label (pg-conn-label conn))
+                 (while-waiting conn (wait-readable (pg-conn-fd conn) #:timeout-ms left
+                                                    #:label (pg-conn-label conn)))
                  (lp)))))))
 
 ;;; (plucky db postgresql connection) ends here
