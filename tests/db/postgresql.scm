@@ -451,6 +451,23 @@
   (test-assert "not a string" (error-message-of (lambda () (make-pg-pool 42))))
   (test-assert "a size of 0" (error-message-of (lambda () (make-pg-pool url #:size 0)))))
 
+(when-postgresql "a server that never answers: 08001 after #:connect-timeout-ms"
+  ;; a listening socket nobody accepts on: the kernel completes the
+  ;; handshake, then nothing answers libpq's startup message
+  (let ((silent (socket AF_INET SOCK_STREAM 0)))
+    (bind silent AF_INET INADDR_LOOPBACK 0)
+    (listen silent 8)
+    (let* ((pool (make-pg-pool (format #f "postgresql://plucky@127.0.0.1:~a/postgres"
+                                       (sockaddr:port (getsockname silent)))
+                               #:connect-timeout-ms 200))
+           (start (now-seconds))
+           (state (sqlstate-of (lambda () (pg-query pool "SELECT 1"))))
+           (took (- (now-seconds) start)))
+      (test-equal "08001" "08001" state)
+      (test-assert (format #f "after about 0.2 s: ~,3f s" took) (< 0.15 took 2))
+      (test-equal "nothing left open" 0 (assq-ref (pg-pool-stats pool) 'open)))
+    (close silent)))
+
 (when-postgresql "no server there: 08001, at once"
   (let* ((dead (string-append "postgresql://plucky@127.0.0.1:" (number->string (free-port)) "/postgres"))
          (pool (make-pg-pool dead)))
