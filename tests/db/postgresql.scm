@@ -148,11 +148,14 @@
                                                (list sleep-pool small-pool fault-pool))
                                           (list (list (cons 'open (if shared 1 0))))))))
        ((string=? path "/listen")
-        (let ((c (pg-connect url)))
-          (pg-execute c "LISTEN web")
-          (let ((n (pg-wait-notification c #:timeout-ms 5000)))
-            (pg-close c)
-            (text 200 (if n (pg-notification-payload n) "none")))))
+        (let* ((c (pg-connect url))
+               (n (with-exception-handler
+                      (lambda (e) (pg-close c) (raise-exception e))
+                    (lambda ()
+                      (pg-execute c "LISTEN web")
+                      (pg-wait-notification c #:timeout-ms 5000)))))
+          (pg-close c)
+          (text 200 (if n (pg-notification-payload n) "none"))))
        ((string=? path "/shared")
         (unless shared (set! shared (pg-connect url)))
         (pg-query shared "SELECT pg_sleep($1::float8)" (string->number (query-of request)))
@@ -160,22 +163,8 @@
        ((string=? path "/hello") (text 200 "hello"))
        (else (text 404 "no"))))))
 
-(define (get-all port paths)
-  ;; each GET on a connection of its own, all sent before any is read;
-  ;; -> the (code . body) of each, in order
-  (let ((clients (map (lambda (path)
-                        (let ((client (connect-client port)))
-                          (client-send! client (request-text path))
-                          client))
-                      paths)))
-    (map (lambda (client)
-           (let ((response body (client-read-response client #:timeout 20)))
-             (client-close! client)
-             (if response (cons (response-code response) (utf8->string body)) 'no-answer)))
-         clients)))
-
 (define (get port path)
-  (car (get-all port (list path))))
+  (car (get-all port (list path) #:timeout 20)))
 
 (define (stats port)
   (with-input-from-string (cdr (get port "/stats")) read))
@@ -216,6 +205,19 @@
                                (memv (string->number (list-ref fields 9)) inodes))
                           (+ count 1)
                           count))))))))))
+
+(define (check-sockets when pid)
+  ;; the worker's sockets to PostgreSQL are the connections it counts as
+  ;; open; if not, the sessions are shown, to tell which
+  (let ((open (pools-open port))
+        (sockets (postgresql-sockets pid)))
+    (test-equal (string-append when ": the worker's sockets to PostgreSQL are its open connections")
+      open sockets)
+    (unless (= open sockets)
+      (format #t "stats: ~s~%sessions: ~s~%" (stats port)
+              (false-if-exception
+               (pg-query other "SELECT client_port, state, query FROM pg_stat_activity
+                                WHERE backend_type = 'client backend' ORDER BY backend_start"))))))
 
 (define (sessions application-name state)
   (vector-ref (pg-query-row other "SELECT count(*) FROM pg_stat_activity
@@ -801,21 +803,13 @@
 
 (when-server "the pool's size bounds a worker's connections"
   (let* ((start (now-seconds))
-         (clients (map (lambda (_)
-                         (let ((client (connect-client port)))
-                           (client-send! client (request-text "/small?0.2"))
-                           client))
-                       (iota 4))))
+         (clients (send-requests port (make-list 4 "/small?0.2"))))
     (test-assert "two sessions at work"
       (wait-until (lambda () (= 2 (sessions "plucky-small" "active"))) #:timeout 5))
     (test-assert "never more"
       (<= (+ (sessions "plucky-small" "active") (sessions "plucky-small" "idle")) 2))
-    (let ((replies (map (lambda (client)
-                          (let ((response body (client-read-response client #:timeout 10)))
-                            (client-close! client)
-                            (and response (response-code response))))
-                        clients)))
-      (test-equal "four served by two connections" '(200 200 200 200) replies)
+    (let ((replies (read-responses clients)))
+      (test-equal "four served by two connections" (make-list 4 '(200 . "slept")) replies)
       (test-assert "in two waves" (>= (- (now-seconds) start) 0.4))))
   (test-equal "waiting longer than #:checkout-timeout-ms: 503 (08001)"
     '(200 200 503)
@@ -840,24 +834,15 @@
   (get-all port (make-list 4 "/fault"))  ; four connections open
   (let* ((pid (server-pid server))
          (fds-before (- (descriptors pid) (pools-open port)))
-         (_ (test-equal "before: the worker's sockets to PostgreSQL are its open connections"
-              (pools-open port) (postgresql-sockets pid)))
-         (clients (map (lambda (_)
-                         (let ((client (connect-client port)))
-                           (client-send! client (request-text "/fault"))
-                           client))
-                       (iota 4))))
+         (_ (check-sockets "before" pid))
+         (clients (send-requests port (make-list 4 "/fault"))))
     (test-assert "queries in flight"
       (wait-until (lambda () (>= (vector-ref (pg-query-row other "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(0.2)%' AND state = 'active' AND pid <> pg_backend_pid()") 0) 1))
                   #:timeout 5))
     (pg-close other)
     (pg-close conn)
     (stop-postgresql!)
-    (let ((codes (map (lambda (client)
-                        (let ((response body (client-read-response client #:timeout 10)))
-                          (client-close! client)
-                          (and response (response-code response))))
-                      clients)))
+    (let ((codes (map (lambda (reply) (and reply (car reply))) (read-responses clients))))
       (test-assert (format #f "in-flight queries: 503 (or done before): ~a" codes)
         (and (every (lambda (code) (memv code '(200 503))) codes)
              (memv 503 codes))))
@@ -870,8 +855,7 @@
     (test-assert "the pool reconnects: 200 within 5 s"
       (wait-until (lambda () (equal? (get port "/fault") '(200 . "7"))) #:timeout 5))
     (test-equal "all served again" (make-list 8 '(200 . "7")) (get-all port (make-list 8 "/fault")))
-    (test-equal "the worker's sockets to PostgreSQL are its open connections"
-      (pools-open port) (postgresql-sockets pid))
+    (check-sockets "after" pid)
     (test-assert "no other descriptor left behind"
       ;; the server closes the test's client connections as it sees them go
       (wait-until (lambda () (<= (- (descriptors pid) (pools-open port)) fds-before)) #:timeout 5))

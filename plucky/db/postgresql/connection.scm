@@ -484,22 +484,28 @@ statement in flight (libpq's transaction status: one FFI call)."
 (define (send-statement! conn sql params)
   ;; send SQL with PARAMS, prepared (preparing it first if new); -> its
   ;; <statement>, or #f if it went unprepared
+  (let ((statement (or (hash-ref (pg-conn-statements conn) sql)
+                       (prepare! conn sql))))
+    (send-query! conn statement sql params)
+    statement))
+
+(define (send-query! conn statement sql params)
+  ;; send the prepared STATEMENT, or SQL unprepared if it is #f, with PARAMS
   (let* ((ptr (pg-conn-ptr conn))
-         (statement (or (hash-ref (pg-conn-statements conn) sql)
-                        (prepare! conn sql)))
          (n (load-params! conn params))
          (address (pg-conn-array-address conn))
-         (cap (pg-conn-capacity conn)))
+         (cap (pg-conn-capacity conn))
+         (lengths (+ address (* 8 cap)))
+         (formats (+ address (* 12 cap))))
     (sent! conn
            (if statement
                (PQsendQueryPrepared ptr (statement-name-address statement) n
-                                    address (+ address (* 8 cap)) (+ address (* 12 cap)) 0)
+                                    address lengths formats 0)
                (let ((sql-bv (c-string sql)))
                  (set-pg-conn-keep! conn (cons sql-bv params))
                  (PQsendQueryParams ptr (bytevector-address sql-bv) n 0
-                                    address (+ address (* 8 cap)) (+ address (* 12 cap)) 0))))
-    (set-pg-conn-keep! conn #f)
-    statement))
+                                    address lengths formats 0))))
+    (set-pg-conn-keep! conn #f)))
 
 (define (new-statement conn)
   ;; -> a <statement> of a new name, or #f when CONN has prepared
@@ -712,18 +718,7 @@ the statements after it did not run (as in a transaction's)."
         (sent! conn (PQsendPrepare ptr (statement-name-address new)
                                    (bytevector-address sql-bv) 0 0)))
       (hash-set! (pg-conn-statements conn) sql new))
-    (let* ((n (load-params! conn (cdr entry)))
-           (address (pg-conn-array-address conn))
-           (cap (pg-conn-capacity conn)))
-      (sent! conn
-             (if statement
-                 (PQsendQueryPrepared ptr (statement-name-address statement) n
-                                      address (+ address (* 8 cap)) (+ address (* 12 cap)) 0)
-                 (let ((sql-bv (c-string sql)))
-                   (set-pg-conn-keep! conn (cons sql-bv (cdr entry)))
-                   (PQsendQueryParams ptr (bytevector-address sql-bv) n 0
-                                      address (+ address (* 8 cap)) (+ address (* 12 cap)) 0)))))
-    (set-pg-conn-keep! conn #f)
+    (send-query! conn statement sql (cdr entry))
     (list sql statement (and new #t))))
 
 (define (read-one conn statement what)
