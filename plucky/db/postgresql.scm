@@ -40,7 +40,8 @@
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 exceptions)
   #:use-module ((plucky server)
-                #:select (suspendable? make-event event-signal! event-wait))
+                #:select (suspendable? make-event event-signal! event-wait
+                          request-cancelled?))
   #:use-module (plucky db postgresql connection)
   #:use-module (plucky db postgresql types)
   #:re-export (&pg-error
@@ -425,15 +426,22 @@ exception is raised on).  Nested, a savepoint instead of BEGIN."
           (with-exception-handler
               (lambda (e)
                 (set-pg-conn-depth! conn depth)
-                ;; a lost connection has nothing to roll back
-                (when (and (pg-conn-open? conn) (not (pg-conn-busy? conn)))
+                (cond
+                 ;; a lost connection has nothing to roll back
+                 ((not (pg-conn-open? conn)) #f)
+                 ;; a request given up must not wait again: closing the
+                 ;; connection rolls back on the server's side
+                 ((request-cancelled? e) (pg-close conn))
+                 (else                  ; (the rest of a result is read first)
                   (false-if-exception
                    (conn-command conn (if (zero? depth)
                                           "ROLLBACK"
                                           (string-append "ROLLBACK TO SAVEPOINT " savepoint
-                                                         "; RELEASE SAVEPOINT " savepoint)))))
+                                                         "; RELEASE SAVEPOINT " savepoint))))))
                 (raise-exception e))
-            thunk))
+            thunk
+            ;; unwound first: the ROLLBACK waits, and may suspend
+            #:unwind? #t))
       (lambda results
         (set-pg-conn-depth! conn depth)
         (conn-command conn (if (zero? depth) "COMMIT" (string-append "RELEASE SAVEPOINT " savepoint)))

@@ -519,6 +519,14 @@
                      (pg-execute conn "INSERT INTO tx VALUES ($1)" "g")
                      (pg-query conn "SELECT 1/0")))))
   (test-equal "and the connection is out of the transaction" '("a" "c" "f") (names other))
+  (test-equal "a raise in the middle of a result: read, then rolled back"
+    '(stop #(0))
+    (list (guard (e ((eq? e 'stop) e))
+            (with-transaction conn
+              (pg-execute conn "INSERT INTO tx VALUES ($1)" "h")
+              (pg-for-each-row conn (lambda (row) (raise-exception 'stop))
+                               "SELECT generate_series(1, 10000)")))
+          (pg-query-row conn "SELECT count(*) FROM tx WHERE name = 'h'")))
   (test-equal "usable" #(1) (pg-query-row conn "SELECT 1"))
   (test-assert "with-transaction wants a connection, not a pool"
     (error-message-of (lambda () (with-transaction (make-pg-pool url) #t))))
@@ -817,18 +825,31 @@
          (get-all port (list "/small?1" "/small?1" "/small?0")))))
 
 (when-postgresql "a request given up in the middle of a query"
-  (let ((slow (make-pg-pool url)))
+  (let ((slow (make-pg-pool (string-append url "?application_name=plucky-given-up"))))
+    (pg-execute other "CREATE TABLE given_up (n int)")
     (let* ((server (start-server
                     (lambda (request body)
-                      (pg-query slow "SELECT pg_sleep(3)")
-                      (text 200 "slept"))
+                      (if (string=? (uri-path (request-uri request)) "/tx")
+                          (call-with-pg-connection slow
+                            (lambda (c)
+                              (with-transaction c
+                                (pg-execute c "INSERT INTO given_up VALUES (1)")
+                                (sleep-ms 3000))))
+                          (pg-query slow "SELECT pg_sleep(3)"))
+                      (text 200 (format #f "~s" (pg-pool-stats slow))))
                     #:options '(#:handler-timeout 0.3)))
            (start (now-seconds))
            (reply (get (server-port server) "/")))
       (test-equal "the server answers 503 at its handler timeout" 503 (car reply))
       (test-assert "without waiting for the query" (< (- (now-seconds) start) 2))
+      (test-equal "given up inside a transaction: 503" 503 (car (get (server-port server) "/tx")))
+      (test-assert "its transaction does not stay open: the connection was closed"
+        (wait-until (lambda () (zero? (sessions "plucky-given-up" "idle in transaction")))
+                    #:timeout 5))
+      (test-equal "nothing of it committed" #(0) (pg-query-row other "SELECT count(*) FROM given_up"))
       (test-assert "the server lives on" (server-alive? server))
-      (stop-server server))))
+      (stop-server server))
+    (pg-execute other "DROP TABLE given_up")))
 
 (when-server "PostgreSQL restarted under load"
   (get-all port (make-list 4 "/fault"))  ; four connections open

@@ -43,7 +43,7 @@
   #:use-module (ice-9 exceptions)
   #:use-module (plucky sys libpq)
   #:use-module ((plucky sys libc) #:select (fd-wait))
-  #:use-module ((plucky server) #:select (wait-readable wait-writable))
+  #:use-module ((plucky server) #:select (wait-readable wait-writable request-cancelled?))
   #:use-module (plucky db postgresql types)
   #:export (&pg-error
             make-pg-error
@@ -819,10 +819,14 @@ COPY's text format; return the number of rows copied."
     (with-exception-handler
         (lambda (e)
           ;; a row that cannot be written: end the COPY with an error, so
-          ;; that the server drops what it got, and raise E
-          (unless (zero? (pg-conn-ptr conn))
+          ;; that the server drops what it got, and raise E.  A request
+          ;; given up must not wait again: its connection is closed.
+          (cond
+           ((zero? (pg-conn-ptr conn)) #f)
+           ((request-cancelled? e) (conn-close! conn))
+           (else
             (PQputCopyEnd ptr (bytevector-address abandoned))
-            (false-if-exception (begin (flush! conn) (drain! conn))))
+            (false-if-exception (begin (flush! conn) (drain! conn)))))
           (raise-exception e))
       (lambda ()
         (let lp ((rows rows))
