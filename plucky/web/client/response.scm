@@ -233,9 +233,11 @@
                 (let ((next (+ lf 1)))
                   (if (and (< next end) (blank? (bytevector-u8-ref bv next))
                            (> (trimmed-end bv next (line-end bv next end)) next))
-                      (let ((lf2 (line-end bv next end)))
+                      (let* ((lf2 (line-end bv next end))
+                             (cr? (= 13 (bytevector-u8-ref bv (- lf2 1)))))
+                        ;; as Guile: the line as it is, less its CR
                         (fold lf2 (string-append
-                                   text (latin-1 bv next (trimmed-end bv next lf2)))))
+                                   text (latin-1 bv next (if cr? (- lf2 1) lf2)))))
                       (lp next (acons name (header-value name text) fields)))))))))))
 
 (define (read-response-head conn timeouts uri)

@@ -207,6 +207,8 @@
   (same-as-guile? "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Sun, 29 Nov 2026 07:44:48 GMT\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 13\r\nConnection: keep-alive\r\nX-Foo:  bar baz  \r\nVia: 1.0 a, 1.1 b\r\n\r\n"))
 (test-assert "the head as Guile's: a reason of two words, bare LF, obs-fold"
   (same-as-guile? "HTTP/1.0 404 Not  Found \nContent-Length:2\nX-A: b\n continued: x\n\n"))
+(test-assert "the head as Guile's: a folded line keeps its blanks, less its CR"
+  (same-as-guile? "HTTP/1.1 200 OK\r\nX-A: b\r\n c: d \t\r\n\r\n"))
 (test-assert "the head as Guile's: an empty reason phrase"
   (same-as-guile? "HTTP/1.1 204 \r\n\r\n"))
 (test-assert "the head as Guile's: a byte over #x7F in a value, as latin-1"
