@@ -432,8 +432,22 @@ server declared is read straight into one bytevector of that size."
   ;; As Guile's client: text becomes a string by its charset.
   (let ((type (response-content-type response)))
     (if (and type (text-content-type? (car type)))
-        (bytevector->string bv (or (assq-ref (cdr type) 'charset) "iso-8859-1"))
+        (bytes->text bv (or (assq-ref (cdr type) 'charset) "iso-8859-1"))
         bv)))
+
+(define (bytes->text bv charset)
+  ;; (bytevector->string BV CHARSET), without the port (ice-9 iconv)
+  ;; opens for UTF-8 and for latin-1 that is ASCII (an upstream's text
+  ;; without a charset: bench/upstream)
+  (cond
+   ((or (string-ci=? charset "utf-8") (string-ci=? charset "utf8"))
+    (utf8->string bv))
+   ((and (or (string-ci=? charset "iso-8859-1") (string-ci=? charset "latin1"))
+         (let ascii? ((i 0))
+           (or (= i (bytevector-length bv))
+               (and (< (bytevector-u8-ref bv i) 128) (ascii? (+ i 1))))))
+    (utf8->string bv))
+   (else (bytevector->string bv charset))))
 
 ;;;
 ;;; Redirects
