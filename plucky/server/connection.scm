@@ -80,7 +80,8 @@
             loop-pool set-loop-pool! loop-tasks
 
             make-connection connection?
-            connection-fd connection-out-fd connection-peer connection-transport
+            connection-fd connection-out-fd connection-peer set-connection-peer!
+            connection-transport
             connection-state set-connection-state!
             connection-input set-connection-input!
             connection-input-address connection-start set-connection-start!
@@ -224,7 +225,8 @@ The counters start at zero."
   connection?
   (fd connection-fd)                    ; read from it; a socket, or stdin
   (out-fd connection-out-fd)            ; write to it; the socket, or stdout
-  (peer connection-peer)                ; "address" of the client, or #f
+  ;; "address" of the client, or #f: see `current-request-peer'
+  (peer connection-peer set-connection-peer!)
   (transport connection-transport)      ; <transport>: how bytes move
   ;; idle | head | body | chunked | writing | lingering | handed-off
   ;; | suspended

@@ -170,12 +170,17 @@ input may be a pipe)."
          (peer (and conn (connection-peer conn))))
     (cond
      ;; an IPv4 address kept as a number (see sockaddr->peer)
-     ((integer? peer) (inet-ntop AF_INET peer))
+     ((integer? peer)
+      (let ((text (inet-ntop AF_INET peer)))
+        (set-connection-peer! conn text)
+        text))
      (peer peer)
      ;; Learnt at accept only when the loop has an ON-RESPONSE or
      ;; OBSERVER (see `run-loop'): ask the socket (a proxy's
-     ;; X-Forwarded-For, plucky web proxy).
-     (conn (fd-peer-address (connection-fd conn)))
+     ;; X-Forwarded-For, plucky web proxy), once a connection.
+     (conn (let ((peer (fd-peer-address (connection-fd conn))))
+             (when peer (set-connection-peer! conn peer))
+             peer))
      (else #f))))
 
 (define (drain-loop! grace)

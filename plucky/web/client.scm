@@ -58,9 +58,11 @@
                           make-custom-binary-input-port put-bytevector eof-object))
   #:use-module (ice-9 exceptions)
   #:use-module (ice-9 iconv)
+  #:use-module ((ice-9 threads) #:select (make-mutex with-mutex))
   #:use-module (web uri)
   #:use-module (web request)
   #:use-module (web response)
+  #:use-module ((web http) #:select (known-header? header-writer header->string))
   #:use-module ((web client)
                 #:select (x509-certificate-directory
                           (http-request . guile-http-request)))
@@ -87,6 +89,7 @@
             http-trace
             http-options
             http-request-stream
+            read-reader-rest
             close-reader!))
 
 ;;;
@@ -162,10 +165,111 @@
 
 (define (request->bytevector request body)
   ;; The head as Guile's `write-request' writes it, then BODY.
-  (let-values (((port get) (open-bytevector-output-port)))
-    (write-request request port)
-    (when body (put-bytevector port body))
-    (get)))
+  (let* ((head (request-head-text request))
+         (bytes (and head (latin-1-bytes head))))
+    (if bytes
+        (if body
+            (let ((out (make-bytevector (+ (bytevector-length bytes)
+                                           (bytevector-length body)))))
+              (bytevector-copy! bytes 0 out 0 (bytevector-length bytes))
+              (bytevector-copy! body 0 out (bytevector-length bytes)
+                                (bytevector-length body))
+              out)
+            bytes)
+        ;; Guile's own writer, for its errors on what it cannot write
+        (let-values (((port get) (open-bytevector-output-port)))
+          (write-request request port)
+          (when body (put-bytevector port body))
+          (get)))))
+
+(define (latin-1-bytes text)
+  ;; -> TEXT as the bytes of its characters, or #f when one is over
+  ;; U+00FF.  Not (ice-9 iconv), which opens a port per call.
+  (if (string-every char-set:ascii text)
+      (string->utf8 text)
+      (let* ((n (string-length text))
+             (bv (make-bytevector n)))
+        (let lp ((i 0))
+          (if (= i n)
+              bv
+              (let ((c (char->integer (string-ref text i))))
+                (and (< c 256)
+                     (begin (bytevector-u8-set! bv i c) (lp (+ i 1))))))))))
+
+(define (request-head-text request)
+  ;; -> the head of REQUEST as one string, as Guile's `write-request'
+  ;; would write it (its bytes the string's characters), or #f when a
+  ;; header is not a string Guile writes as it is nor one Guile knows.
+  ;; Made without a string port, most values without the header's
+  ;; writer: a port per request and per header was a large part of a
+  ;; proxied request (bench/proxy).
+  (let* ((uri (request-uri request))
+         (path (uri-path uri))
+         (query (uri-query uri))
+         (version (request-version request))
+         (line (list " HTTP/" (number->string (car version)) "."
+                     (number->string (cdr version)) "\r\n")))
+    (let lp ((headers (request-headers request))
+             (parts (reverse (append (list (symbol->string (request-method request)) " "
+                                           (if (string-null? path) "/" path))
+                                     (if query (list "?" query) '())
+                                     line))))
+      (if (null? headers)
+          (string-concatenate-reverse (cons "\r\n" parts))
+          (let* ((name (caar headers))
+                 (value (cdar headers))
+                 (text (header-text name value)))
+            (and text
+                 (lp (cdr headers)
+                     (cons* "\r\n" text ": " (header-name-text name) parts))))))))
+
+(define (header-name-text name)
+  ;; -> (header->string NAME), kept for a name Guile does not know,
+  ;; whose string-titlecase was 4% of a proxied request (bench/proxy:
+  ;; X-Forwarded-For, Forwarded)
+  (if (known-header? name)
+      (header->string name)
+      (with-mutex header-texts-mutex
+        (or (hashq-ref header-names name)
+            (let ((text (header->string name)))
+              (when (< header-names-count 256)
+                (hashq-set! header-names name text)
+                (set! header-names-count (+ header-names-count 1)))
+              text)))))
+
+;; Names of headers Guile does not know -> their text; the first 256.
+(define header-names (make-hash-table))
+(define header-names-count 0)
+
+(define (header-text name value)
+  ;; -> VALUE as Guile's writer for NAME writes it, or #f
+  (cond
+   ((not (known-header? name)) (and (string? value) value))
+   ((and (eq? name 'host) (pair? value) (string? (car value)))
+    (let ((host (if (string-index (car value) #\:)
+                    (string-append "[" (car value) "]")
+                    (car value))))
+      (if (cdr value) (string-append host ":" (number->string (cdr value))) host)))
+   (else
+    (let ((hit (with-mutex header-texts-mutex (hashq-ref header-texts value))))
+      (if (and hit (eq? (car hit) name))
+          (cdr hit)
+          (let ((text (call-with-output-string
+                        (lambda (port) ((header-writer name) value port)))))
+            (with-mutex header-texts-mutex
+              (when (>= header-texts-count 256)
+                (hash-clear! header-texts)
+                (set! header-texts-count 0))
+              (hashq-set! header-texts value (cons name text))
+              (set! header-texts-count (+ header-texts-count 1)))
+            text))))))
+
+;; Known headers' values -> (name . text), by the value object: a value
+;; given on every request (a proxy's Via, an app's constant Accept) is
+;; written once.  Bounded, cleared when full.
+(define header-texts (make-hash-table))
+(define header-texts-count 0)
+(define header-texts-mutex (make-mutex))
 
 (define (idempotent? method)
   (memq method '(GET HEAD PUT DELETE OPTIONS TRACE)))
@@ -229,35 +333,19 @@
 
 (define (read-whole-body conn body timeouts settings)
   ;; -> the body as one bytevector; the connection pooled or closed
-  (let ((pieces
-         (with-exception-handler
-             (lambda (e) (connection-close! conn) (raise-exception e))
-           (lambda ()
-             (let lp ((pieces '()))
-               (let ((piece (read-body-piece body timeouts)))
-                 (if (eof-object? piece)
-                     (reverse pieces)
-                     (lp (cons piece pieces))))))
-           #:unwind? #t)))
+  (let ((bv (with-exception-handler
+                (lambda (e) (connection-close! conn) (raise-exception e))
+              (lambda () (read-body-rest body timeouts))
+              #:unwind? #t)))
     (finish! conn body settings)
-    (concatenate pieces)))
-
-(define (concatenate pieces)
-  (if (and (pair? pieces) (null? (cdr pieces)))
-      (car pieces)
-      (let ((out (make-bytevector (apply + (map bytevector-length pieces)))))
-        (let lp ((pieces pieces) (at 0))
-          (if (null? pieces)
-              out
-              (begin
-                (bytevector-copy! (car pieces) 0 out at (bytevector-length (car pieces)))
-                (lp (cdr pieces) (+ at (bytevector-length (car pieces))))))))))
+    bv))
 
 ;;;
 ;;; Readers
 ;;;
 
-;; reader -> thunk that gives it up
+;; reader -> (finish . rest): the thunks that give it up and that read
+;; the rest of its body
 (define closers (make-weak-key-hash-table))
 
 (define (make-reader conn body timeouts settings)
@@ -266,33 +354,53 @@
     (unless finished?
       (set! finished? #t)
       (finish! conn body settings)))
+  (define (read-guarded read)
+    (with-exception-handler
+        (lambda (e)
+          (set! finished? #t)
+          (connection-close! conn)
+          (raise-exception e))
+      (lambda () (read body timeouts))
+      #:unwind? #t))
   (define (reader)
     (if finished?
         (eof-object)
-        (let ((piece (with-exception-handler
-                         (lambda (e)
-                           (set! finished? #t)
-                           (connection-close! conn)
-                           (raise-exception e))
-                       (lambda () (read-body-piece body timeouts))
-                       #:unwind? #t)))
+        (let ((piece (read-guarded read-body-piece)))
           ;; Pooled as soon as the last byte is in, without waiting for
           ;; the caller to ask for the end.
           (when (body-done? body) (finish))
           piece)))
+  (define (rest)
+    (if finished?
+        #vu8()
+        (let ((bv (read-guarded read-body-rest)))
+          (finish)
+          bv)))
   (when (body-done? body) (finish))
-  (hashq-set! closers reader finish)
+  (hashq-set! closers reader (cons finish rest))
   reader)
 
 (define (close-reader! reader)
   "Give up READER, from `http-request-stream': its connection returns to
 the pool if the body was read whole, and is closed otherwise.  Return
 nothing."
-  (let ((finish (hashq-ref closers reader)))
-    (when finish
+  (let ((thunks (hashq-ref closers reader)))
+    (when thunks
       (hashq-remove! closers reader)
-      (finish)))
+      ((car thunks))))
   (values))
+
+(define (read-reader-rest reader)
+  "Return the rest of the body of READER, from `http-request-stream', as
+one bytevector (empty when it is over), waiting (suspending) as needed,
+and give READER up as `close-reader!' does.  A body whose length the
+server declared is read straight into one bytevector of that size."
+  (let ((thunks (hashq-ref closers reader)))
+    (if thunks
+        (let ((bv ((cdr thunks))))
+          (close-reader! reader)
+          bv)
+        #vu8())))
 
 (define (reader->port reader)
   ;; A blocking port over READER, for callers that cannot suspend.
@@ -324,8 +432,22 @@ nothing."
   ;; As Guile's client: text becomes a string by its charset.
   (let ((type (response-content-type response)))
     (if (and type (text-content-type? (car type)))
-        (bytevector->string bv (or (assq-ref (cdr type) 'charset) "iso-8859-1"))
+        (bytes->text bv (or (assq-ref (cdr type) 'charset) "iso-8859-1"))
         bv)))
+
+(define (bytes->text bv charset)
+  ;; (bytevector->string BV CHARSET), without the port (ice-9 iconv)
+  ;; opens for UTF-8 and for latin-1 that is ASCII (an upstream's text
+  ;; without a charset: bench/upstream)
+  (cond
+   ((or (string-ci=? charset "utf-8") (string-ci=? charset "utf8"))
+    (utf8->string bv))
+   ((and (or (string-ci=? charset "iso-8859-1") (string-ci=? charset "latin1"))
+         (let ascii? ((i 0))
+           (or (= i (bytevector-length bv))
+               (and (< (bytevector-u8-ref bv i) 128) (ascii? (+ i 1))))))
+    (utf8->string bv))
+   (else (bytevector->string bv charset))))
 
 ;;;
 ;;; Redirects
@@ -529,7 +651,7 @@ waits gets &request-cancelled; the connection is closed either way."
           (values response
                   (set-body-port-encoding! (reader->port reader) response decode-body?)))
          (else
-          (let ((bv (read-reader reader)))
+          (let ((bv (read-reader-rest reader)))
             (cond
              (streaming?
               (values response
@@ -537,13 +659,6 @@ waits gets &request-cancelled; the connection is closed either way."
                                                response decode-body?)))
              (decode-body? (values response (decode-body response bv)))
              (else (values response bv)))))))))
-
-(define (read-reader reader)
-  (let lp ((pieces '()))
-    (let ((piece (reader)))
-      (if (eof-object? piece)
-          (begin (close-reader! reader) (concatenate (reverse pieces)))
-          (lp (cons piece pieces))))))
 
 (define-syntax-rule (define-http-verb name method doc)
   (define (name uri . args)

@@ -46,6 +46,7 @@
   #:use-module (rnrs bytevectors)
   #:use-module ((rnrs io ports) #:select (put-bytevector))
   #:use-module (ice-9 exceptions)
+  #:use-module ((ice-9 threads) #:select (make-mutex with-mutex))
   #:use-module (web uri)
   #:use-module (web request)
   #:use-module (web response)
@@ -141,12 +142,13 @@
         (cons (string->symbol (string-titlecase (symbol->string name))) value)
         header)))
 
+(define token-chars
+  ;; RFC 9110 §5.6.2 tchar
+  (char-set-union (char-set-intersection char-set:ascii char-set:letter+digit)
+                  (string->char-set "!#$%&'*+-.^_`|~")))
+
 (define (token? s)
-  (and (not (string-null? s))
-       (string-every (lambda (c) (or (char-alphabetic? c) (char-numeric? c)
-                                     (memv c '(#\! #\# #\$ #\% #\& #\' #\* #\+ #\- #\.
-                                               #\^ #\_ #\` #\| #\~))))
-                     s)))
+  (and (not (string-null? s)) (string-every token-chars s)))
 
 (define (forwarded-value s)
   ;; RFC 7239 §4: a token, or else a quoted string
@@ -180,13 +182,30 @@
   (string-append (number->string (car version)) "." (number->string (cdr version))
                  " " via))
 
+(define via-lists (make-hash-table))    ; via -> ((version . (value)) ...)
+(define via-mutex (make-mutex))         ; handlers may run on pool threads
+
+(define (via-list version via)
+  ;; -> the list ("1.1 VIA"), the same object each time for VERSION
+  ;; and VIA: (plucky http response) renders a header value once per
+  ;; object, so a fresh list would be rendered on every response
+  ;; (bench/proxy)
+  (with-mutex via-mutex
+    (let ((known (hash-ref via-lists via '())))
+      (or (assoc-ref known version)
+          (let ((value (list (via-value version via))))
+            (hash-set! via-lists via (acons (cons (car version) (cdr version)) value known))
+            value)))))
+
 (define (with-via headers version via)
   ;; Via is parsed by Guile as a list of strings
   (if via
-      (let ((old (assq-ref headers 'via))
-            (value (via-value version via)))
-        (acons 'via (if (pair? old) (append old (list value)) (list value))
-               (if old (assq-remove! (list-copy headers) 'via) headers)))
+      (let ((old (assq-ref headers 'via)))
+        (if (pair? old)
+            (acons 'via (append old (list (via-value version via)))
+                   (assq-remove! (list-copy headers) 'via))
+            (acons 'via (via-list version via)
+                   (if old (assq-remove! (list-copy headers) 'via) headers))))
       headers))
 
 (define (upstream-headers request upstream preserve-host? via)
@@ -317,23 +336,6 @@
               (lp)))))
       #:unwind? #t)))
 
-(define (read-all reader)
-  ;; -> the body from READER as one bytevector
-  (let lp ((pieces '()) (size 0))
-    (let ((piece (reader)))
-      (cond
-       ((not (eof-object? piece))
-        (lp (cons piece pieces) (+ size (bytevector-length piece))))
-       ((and (pair? pieces) (null? (cdr pieces))) (car pieces))
-       (else
-        (let ((out (make-bytevector size)))
-          (let fill ((pieces pieces) (end size))
-            (if (null? pieces)
-                out
-                (let* ((piece (car pieces)) (n (bytevector-length piece)))
-                  (bytevector-copy! piece 0 out (- end n) n)
-                  (fill (cdr pieces) (- end n)))))))))))
-
 (define (pass-response request upstream response reader buffer-limit via)
   ;; -> (values response body) to send the client
   (let* ((code (response-code response))
@@ -352,9 +354,7 @@
       (values (client-response response (acons 'transfer-encoding '((chunked)) headers))
               (lambda (port) #t)))
      ((and length (<= length buffer-limit))
-      (let ((body (read-all reader)))
-        (close-reader! reader)
-        (values (client-response response headers) body)))
+      (values (client-response response headers) (read-reader-rest reader)))
      (else
       (values (client-response response
                                (acons 'transfer-encoding '((chunked))

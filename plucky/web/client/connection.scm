@@ -79,6 +79,7 @@
             set-connection-idle-since!
             connection-closed?
             connection-fill!
+            connection-read-into!
             connection-write!
             connection-close!
             connection-readable-now?))
@@ -412,21 +413,45 @@ of file."
       (tls-fill! conn timeouts)
       (begin
         (reserve! conn 4096)
-        (let lp ()
-          (let* ((end (connection-end conn))
-                 (n (fd-read (connection-fd conn) (connection-address conn) end
-                             (- (bytevector-length (connection-buffer conn)) end))))
-            (cond
-             ((> n 0) (set-connection-end! conn (+ end n)) n)
-             ((zero? n) 0)
-             ((= n (- errno-EAGAIN))
-              (wait-for conn #f (timeouts-read-ms timeouts) timeouts 'read-timeout
-                        (connection-uri conn))
-              (lp))
-             ((= n (- ECONNRESET)) 0)
-             (else
-              (raise-client-error 'closed (string-append "reading: " (strerror (- n)))
-                                  #:uri (connection-uri conn)))))))))
+        (let* ((end (connection-end conn))
+               (n (read-waiting conn (connection-address conn) end
+                                (- (bytevector-length (connection-buffer conn)) end)
+                                timeouts)))
+          (set-connection-end! conn (+ end n))
+          n))))
+
+(define (read-waiting conn address start count timeouts)
+  ;; -> bytes read from CONN's socket to ADDRESS + START, at most COUNT,
+  ;; waiting for them within TIMEOUTS; 0 at end of file
+  (let lp ()
+    (let ((n (fd-read (connection-fd conn) address start count)))
+      (cond
+       ((> n 0) n)
+       ((zero? n) 0)
+       ((= n (- errno-EAGAIN))
+        (wait-for conn #f (timeouts-read-ms timeouts) timeouts 'read-timeout
+                  (connection-uri conn))
+        (lp))
+       ((= n (- ECONNRESET)) 0)
+       (else
+        (raise-client-error 'closed (string-append "reading: " (strerror (- n)))
+                            #:uri (connection-uri conn)))))))
+
+(define (connection-read-into! conn bv start count timeouts)
+  "Read what the server sends next, at most COUNT bytes, into BV at
+START, waiting within TIMEOUTS; CONN's buffer must be empty.  Return the
+number of bytes read, 0 at end of file.  A plain connection reads
+straight into BV, without the buffer's copy (a body read whole)."
+  (if (connection-session conn)
+      (let ((n (min count (connection-fill! conn timeouts)))
+            (from (connection-start conn)))
+        (bytevector-copy! (connection-buffer conn) from bv start n)
+        (set-connection-start! conn (+ from n))
+        n)
+      (let ((n (read-waiting conn (bytevector-address bv) start count timeouts)))
+        ;; BV must live until the read has filled it.
+        (bytevector-length bv)
+        n)))
 
 (define (tls-fill! conn timeouts)
   (let* ((scratch (connection-scratch conn))

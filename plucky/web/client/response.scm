@@ -8,9 +8,8 @@
 ;;; The head is read into the connection's buffer until its blank line
 ;;; (bounded by `max-head-bytes' and `max-header-fields'), checked for
 ;;; the shape of a status line and of field lines so that a fault is
-;;; reported with its byte offset, then handed to Guile's
-;;; `read-response' on a bytevector port of exactly those bytes: the
-;;; <response> an app sees is Guile's own.  Informational responses
+;;; reported with its byte offset, then made into Guile's own <response>
+;;; with Guile's own header parsers (`head->response').  Informational responses
 ;;; (100 Continue, 103 Early Hints) are read past.
 ;;;
 ;;; The body's framing follows RFC 9112 §6.3: none after HEAD and for
@@ -33,7 +32,9 @@
   #:use-module (srfi srfi-11)
   #:use-module (rnrs bytevectors)
   #:use-module (ice-9 exceptions)
-  #:use-module ((ice-9 binary-ports) #:select (open-bytevector-input-port eof-object))
+  #:use-module ((ice-9 binary-ports) #:select (eof-object))
+  #:use-module (ice-9 threads)
+  #:use-module ((web http) #:select (known-header? parse-header))
   #:use-module (web response)
   #:use-module (plucky http)
   #:use-module (plucky web client connection)
@@ -46,7 +47,8 @@
             body-done?
             body-reusable?
             body-total
-            read-body-piece))
+            read-body-piece
+            read-body-rest))
 
 ;; Limits on a response head: its bytes, status line included, and its
 ;; field lines.  Larger than any server's defaults for its own limits
@@ -126,17 +128,116 @@
     (when (> fields max-header-fields)
       (raise-client-error 'head-too-large "the response has too many header fields"
                           #:uri uri #:irritants (list fields))))
-  (let ((head (make-bytevector (- end start))))
-    (bytevector-copy! bv start head 0 (- end start))
-    (with-exception-handler
-        (lambda (e)
-          (malformed (string-append "Guile's read-response refuses the head: "
-                                    (if (exception-with-message? e)
-                                        (exception-message e)
-                                        "bad response"))
-                     #f))
-      (lambda () (read-response (open-bytevector-input-port head)))
-      #:unwind? #t)))
+  (with-exception-handler
+      (lambda (e)
+        (malformed (string-append "Guile's header parser refuses the head: "
+                                  (if (exception-with-message? e)
+                                      (exception-message e)
+                                      "bad response"))
+                   #f))
+    (lambda () (head->response bv start end))
+    #:unwind? #t))
+
+;;; The head is made into Guile's <response> here rather than by Guile's
+;;; `read-response' on a port over its bytes: that reads a character at
+;;; a time through a port and parses every value afresh, and it was the
+;;; largest cost of a proxied request (bench/proxy).  The result is the
+;;; same record, with the same values: each field's name as Guile's
+;;; `string->header' makes it, its value trimmed and given to Guile's
+;;; `parse-header', a folded line (obs-fold) appended as Guile appends it.
+;;; Values of the headers Guile knows are kept by name and text, so that
+;;; the Date, Server or Content-Type an upstream repeats on every answer
+;;; is parsed once and is the same object each time, which (plucky http
+;;; response) then renders once too (bench/proxy).  Like Guile's
+;;; literals, such a value is not to be mutated.
+
+(define (latin-1 bv start end)
+  ;; BV [START, END) as a string of one character per byte.  ASCII, the
+  ;; usual case, is decoded by utf8->string (C): string-set! per
+  ;; character takes a lock each call.
+  (let ((n (- end start)))
+    (if (let ascii? ((i start))
+          (or (= i end) (and (< (bytevector-u8-ref bv i) 128) (ascii? (+ i 1)))))
+        (let ((slice (make-bytevector n)))
+          (bytevector-copy! bv start slice 0 n)
+          (utf8->string slice))
+        (let ((s (make-string n)))
+          (let lp ((i start))
+            (when (< i end)
+              (string-set! s (- i start) (integer->char (bytevector-u8-ref bv i)))
+              (lp (+ i 1))))
+          s))))
+
+(define (blank? byte) (or (= byte 32) (= byte 9)))
+
+(define (trimmed-end bv start end)
+  ;; -> END less the CR and blanks before it
+  (let lp ((end end))
+    (if (and (> end start)
+             (let ((byte (bytevector-u8-ref bv (- end 1))))
+               (or (blank? byte) (= byte 13))))
+        (lp (- end 1))
+        end)))
+
+(define (skip-blanks bv i end)
+  (if (and (< i end) (blank? (bytevector-u8-ref bv i))) (skip-blanks bv (+ i 1) end) i))
+
+(define value-cache-limit 256)
+(define value-cache (make-hash-table))  ; value text -> (name . parsed value)
+(define value-cache-count 0)
+(define value-cache-mutex (make-mutex)) ; the client may run on pool threads too
+
+(define (header-value name text)
+  ;; NAME's value TEXT, parsed as Guile's `read-header' parses it
+  (if (not (known-header? name))
+      text
+      (let ((hit (with-mutex value-cache-mutex (hash-ref value-cache text))))
+        (if (and hit (eq? (car hit) name))
+            (cdr hit)
+            (let ((value (parse-header name text)))
+              (with-mutex value-cache-mutex
+                (when (>= value-cache-count value-cache-limit)
+                  (hash-clear! value-cache)
+                  (set! value-cache-count 0))
+                (hash-set! value-cache text (cons name value))
+                (set! value-cache-count (+ value-cache-count 1)))
+              value)))))
+
+(define (head->response bv start end)
+  ;; -> Guile's <response> of the checked head BV [START, END), which
+  ;; starts "HTTP/d.d ddd" and ends in its blank line
+  (let* ((lf (line-end bv start end))
+         (version (cons (- (bytevector-u8-ref bv (+ start 5)) 48)
+                        (- (bytevector-u8-ref bv (+ start 7)) 48)))
+         (code (+ (* 100 (- (bytevector-u8-ref bv (+ start 9)) 48))
+                  (* 10 (- (bytevector-u8-ref bv (+ start 10)) 48))
+                  (- (bytevector-u8-ref bv (+ start 11)) 48)))
+         (phrase-start (if (or (= (+ start 12) lf)
+                               (memv (bytevector-u8-ref bv (+ start 12)) '(9 13 32)))
+                           (skip-blanks bv (+ start 12) lf)
+                           (error "the status code has more than three digits")))
+         (phrase (latin-1 bv phrase-start (trimmed-end bv phrase-start lf))))
+    (let lp ((i (+ lf 1)) (fields '()))
+      (let* ((lf (line-end bv i end))
+             (stop (trimmed-end bv i lf)))
+        (if (or (= lf i) (and (= lf (+ i 1)) (= 13 (bytevector-u8-ref bv i))))
+            (build-response #:version version #:code code #:reason-phrase phrase
+                            #:headers (reverse! fields) #:validate-headers? #f)
+            (let* ((colon (let find ((k i))
+                            (if (= 58 (bytevector-u8-ref bv k)) k (find (+ k 1)))))
+                   (name (string->symbol (string-downcase (latin-1 bv i colon))))
+                   (value-start (skip-blanks bv (+ colon 1) stop)))
+              ;; obs-fold: the next lines that start with a blank
+              (let fold ((lf lf) (text (latin-1 bv value-start stop)))
+                (let ((next (+ lf 1)))
+                  (if (and (< next end) (blank? (bytevector-u8-ref bv next))
+                           (> (trimmed-end bv next (line-end bv next end)) next))
+                      (let* ((lf2 (line-end bv next end))
+                             (cr? (= 13 (bytevector-u8-ref bv (- lf2 1)))))
+                        ;; as Guile: the line as it is, less its CR
+                        (fold lf2 (string-append
+                                   text (latin-1 bv next (if cr? (- lf2 1) lf2)))))
+                      (lp next (acons name (header-value name text) fields)))))))))))
 
 (define (read-response-head conn timeouts uri)
   "Read the head of the next final response from CONN (skipping 1xx ones
@@ -293,6 +394,41 @@ is malformed or passes its #:max-body."
         ((close)
          (count! body (take! body (buffered body))))
         ((chunked) (read-chunked-piece body timeouts lp)))))))
+
+(define (read-body-rest body timeouts)
+  "Return the rest of BODY as one fresh bytevector, waiting within
+TIMEOUTS for it to come; BODY is then over.  A body of known length is
+read straight into a bytevector of its size, without the pieces and
+their concatenation (a proxy's buffered body, `http-request')."
+  (if (and (eq? (body-kind body) 'length) (not (body-done? body)))
+      (let* ((conn (body-conn body))
+             (left (body-left body))
+             (out (make-bytevector left)))
+        (let lp ((at 0))
+          (if (= at left)
+              (begin
+                (set-body-left! body 0)
+                (set-body-done! body #t)
+                out)
+              (let ((n (if (zero? (buffered body))
+                           (connection-read-into! conn out at (- left at) timeouts)
+                           (let ((n (min (buffered body) (- left at)))
+                                 (from (connection-start conn)))
+                             (bytevector-copy! (connection-buffer conn) from out at n)
+                             (set-connection-start! conn (+ from n))
+                             n))))
+                (when (zero? n)
+                  (raise-client-error 'closed "the server closed the connection within the body"
+                                      #:offset (body-offset body) #:uri (body-uri body)))
+                (set-body-offset! body (+ (body-offset body) n))
+                (lp (+ at n))))))
+      (let lp ((pieces '()))
+        (let ((piece (read-body-piece body timeouts)))
+          (cond
+           ((not (eof-object? piece)) (lp (cons piece pieces)))
+           ((null? pieces) #vu8())
+           ((null? (cdr pieces)) (car pieces))
+           (else (concatenate (reverse pieces))))))))
 
 (define (read-chunked-piece body timeouts again)
   (let* ((conn (body-conn body))

@@ -99,6 +99,19 @@
     #:unwind? #t
     #:unwind-for-type &http-client-error))
 
+(define (read-exchange/rest conn)
+  ;; as read-exchange, the body read by read-body-rest
+  (with-exception-handler
+      (lambda (e) (list (http-client-error-reason e) (http-client-error-offset e)))
+    (lambda ()
+      (let-values (((response head-size) (read-response-head conn timeouts "test")))
+        (let* ((body (make-body conn response head-size 'GET #:uri "test"))
+               (bv (read-body-rest body timeouts)))
+          (list (response-code response) (utf8->string bv) (body-reusable? body)
+                (eof-object? (read-body-piece body timeouts))))))
+    #:unwind? #t
+    #:unwind-for-type &http-client-error))
+
 (define (bytevector-concat . bvs)
   (let ((out (make-bytevector (apply + (map bytevector-length bvs)))))
     (fold (lambda (bv at) (bytevector-copy! bv 0 out at (bytevector-length bv))
@@ -117,7 +130,12 @@
         (map (lambda (k) (list (slice bv 0 k) (slice bv k (bytevector-length bv))))
              (iota (- (bytevector-length bv) 1) 1))))
 
-(define-syntax-rule (test-splits name text expected)
+(define-syntax test-splits
+  (syntax-rules ()
+    ((_ name text expected) (test-splits name text expected read-exchange))
+    ((_ name text expected read) (test-splits* name text expected read))))
+
+(define-syntax-rule (test-splits* name text expected read-exchange)
   ;; TEXT read whole gives EXPECTED, and so does every split of it
   (let ((bv (string->utf8 text)))
     (test-equal (string-append name ", whole") expected (fed (list bv) read-exchange))
@@ -158,5 +176,52 @@
 (test-splits "a status line without its code"
   "HTTP/1.1 OK\r\n\r\n"
   '(malformed-response 9))
+
+
+;; read-body-rest: a body of known length read straight into one
+;; bytevector, whatever the server's bytes' cuts; the others as pieces.
+(test-splits "read-body-rest, Content-Length"
+  "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello there"
+  '(200 "hello there" #t #t) read-exchange/rest)
+(test-splits "read-body-rest, an empty body"
+  "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+  '(200 "" #t #t) read-exchange/rest)
+(test-splits "read-body-rest, chunked"
+  "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+  '(200 "hello world" #t #t) read-exchange/rest)
+(test-splits "read-body-rest, a body cut short"
+  "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"
+  '(closed 44) read-exchange/rest)
+
+;; The head is made into the same <response> Guile's read-response makes.
+(define (same-as-guile? text)
+  (let* ((bv (string->utf8 text))
+         (guile (read-response (open-bytevector-input-port bv)))
+         (ours (fed (list bv) (lambda (conn)
+                                (let-values (((r size) (read-response-head conn timeouts "t")))
+                                  r)))))
+    (every (lambda (field) (equal? (field guile) (field ours)))
+           (list response-version response-code response-reason-phrase response-headers))))
+
+(test-assert "the head as Guile's read-response reads it"
+  (same-as-guile? "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Sun, 29 Nov 2026 07:44:48 GMT\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 13\r\nConnection: keep-alive\r\nX-Foo:  bar baz  \r\nVia: 1.0 a, 1.1 b\r\n\r\n"))
+(test-assert "the head as Guile's: a reason of two words, bare LF, obs-fold"
+  (same-as-guile? "HTTP/1.0 404 Not  Found \nContent-Length:2\nX-A: b\n continued: x\n\n"))
+(test-assert "the head as Guile's: a folded line keeps its blanks, less its CR"
+  (same-as-guile? "HTTP/1.1 200 OK\r\nX-A: b\r\n c: d \t\r\n\r\n"))
+(test-assert "the head as Guile's: an empty reason phrase"
+  (same-as-guile? "HTTP/1.1 204 \r\n\r\n"))
+(test-assert "the head as Guile's: a byte over #x7F in a value, as latin-1"
+  (let ((bv (bytevector-concat (string->utf8 "HTTP/1.1 200 OK\r\nX-Name: caf")
+                               #vu8(#xE9) (string->utf8 "\r\n\r\n"))))
+    (equal? (string-append "caf" (string (integer->char #xE9)))
+            (assq-ref (response-headers
+                       (fed (list bv) (lambda (conn)
+                                        (let-values (((r size) (read-response-head conn timeouts "t")))
+                                          r))))
+                      'x-name))))
+(test-equal "a status code of four digits is malformed"
+  '(malformed-response #f)
+  (fed (list (string->utf8 "HTTP/1.1 2000 OK\r\n\r\n")) read-exchange))
 
 (test-end "web/client/response")
