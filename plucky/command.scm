@@ -74,6 +74,11 @@ Options of serve — where:
   --tls-cert FILE        speak HTTPS with the certificate (and chain) in
   --tls-key FILE         FILE and its private key (PEM); repeat the pair
                          for several names: the client's SNI chooses
+  --tls-ocsp FILE        staple the OCSP response in FILE (DER) for the
+                         --tls-cert given before it
+  --tls-session-lifetime S  seconds a TLS session can be resumed, by
+                         ticket or session ID (default 3600); the key
+                         of the tickets changes every 3 S
   --hsts S               with --tls-cert: Strict-Transport-Security,
                          max-age S seconds, on every response
   --redirect-https PORT  answer every request with a 301 to the same
@@ -186,6 +191,7 @@ fresh module where `app-directory' names the directory FILE is in.
     ("--max-header-bytes" 1 ,(expt 2 28))
     ("--max-header-count" 1 ,(expt 2 28))
     ("--hsts" 0 ,(* 2 366 86400))
+    ("--tls-session-lifetime" 1 604800)
     ("--redirect-https" 1 65535)))
 
 (define static-flag-names
@@ -196,7 +202,8 @@ fresh module where `app-directory' names the directory FILE is in.
   ;; every option serve accepts
   (append
    '("--host" "--user" "--group" "--access-log" "--log-format" "--error-log"
-     "--status-token" "--tls-cert" "--tls-key" "--listen")
+     "--status-token" "--tls-cert" "--tls-key" "--listen"
+     "--tls-ocsp")
    (map car numeric-options)
    flag-names static-flag-names))
 
@@ -355,6 +362,10 @@ fresh module where `app-directory' names the directory FILE is in.
              (port (option "--port" 8080))
              (fd (option "--fd" #f))
              (tls (tls-pairs options))
+             (ocsp (tls-ocsp-files options))
+             ;; made here, before the workers are forked: they share it
+             (resumption (and tls ((tls-procedure 'make-tls-resumption)
+                                   #:lifetime (option "--tls-session-lifetime" 3600))))
              (hsts (option "--hsts" #f))
              (redirect (option "--redirect-https" #f))
              (listen (listen-addresses options tls))
@@ -368,7 +379,9 @@ fresh module where `app-directory' names the directory FILE is in.
         (when tls
           ;; Read here, to refuse a bad file with exit status 2; each
           ;; worker reads them again (a reload's workers, afresh).
-          (fail-on-error 2 (lambda () ((tls-procedure 'load-tls-credentials) tls))))
+          (fail-on-error 2 (lambda ()
+                             ((tls-procedure 'free-tls-credentials!)
+                              ((tls-procedure 'load-tls-credentials) tls #:ocsp ocsp)))))
         (when (and group (not user))
           (fail "--group needs --user"))
         (when (value "--reload")
@@ -483,7 +496,8 @@ USER once the sockets are bound, or --allow-root"))))
                                                (lambda ()
                                                  ((tls-procedure 'tls-transport-maker)
                                                   ((tls-procedure 'load-tls-credentials)
-                                                   tls)))))))))
+                                                   tls #:ocsp ocsp)
+                                                  #:resumption resumption))))))))
           (when reloader (close-reloader! reloader))
           (exit (if (eq? ok #f) 1 0)))))))
 
@@ -499,6 +513,20 @@ USER once the sockets are bound, or --allow-root"))))
      ((= (length certs) (length keys)) (map cons certs keys))
      (else (fail "--tls-cert and --tls-key come in pairs: ~a certificates, ~a keys"
                  (length certs) (length keys))))))
+
+(define (tls-ocsp-files options)
+  ;; -> for each --tls-cert in the order given, the --tls-ocsp file that
+  ;; follows it, or #f; exit 2 for one before any --tls-cert or a second
+  ;; one for a certificate
+  (let lp ((options (reverse options)) (files '()))
+    (cond
+     ((null? options) (reverse files))
+     ((equal? (caar options) "--tls-cert") (lp (cdr options) (cons #f files)))
+     ((equal? (caar options) "--tls-ocsp")
+      (when (or (null? files) (car files))
+        (fail "--tls-ocsp ~a: give it after the --tls-cert it is for, once" (cdar options)))
+      (lp (cdr options) (cons (cdar options) (cdr files))))
+     (else (lp (cdr options) files)))))
 
 (define (listen-addresses options tls)
   ;; -> the --listen addresses in the order given, each (HOST PORT TLS?),
