@@ -373,6 +373,8 @@ fresh module where `app-directory' names the directory FILE is in.
              (mixed? (and listen (any caddr listen) (not (every caddr listen)))))
         (when (and hsts (not tls))
           (fail "--hsts needs --tls-cert and --tls-key"))
+        (when (and (value "--tls-session-lifetime") (not tls))
+          (fail "--tls-session-lifetime needs --tls-cert and --tls-key"))
         (when (and redirect tls (not mixed?))
           (fail "--redirect-https is for a plain-HTTP server; not with --tls-cert \
 (unless --listen gives it a plain address too)"))
