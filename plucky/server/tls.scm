@@ -320,10 +320,15 @@ key and the time), the one before it is still accepted."
   (<= 65 byte 90))
 
 (define (discard-input fd address start count)
-  ;; Read and drop what FD holds: -> 0 at end of file, -EAGAIN when it
-  ;; is drained, else -errno
-  (let ((n (fd-read fd address start count)))
-    (if (> n 0) (discard-input fd address start count) n)))
+  ;; Read and drop what FD holds, a few buffers at most (a client that
+  ;; keeps sending waits for the next turn of the loop, and the header
+  ;; time-out): -> 0 at end of file, -EAGAIN, else -errno
+  (let lp ((reads 0))
+    (let ((n (fd-read fd address start count)))
+      (cond
+       ((<= n 0) n)
+       ((= reads 3) (- errno-EAGAIN))
+       (else (lp (+ reads 1)))))))
 
 (define (answer-plain-http! fd address start count)
   ;; The request is read and dropped first: a socket closed with unread

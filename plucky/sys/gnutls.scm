@@ -328,22 +328,30 @@ GnuTLS error code."
         (bytevector-copy*
          (pointer->bytevector (make-pointer (bytevector-u64-native-ref d 0)) size)))))
 
+(define-syntax-rule (false-if-raised expression)
+  ;; EXPRESSION's value, or #f if it raised: an exception must not
+  ;; unwind through GnuTLS's C frames, which would leave the session
+  ;; half-way through its handshake.
+  (catch #t (lambda () expression) (lambda _ #f)))
+
 (define (gnutls-cache-callbacks store retrieve remove)
   "Return the callbacks `gnutls-session-set-cache!' takes, made of three
 procedures: (STORE key data) and (REMOVE key), of bytevectors, return
 true on success; (RETRIEVE key) returns the data stored under key, a
-bytevector, or #f.  The caller keeps the result reachable while sessions
-use it."
+bytevector, or #f.  One that raises counts as a failure.  The caller
+keeps the result reachable while sessions use it."
   (open-libgnutls!)
   (let ((empty (make-bytevector datum-size 0)))
     (vector
      (procedure->pointer
       int (lambda (ptr key data)
-            (if (store (datum->bytevector key) (datum->bytevector data)) 0 -30))
+            (if (false-if-raised (store (datum->bytevector key) (datum->bytevector data)))
+                0
+                -30))
       (list uint64 datum datum))
      (procedure->pointer
       datum (lambda (ptr key)
-              (let ((data (retrieve (datum->bytevector key))))
+              (let ((data (false-if-raised (retrieve (datum->bytevector key)))))
                 (if (not data)
                     (bytevector->pointer empty)
                     (let* ((n (bytevector-length data))
@@ -356,7 +364,7 @@ use it."
                       (bytevector->pointer out)))))
       (list uint64 datum))
      (procedure->pointer
-      int (lambda (ptr key) (if (remove (datum->bytevector key)) 0 -30))
+      int (lambda (ptr key) (if (false-if-raised (remove (datum->bytevector key))) 0 -30))
       (list uint64 datum)))))
 
 ;;; (plucky sys gnutls) ends here
