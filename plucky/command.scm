@@ -363,9 +363,10 @@ fresh module where `app-directory' names the directory FILE is in.
              (fd (option "--fd" #f))
              (tls (tls-pairs options))
              (ocsp (tls-ocsp-files options))
+             (lifetime (option "--tls-session-lifetime" 3600))
              ;; made here, before the workers are forked: they share it
              (resumption (and tls ((tls-procedure 'make-tls-resumption)
-                                   #:lifetime (option "--tls-session-lifetime" 3600))))
+                                   #:lifetime lifetime)))
              (hsts (option "--hsts" #f))
              (redirect (option "--redirect-https" #f))
              (listen (listen-addresses options tls))
