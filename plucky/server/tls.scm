@@ -348,7 +348,8 @@ key and the time), the one before it is still accepted."
   tls-state?
   ;; the gnutls_session_t's address, 0 once freed
   (session state-session set-state-session!)
-  ;; start: nothing read yet; handshake; ready; plain-http: answered 400
+  ;; start: nothing read yet; handshake; ready; closing: close_notify
+  ;; sent; plain-http: answered 400
   (stage state-stage set-state-stage!)
   ;; bytes GnuTLS took that the loop has not been told were written
   (credit state-credit set-state-credit!)
@@ -392,7 +393,7 @@ key and the time), the one before it is still accepted."
 
 (define (tls-read state fd address start count)
   (case (state-stage state)
-    ((ready) (read-records state address start count))
+    ((ready closing) (read-records state address start count))
     ((handshake)
      (let ((done (handshake! state fd)))
        (if (eq? done #t)
@@ -484,12 +485,20 @@ key and the time), the one before it is still accepted."
                                   scratch fill n)
                 (lp (cdr iovecs) (+ fill n))))))))
 
-(define (tls-shutdown state fd)
+(define (send-close-notify! state)
+  ;; The alert that ends the session cleanly: a client that sees the
+  ;; connection end without it counts the session broken and does not
+  ;; resume it (openssl s_time -reuse).
   (when (eq? (state-stage state) 'ready)
-    (gnutls-bye (state-session state)))
+    (set-state-stage! state 'closing)
+    (gnutls-bye (state-session state))))
+
+(define (tls-shutdown state fd)
+  (send-close-notify! state)
   (fd-shutdown-write fd))
 
 (define (tls-close state fd)
+  (send-close-notify! state)
   (let ((session (state-session state)))
     (unless (zero? session)
       (set-state-session! state 0)

@@ -263,6 +263,25 @@ print('%.1f' % statistics.median(times), resumed)
                                             "--resolve" (resolve port) (https port "/")))))
       (test-assert "curl -v: ALPN: server accepted http/1.1"
         (string-contains err "ALPN: server accepted http/1.1")))
+    (test-assert "Connection: close: the session ends with close_notify, no unexpected EOF"
+      (let ((out (s-client port "" #:path "/")))
+        (and (string-contains out "Hello, World!")
+             (not (string-contains out "unexpected eof")))))
+    (test-assert "openssl s_time -reuse: every connection after the first resumes"
+      (let ((status out err (run "openssl" (list "s_time" "-connect"
+                                                 (format #f "127.0.0.1:~a" port)
+                                                 "-reuse" "-time" "1" "-www" "/")
+                                 #:timeout 20)))
+        ;; one mark a connection between "starting" and the totals:
+        ;; r resumed, * a full handshake
+        (let* ((from (string-contains out "starting\n"))
+               (to (and from (string-contains out "connections in" from)))
+               (marks (if to
+                          (string-filter (lambda (c) (memv c '(#\r #\*)))
+                                         (substring out (+ from 9) to))
+                          "")))
+          (and (> (string-length marks) 1)
+               (string-every #\r marks)))))
     (test-assert "s_client -alpn h2 only: no ALPN (HTTP/2 is not offered yet)"
       (string-contains (s-client port "-alpn h2" #:path "/") "No ALPN negotiated"))
     (let ((hellos ok? key (client-hellos port "X25519")))
