@@ -213,6 +213,27 @@ except OSError:
 print(d.split(b'\\r\\n')[0].decode(), b'HTTPS' in d, end)
 ")
 
+(define python-plain-flood "
+import socket, ssl, sys, threading, time
+port = int(sys.argv[1])
+flood = socket.create_connection(('127.0.0.1', port))
+flood.sendall(b'GET / HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')
+stop = time.time() + 3
+def send():
+    chunk = b'x' * 65536
+    try:
+        while time.time() < stop: flood.sendall(chunk)
+    except OSError: pass
+threading.Thread(target=send, daemon=True).start()
+time.sleep(0.5)
+c = ssl.create_default_context(cafile=sys.argv[2])
+t = time.time()
+s = c.wrap_socket(socket.create_connection(('127.0.0.1', port)), server_hostname='localhost')
+s.sendall(b'GET / HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')
+d = s.recv(4096)
+print('served' if b'Hello, World!' in d else 'not served', time.time() - t < 2)
+")
+
 (define python-nagle "
 import ssl, socket, sys, time, statistics
 port = int(sys.argv[1])
@@ -297,6 +318,8 @@ print('%.1f' % statistics.median(times), resumed)
       (test-assert "a finite-field group in TLS 1.3: refused" (not ok?)))
     (test-equal "plain HTTP on the TLS port: a 400 saying why, then a close (not a reset)"
       "HTTP/1.1 400 Bad Request True closed" (python port python-plain-http))
+    (test-equal "a client that keeps sending plain HTTP: others served meanwhile"
+      "served True" (python port python-plain-flood (tls-file "ca.pem")))
     (let ((status out (curl "-s" "-o" "/dev/null" "-w" "%{http_code}"
                             (format #f "http://127.0.0.1:~a/" port))))
       (test-equal "curl http:// to it: 400" "400" out))
