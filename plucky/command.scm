@@ -259,6 +259,11 @@ fresh module where `app-directory' names the directory FILE is in.
              (port (option "--port"))
              (fd (option "--fd"))
              (tls (tls-pairs options))
+             (ocsp (tls-ocsp-files args))
+             (lifetime (option "--tls-session-lifetime-s"))
+             ;; made here, before the workers are forked: they share it
+             (resumption (and tls ((tls-procedure 'make-tls-resumption)
+                                   #:lifetime lifetime)))
              (hsts (option "--hsts-max-age-s"))
              (redirect (option "--redirect-https"))
              (listen (listen-addresses options tls))
@@ -266,13 +271,17 @@ fresh module where `app-directory' names the directory FILE is in.
              (mixed? (and listen (any caddr listen) (not (every caddr listen)))))
         (when (and hsts (not tls))
           (fail "--hsts-max-age-s needs --tls-cert and --tls-key"))
+        (when (and (value "--tls-session-lifetime-s") (not tls))
+          (fail "--tls-session-lifetime-s needs --tls-cert and --tls-key"))
         (when (and redirect tls (not mixed?))
           (fail "--redirect-https is for a plain-HTTP server; not with --tls-cert \
 (unless --listen gives it a plain address too)"))
         (when tls
           ;; Read here, to refuse a bad file with exit status 2; each
           ;; worker reads them again (a reload's workers, afresh).
-          (fail-on-error 2 (lambda () ((tls-procedure 'load-tls-credentials) tls))))
+          (fail-on-error 2 (lambda ()
+                             ((tls-procedure 'free-tls-credentials!)
+                              ((tls-procedure 'load-tls-credentials) tls #:ocsp ocsp)))))
         (when (and group (not user))
           (fail "--group needs --user"))
         (when (value "--reload")
@@ -381,7 +390,8 @@ USER once the sockets are bound, or --allow-root"))))
                                                (lambda ()
                                                  ((tls-procedure 'tls-transport-maker)
                                                   ((tls-procedure 'load-tls-credentials)
-                                                   tls))))
+                                                   tls #:ocsp ocsp)
+                                                  #:resumption resumption)))
                                     (setting-keywords
                                      (alist-delete 'workers
                                                    (alist-delete 'host
@@ -400,6 +410,22 @@ USER once the sockets are bound, or --allow-root"))))
      ((= (length certs) (length keys)) (map cons certs keys))
      (else (fail "--tls-cert and --tls-key come in pairs: ~a certificates, ~a keys"
                  (length certs) (length keys))))))
+
+(define (tls-ocsp-files args)
+  ;; -> for each --tls-cert of ARGS (the command line) in the order given,
+  ;; the --tls-ocsp file that follows it, or #f; exit 2 for one before
+  ;; any --tls-cert or a second one for a certificate.  Read from the
+  ;; command line itself: the options' alist keeps each repeated
+  ;; setting's values apart, not their order among others.
+  (let lp ((args args) (files '()))
+    (cond
+     ((or (null? args) (null? (cdr args))) (reverse files))
+     ((equal? (car args) "--tls-cert") (lp (cddr args) (cons #f files)))
+     ((equal? (car args) "--tls-ocsp")
+      (when (or (null? files) (car files))
+        (fail "--tls-ocsp ~a: give it after the --tls-cert it is for, once" (cadr args)))
+      (lp (cddr args) (cons (cadr args) (cdr files))))
+     (else (lp (cdr args) files)))))
 
 (define (listen-addresses options tls)
   ;; -> the --listen addresses in the order given, each (HOST PORT TLS?),

@@ -144,6 +144,12 @@ opening one")
    (setting 'tls-key #:type 'string #:section 'where #:repeatable? #t #:metavar "FILE"
             #:doc "and its private key (PEM); repeat the pair for several names: the \
 client's SNI chooses")
+   (setting 'tls-ocsp #:type 'string #:section 'where #:repeatable? #t #:metavar "FILE"
+            #:doc "staple the OCSP response in FILE (DER) for the --tls-cert given before it")
+   (setting 'tls-session-lifetime-s #:aliases '(tls-session-lifetime) #:range `(1 ,(* 7 day))
+            #:default 3600 #:unit "seconds" #:section 'where
+            #:doc "seconds a TLS session can be resumed, by ticket or session ID; the key \
+of the tickets changes every 3 S")
    (setting 'hsts-max-age-s #:aliases '(hsts) #:range `(0 ,(* 2 366 day)) #:unit "seconds"
             #:section 'where
             #:doc "with --tls-cert: Strict-Transport-Security, max-age S seconds, on \

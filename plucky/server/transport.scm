@@ -11,8 +11,8 @@
 ;;; libc) (a count of bytes, or a negated errno; -EAGAIN when the
 ;;; descriptor is not ready).  `plain-transport' is the one for sockets
 ;;; and pipes, the libc calls themselves, shared by every connection.  A
-;;; TLS transport will be one per connection, closing over its session:
-;;; its record calls raise error/again where the socket is not ready,
+;;; TLS transport is one per connection, closing over its session: its
+;;; record calls fail with GNUTLS_E_AGAIN where the socket is not ready,
 ;;; which it turns into -EAGAIN, and WANTS-WRITE? says that a read cannot
 ;;; go on until the socket takes the session's pending bytes.
 ;;;
@@ -21,6 +21,10 @@
 ;;; writes its bytes.  WRITE-MORE writes a head that a sendfile(2) of
 ;;; the body follows at once: on a plain socket, send(2) with MSG_MORE,
 ;;; so that head and body leave in the same segments (bench/static).
+;;;
+;;; PROTOCOL says which application protocol the client and the server
+;;; agreed on (TLS's ALPN: "http/1.1", later "h2"), #f when none was:
+;;; what a connection speaks is read there once its first bytes are in.
 ;;;
 ;;; Code:
 
@@ -40,11 +44,12 @@
             transport-close
             transport-wants-write?
             transport-pending?
+            transport-protocol
             plain-transport))
 
 (define-record-type <transport>
   (%make-transport read write writev write-more sendfile shutdown close
-                   wants-write? pending?)
+                   wants-write? pending? protocol)
   transport?
   ;; (fd address start count) -> bytes read, 0 at end of file, or -errno
   (read transport-read)
@@ -66,26 +71,31 @@
   ;; (fd) -> true when input the socket no longer shows waits in the
   ;; transport (a TLS record the last read could not hold): read again
   ;; without waiting for epoll
-  (pending? transport-pending?))
+  (pending? transport-pending?)
+  ;; (fd) -> the application protocol agreed with the client (TLS's
+  ;; ALPN), e.g. "http/1.1", or #f when none was
+  (protocol transport-protocol))
 
 (define (never-wants-write fd) #f)
 (define (never-pending fd) #f)
+(define (no-protocol fd) #f)
 
 (define* (make-transport #:key (read fd-read) (write fd-write) (writev fd-writev)
                          (write-more (if (eq? write fd-write) fd-send-more write))
                          (sendfile fd-sendfile) (shutdown fd-shutdown-write)
                          (close fd-close) (wants-write? never-wants-write)
-                         (pending? never-pending))
+                         (pending? never-pending) (protocol no-protocol))
   "Return a transport: the procedures the loop reads, writes, sends
 files, shuts down and closes a connection's descriptors with.  Each
 defaults to the libc call of (plucky sys libc) that the plain transport
 uses; READ, WRITE and WRITE-MORE take (fd address start count), WRITEV
 (fd iovecs-address count), SENDFILE (out-fd file-fd offset count) or
-#f, SHUTDOWN and CLOSE and WANTS-WRITE? and PENDING? (fd).  WRITE-MORE,
+#f, SHUTDOWN and CLOSE and WANTS-WRITE? and PENDING? and PROTOCOL (fd).
+PROTOCOL returns the protocol ALPN agreed on, a string, or #f.  WRITE-MORE,
 for a head whose file body SENDFILE sends next, defaults to send(2) with
 MSG_MORE when WRITE is the plain write(2), else to WRITE."
   (%make-transport read write writev write-more sendfile shutdown close
-                   wants-write? pending?))
+                   wants-write? pending? protocol))
 
 (define plain-transport
   ;; Shared by every plain connection: nothing to allocate per accept.

@@ -52,11 +52,13 @@
             sockaddr->string
             fd-set-tcp-nodelay!
             fd-set-defer-accept!
+            fd-ack-now!
             fd-set-nonblocking!
             fd-socket
             fd-connect
             fd-socket-error
             fd-send
+            fd-peek
             sockaddr->bytevector
             set-parent-death-signal!
             make-iovecs
@@ -141,6 +143,7 @@ as the negated errno."
 (define %getpeername (libc-procedure int "getpeername" (list int uintptr_t uintptr_t)))
 (define %getsockopt
   (libc-procedure int "getsockopt" (list int int int uintptr_t uintptr_t)))
+(define %recv (libc-procedure ssize_t "recv" (list int uintptr_t size_t int)))
 
 (define (fd-read fd address start count)
   "Read at most COUNT bytes from FD into the buffer at ADDRESS (from
@@ -359,6 +362,16 @@ written in one piece leaves at once.  Return 0 or a negated errno."
   (retrying-eintr
    (%setsockopt fd IPPROTO_TCP TCP_NODELAY int-one-address (sizeof int))))
 
+(define TCP_QUICKACK 12)
+
+(define (fd-ack-now! fd)
+  "Have the kernel acknowledge at once what the TCP socket FD has
+received, rather than after the delayed-ACK timer (up to 40 ms), which
+a client whose Nagle's algorithm holds its next write back waits for.
+Return 0 or a negated errno."
+  (retrying-eintr
+   (%setsockopt fd IPPROTO_TCP TCP_QUICKACK int-one-address (sizeof int))))
+
 (define TCP_DEFER_ACCEPT 9)
 
 (define (fd-set-defer-accept! fd seconds)
@@ -458,5 +471,13 @@ send(2) and MSG_NOSIGNAL: a peer that has closed gives -EPIPE rather than
 SIGPIPE, which would kill a script that has not ignored it.  Return the
 number written or a negated errno."
   (retrying-eintr (%send fd (+ address start) count MSG_NOSIGNAL)))
+
+(define MSG_PEEK 2)
+
+(define (fd-peek fd address start count)
+  "Copy at most COUNT bytes waiting on the socket FD to ADDRESS plus START
+with recv(2) and MSG_PEEK, leaving them to be read.  Return their number
+(0 at end of file) or a negated errno, -EAGAIN when none is waiting."
+  (retrying-eintr (%recv fd (+ address start) count MSG_PEEK)))
 
 ;;; (plucky sys libc) ends here

@@ -17,135 +17,20 @@
              (srfi srfi-71)
              (tests lib harness)
              (tests lib server)
+             (tests lib tls)
              (ice-9 regex)
              (plucky server tls))
 
 (test-begin "server/tls")
 
 ;;;
-;;; Helpers
+;;; Helpers: (tests lib tls)
 ;;;
 
-(define root
-  (dirname (dirname (dirname (search-path %load-path "tests/lib/harness.scm")))))
-(define plucky (string-append root "/bin/plucky"))
-(define allow-root (if (zero? (geteuid)) '("--allow-root") '()))
-
-(define* (run program args #:key (timeout 60))
-  ;; -> (values exit-status stdout stderr) of PROGRAM run to completion
-  (let* ((process (spawn program args))
-         (deadline (+ (now-seconds) timeout))
-         (out (read-all-before (process-stdout process) deadline))
-         (err (read-all-before (process-stderr process) deadline))
-         (status (process-wait process #:timeout (max 0.1 (- deadline (now-seconds))))))
-    (close-port (process-stdout process))
-    (close-port (process-stderr process))
-    (values (and status (status:exit-val status)) out err)))
-
-(define (read-all-before port deadline)
-  (let lp ((lines '()))
-    (let ((line (read-line-before port deadline)))
-      (if (string? line)
-          (lp (cons line lines))
-          (string-join (reverse lines) "\n")))))
-
-(define (shell command)
-  ;; -> the exit status of COMMAND run by sh, its output discarded
-  (let ((status out err (run "sh" (list "-c" command))))
-    status))
-
-(define dir
-  (let ((name (string-copy "/tmp/plucky-tls-XXXXXX")))
-    (close-port (mkstemp! name))
-    (delete-file name)
-    (mkdir name)
-    name))
-
-(define (file name) (string-append dir "/" name))
-
-(define (make-certificates!)
-  ;; A CA; leaf certificates it signs for localhost (ECDSA P-256) and
-  ;; rsa.test (RSA 2048, with its CA as a chain in the file); an expired
-  ;; one.
-  (shell
-   (string-append
-    "set -e; cd " dir "; exec 2>/dev/null >/dev/null;"
-    "openssl ecparam -name prime256v1 -genkey -noout -out ca.key;"
-    "openssl req -x509 -new -key ca.key -subj /CN=plucky-test-ca -days 2 -out ca.pem;"
-    "openssl ecparam -name prime256v1 -genkey -noout -out ec.key;"
-    "openssl req -new -key ec.key -subj /CN=localhost -out ec.csr;"
-    "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ec.ext;"
-    "openssl x509 -req -in ec.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile ec.ext -out ec.pem;"
-    "openssl x509 -req -in ec.csr -CA ca.pem -CAkey ca.key -days -1 -out expired.pem;"
-    "openssl genrsa -out rsa.key 2048;"
-    "openssl req -new -key rsa.key -subj /CN=rsa.test -out rsa.csr;"
-    "printf 'subjectAltName=DNS:rsa.test\\n' > rsa.ext;"
-    "openssl x509 -req -in rsa.csr -CA ca.pem -CAkey ca.key -days 2 -extfile rsa.ext -out rsa-leaf.pem;"
-    "cat rsa-leaf.pem ca.pem > rsa.pem;"
-    "printf '%s\\n' '(use-modules (plucky server loop) (web request) (web uri))'"
-    " '(lambda (request body)'"
-    " '  (if (string=? (uri-path (request-uri request)) \"/file\")'"
-    " '      (values (quote ((content-type . (application/octet-stream))))'"
-    " '              (make-file-body (open-input-file (string-append app-directory \"/big\") #:binary #t)))'"
-    " '      (values (quote ((content-type . (text/plain)))) \"Hello, World!\")))' > app.scm;"
-    "head -c 300000 /dev/urandom > big;"
-    "printf '%s\\n' '(use-modules (plucky server) (ice-9 binary-ports) (rnrs bytevectors))'"
-    " '(with-body-port (lambda (request body)'"
-    " '  (if body'"
-    " '      (values (quote ((content-type . (text/plain))))'"
-    " '              (format #f \"~a bytes\" (bytevector-length (get-bytevector-all body))))'"
-    " '      (values (quote ((content-type . (text/plain)) (transfer-encoding . ((chunked)))))'"
-    " '              (lambda (port) (do ((i 0 (+ i 1))) ((= i 1000)) (display \"streamed line\n\" port)))))))'"
-    " > threads.scm")))
+(define file tls-file)
 
 (test-group "test certificates"
-  (test-eqv "openssl made them" 0 (make-certificates!)))
-
-(define listening-rx (make-regexp "listening on (https?)://127\\.0\\.0\\.1:([0-9]+)/"))
-
-(define* (serve args #:key (timeout 30) (app "app.scm"))
-  ;; -> (values process scheme port) of `plucky serve APP ARGS…'
-  (let* ((process (spawn plucky (append (list "serve" (file app) "--port" "0"
-                                              "--workers" "1")
-                                        allow-root args)))
-         (deadline (+ (now-seconds) timeout)))
-    (let lp ()
-      (let ((line (read-line-before (process-stderr process) deadline)))
-        (cond
-         ((not (string? line)) (process-stop process) (values process #f #f))
-         ((regexp-exec listening-rx line)
-          => (lambda (m) (values process (match:substring m 1)
-                                 (string->number (match:substring m 2)))))
-         (else (lp)))))))
-
-(define-syntax-rule (with-serve (process port app args ...) body ...)
-  (let ((process scheme port (serve (list args ...) #:app app)))
-    (test-equal "serve: listening on https" "https" scheme)
-    (when port
-      (dynamic-wind
-        (lambda () #t)
-        (lambda () body ...)
-        (lambda ()
-          (let ((status killed? (process-stop process)))
-            (test-equal "serve: SIGTERM stops it, exit 0" '(0 #f)
-                        (list (status:exit-val status) killed?))))))))
-
-(define (curl . args)
-  ;; -> (values status output) of curl with the test CA
-  (let ((status out err (run "curl" (append (list "-s" "-S" "--max-time" "10"
-                                                  "--cacert" (file "ca.pem"))
-                                            args))))
-    (values status out)))
-
-(define (https port path) (format #f "https://localhost:~a~a" port path))
-(define (resolve port) (format #f "localhost:~a:127.0.0.1" port))
-
-(define (python port script . args)
-  ;; -> the output of SCRIPT, Python given the port as sys.argv[1]
-  (let ((status out err (apply run "python3" (list (append (list "-c" script
-                                                                   (number->string port))
-                                                             args)))))
-    (if (zero? (or status 1)) out (string-append "failed: " err))))
+  (test-eqv "openssl made them" 0 (make-test-certificates!)))
 
 ;;;
 ;;; load-tls-credentials
@@ -470,6 +355,6 @@ print('closed' if data == b'' else 'answered', round(time.time() - t))
        '("/cookie" "/session"))
       (process-stop process))))
 
-(shell (string-append "rm -rf " dir))
+(remove-tls-dir!)
 
 (test-end "server/tls")
