@@ -13,7 +13,6 @@
 ;;; Code:
 
 (define-module (plucky sys shared-memory)
-  #:use-module ((system foreign) #:select (pointer->bytevector make-pointer))
   #:use-module (plucky sys foreign)
   #:export (make-shared-bytevector))
 
