@@ -77,6 +77,7 @@
   #:use-module (plucky web crypto)
   #:use-module (plucky web cookies)
   #:export (with-sessions
+            session-middleware
             current-session
             session-ref
             session-set!
@@ -444,5 +445,12 @@ TOUCH-INTERVAL seconds).  CLOCK returns the time in seconds."
             (apply values
                    (response-with-headers response (save-session! session now))
                    body state)))))))
+
+(define (session-middleware . options)
+  "Return a middleware (see (plucky web middleware)) that puts a handler
+inside `with-sessions' with OPTIONS, its keywords: (wrap handler
+(session-middleware #:db db)) is (with-sessions handler #:db db)."
+  (lambda (handler)
+    (apply with-sessions handler options)))
 
 ;;; (plucky web session) ends here
