@@ -5,10 +5,11 @@
 
 ;;; Commentary:
 ;;;
-;;; `make-news-app' returns the site's handler.  A request goes through
-;;; the sessions middleware (who is logged in), then the CSRF check (a
-;;; POST must carry the session's token), then the router, to one of the
-;;; procedures below; each reads the database through (news db), decides
+;;; `make-news-app' returns the site's handler, made of the toolkit's
+;;; pieces: a request goes through the sessions middleware (who is
+;;; logged in), then the CSRF check (a POST must carry the session's
+;;; token), then the router, whose routes (`news-routes') are data, to
+;;; one of the procedures below; each reads the database through (news db), decides
 ;;; what the viewer may see and do, and returns a page from (news views)
 ;;; or a redirect.  Every field a user sends is checked before anything
 ;;; is stored, and a refusal redisplays the form with a message beside
@@ -40,14 +41,18 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (web uri)
-  #:use-module ((plucky server loop) #:select (current-request-peer))
+  #:use-module ((plucky server) #:select (current-request-peer))
+  #:use-module ((plucky web router) #:select (route make-router router-handler
+                                              query-params query-ref))
+  #:use-module ((plucky web middleware) #:select (wrap))
   #:use-module (plucky web html)
   #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
   #:use-module (plucky web password)
   #:use-module (plucky web limit)
-  #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?))
+  #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?
+                                            csrf-middleware))
   #:use-module (news rank)
   #:use-module (news db)
   #:use-module (news seed)
@@ -109,10 +114,6 @@ seeding are one transaction."
                        (iota 24)))))
 
 ;;; Requests.
-
-(define (query-params request)
-  (let ((query (uri-query (request-uri request))))
-    (if query (urlencoded->alist query) '())))
 
 (define (form-params request body)
   (if (and body (bytevector? body))
@@ -262,12 +263,6 @@ seeding are one transaction."
 (define (front-page site request body)
   (story-list site request (current-user site) #f #f
               (lambda (page) (page-slice (ranked site) page)) "news"))
-
-(define cacheable-pages
-  ;; What a visitor who is not logged in sees the same as any other: no
-  ;; form, no token.  login, logout and submit are not among them.
-  '("" "news" "newest" "ask" "best" "item" "user" "submitted" "threads"
-    "newcomments" "rss" "items.json"))
 
 (define (cached-page site request make)
   ;; The page's bytes, kept per (target, version, minute) for visitors
@@ -782,84 +777,102 @@ seeding are one transaction."
               (json-response '(("error" . "no such item")) #:status 404)))
         (json-response (list-head* (ranked site) per-page) #:encoder items->json))))
 
-;;; The CSRF check, before any handler that changes something: the
-;;; token of a form (or the X-CSRF-Token header of a script) must be a
-;;; masked form of the session's secret ((plucky web csrf)).
+;;; Routes: the site's pages as data.  A page a visitor who is not
+;;; logged in sees the same as any other is `cacheable' (see
+;;; `cached-page'); the rest are `plain'.  Every POST passes the CSRF
+;;; check of `make-news-app' first.
 
-(define (csrf-ok? request params)
-  (csrf-token-valid? (or (param params "csrf")
-                         (assq-ref (request-headers request) 'x-csrf-token))))
+(define (plain site handler)
+  ;; a route's handler of (request body params) calling HANDLER of
+  ;; (site request body)
+  (lambda (request body params)
+    (handler site request body)))
 
-;;; Routes.
+(define (cacheable site handler)
+  ;; HANDLER's page, from the visitors' cache or the viewer's own
+  (lambda (request body params)
+    (let ((make (lambda () (handler site request body))))
+      (cond
+       ((session-ref "user")
+        => (lambda (user) (cached-user-page site request user make)))
+       (else (cached-page site request make))))))
 
-(define get-routes
-  `(("" . ,front-page) ("news" . ,front-page) ("newest" . ,newest)
-    ("ask" . ,ask) ("best" . ,best) ("item" . ,item)
-    ("user" . ,user-profile) ("submitted" . ,submitted)
-    ("threads" . ,threads) ("newcomments" . ,newcomments)
-    ("login" . ,login-form) ("logout" . ,logout) ("submit" . ,submit-form)
-    ("reply" . ,reply-form) ("edit" . ,edit-form) ("delete" . ,delete-form)
-    ("rss" . ,rss) ("items.json" . ,items-json)))
+(define (logout-link site handler)
+  ;; The logout link is a GET (news.arc's); it carries the token in its
+  ;; query, as a form would in its body.
+  (lambda (request body params)
+    (if (csrf-token-valid? (or (query-ref request "csrf")
+                               (assq-ref (request-headers request) 'x-csrf-token)))
+        (handler site request body)
+        (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
+                                       #:title "Logout"
+                                       #:message "That logout link is stale.")))))
 
-(define post-routes
-  `(("login" . ,login) ("signup" . ,signup) ("submit" . ,submit)
-    ("comment" . ,comment) ("vote" . ,vote) ("flag" . ,flag)
-    ("edit" . ,edit) ("delete" . ,delete) ("profile" . ,profile)))
+(define (news-routes site)
+  (define (get path handler name . kind)
+    (route 'GET path ((if (null? kind) cacheable (car kind)) site handler) #:name name))
+  (define (post path handler name)
+    (route 'POST path (plain site handler) #:name name))
+  (list
+   (get "/" front-page 'front)
+   (get "/news" front-page 'news)
+   (get "/newest" newest 'newest)
+   (get "/ask" ask 'ask)
+   (get "/best" best 'best)
+   (get "/item" item 'item)
+   (get "/user" user-profile 'user)
+   (get "/submitted" submitted 'submitted)
+   (get "/threads" threads 'threads)
+   (get "/newcomments" newcomments 'newcomments)
+   (get "/rss" rss 'rss)
+   (get "/items.json" items-json 'items-json)
+   (get "/login" login-form 'login-form plain)
+   (get "/logout" logout 'logout logout-link)
+   (get "/submit" submit-form 'submit-form plain)
+   (get "/reply" reply-form 'reply plain)
+   (get "/edit" edit-form 'edit-form plain)
+   (get "/delete" delete-form 'delete-form plain)
+   (post "/login" login 'login)
+   (post "/signup" signup 'signup)
+   (post "/submit" submit 'submit)
+   (post "/comment" comment 'comment)
+   (post "/vote" vote 'vote)
+   (post "/flag" flag 'flag)
+   (post "/edit" edit 'edit)
+   (post "/delete" delete 'delete)
+   (post "/profile" profile 'profile)))
+
+(define (refuse-forged site)
+  ;; what a POST without a valid CSRF token gets
+  (lambda (request body)
+    (html-status 403 (message-page
+                      #:user (current-user site) #:title "Refused"
+                      #:message "Your form was stale or forged (no valid CSRF token). Please go back, reload and try again."))))
 
 (define* (make-news-app #:key file (prefix "/") (address peer-address)
                        (server-timing? #f))
   "Return the handler of the news site over the database FILE (see
-`seed-news-db!'), serving the paths under PREFIX.  ADDRESS, a procedure
-of the request, gives the client's address, which votes and rate limits
-count by.  Each request's phases db and render are timed for the status
-page; with SERVER-TIMING? true, its response carries them in a
-Server-Timing header too."
+`seed-news-db!').  It answers paths from \"/\": a site that serves it
+under a prefix mounts it there (`mount' of (plucky web router)) and
+gives that PREFIX (\"/news/\") here, the path of its session cookie.
+ADDRESS, a procedure of the request, gives the client's address, which
+votes and rate limits count by.  Each request's phases db and render
+are timed for the status page; with SERVER-TIMING? true, its response
+carries them in a Server-Timing header too."
   (letrec ((site (make-site file #f #f #f (make-hash-table) (make-hash-table)
                             (make-rate-limit #:db (lambda () (news-db-handle (site-db site)))
                                              #:name "news-login" #:limit login-failures
-                                             #:window login-window)))
-            (prefix-length (string-length prefix)))
-    ((with-server-timing #:header? server-timing?)
-     (with-sessions
-     (lambda (request body)
-       (parameterize ((client-address address))
-        (let* ((path (uri-path (request-uri request)))
-              (name (and (string-prefix? prefix path)
-                         (substring path prefix-length)))
-              (method (request-method request)))
-         (cond
-          ((not name) (not-found site request "No such page."))
-          ((memq method '(GET HEAD))
-           (match (assoc name get-routes)
-             ((_ . handler)
-              (if (equal? name "logout")
-                  (if (csrf-ok? request (query-params request))
-                      (handler site request body)
-                      (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
-                                                     #:title "Logout"
-                                                     #:message "That logout link is stale.")))
-                  (cond
-                   ((not (member name cacheable-pages)) (handler site request body))
-                   ((session-ref "user")
-                    => (lambda (user)
-                         (cached-user-page site request user
-                                           (lambda () (handler site request body)))))
-                   (else
-                    (cached-page site request
-                                 (lambda () (handler site request body)))))))
-             (#f (not-found site request "No such page."))))
-          ((eq? method 'POST)
-           (match (assoc name post-routes)
-             ((_ . handler)
-              (if (csrf-ok? request (form-params request body))
-                  (handler site request body)
-                  (html-status 403 (message-page
-                                    #:user (current-user site) #:title "Refused"
-                                    #:message "Your form was stale or forged (no valid CSRF token). Please go back, reload and try again."))))
-             (#f (not-found site request "No such page."))))
-          (else
-           (values (build-response #:code 405 #:headers '((allow . (GET HEAD POST))
-                                                          (content-type . (text/plain))))
-                   "Method not allowed\n"))))))
-     #:db (lambda () (news-db-handle (site-db site)))
-     #:path prefix))))
+                                             #:window login-window))))
+    (wrap (router-handler
+           (make-router (news-routes site)
+                        #:not-found (lambda (request body)
+                                      (not-found site request "No such page."))))
+          (with-server-timing #:header? server-timing?)
+          (session-middleware #:db (lambda () (news-db-handle (site-db site)))
+                              #:path prefix)
+          ;; POST only: a DELETE is the router's 405, not a refusal
+          (csrf-middleware #:methods '(POST) #:refuse (refuse-forged site))
+          (lambda (handler)
+            (lambda (request body)
+              (parameterize ((client-address address))
+                (handler request body)))))))
