@@ -95,6 +95,11 @@
                drain-loop!
                current-request-scheme
                current-request-peer
+               ;; an app's own descriptors on the loop, and its log
+               ;; lines: (plucky server loop)
+               loop-watch!
+               loop-unwatch!
+               log-line
                open-listener
                listener-port
                supervise-workers
