@@ -42,7 +42,7 @@
   #:use-module (web response)
   #:use-module (web uri)
   #:use-module ((plucky server) #:select (current-request-peer))
-  #:use-module ((plucky web router) #:select (route make-router router-handler
+  #:use-module ((plucky web router) #:select (route mount make-router router-handler
                                               query-params query-ref))
   #:use-module ((plucky web middleware) #:select (wrap))
   #:use-module (plucky web html)
@@ -852,9 +852,10 @@ seeding are one transaction."
 (define* (make-news-app #:key file (prefix "/") (address peer-address)
                        (server-timing? #f))
   "Return the handler of the news site over the database FILE (see
-`seed-news-db!').  It answers paths from \"/\": a site that serves it
-under a prefix mounts it there (`mount' of (plucky web router)) and
-gives that PREFIX (\"/news/\") here, the path of its session cookie.
+`seed-news-db!'), serving the paths under PREFIX: \"/\", or a prefix
+(\"/news/\") it is then mounted under.  A site of several apps rather
+mounts it itself (`mount' of (plucky web router)); its session cookie is
+for the prefix it is mounted under.
 ADDRESS, a procedure of the request, gives the client's address, which
 votes and rate limits count by.  Each request's phases db and render
 are timed for the status page; with SERVER-TIMING? true, its response
@@ -863,16 +864,23 @@ carries them in a Server-Timing header too."
                             (make-rate-limit #:db (lambda () (news-db-handle (site-db site)))
                                              #:name "news-login" #:limit login-failures
                                              #:window login-window))))
-    (wrap (router-handler
+    (mounted-under
+     prefix
+     (wrap (router-handler
            (make-router (news-routes site)
                         #:not-found (lambda (request body)
                                       (not-found site request "No such page."))))
           (with-server-timing #:header? server-timing?)
-          (session-middleware #:db (lambda () (news-db-handle (site-db site)))
-                              #:path prefix)
+          (session-middleware #:db (lambda () (news-db-handle (site-db site))))
           ;; POST only: a DELETE is the router's 405, not a refusal
           (csrf-middleware #:methods '(POST) #:refuse (refuse-forged site))
           (lambda (handler)
             (lambda (request body)
               (parameterize ((client-address address))
-                (handler request body)))))))
+                (handler request body))))))))
+
+(define (mounted-under prefix app)
+  ;; APP, or a router that mounts it under PREFIX ("/news/")
+  (if (string=? prefix "/")
+      app
+      (router-handler (make-router (list (mount (string-trim-right prefix #\/) app))))))
