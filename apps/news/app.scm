@@ -41,9 +41,9 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (web uri)
-  #:use-module ((plucky server) #:select (current-request-peer))
+  #:use-module ((plucky server) #:select (current-request-peer current-request-scheme))
   #:use-module ((plucky web router) #:select (route mount make-router router-handler
-                                              query-params query-ref))
+                                              query-params query-ref request-mount-prefix))
   #:use-module ((plucky web middleware) #:select (wrap))
   #:use-module (plucky web html)
   #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
@@ -176,9 +176,10 @@ seeding are one transaction."
 ;;; The app.
 
 (define-record-type <site>
-  (make-site file connection ranked ranked-key pages threads logins)
+  (make-site file connection ranked ranked-key pages threads logins origin)
   site?
   (file site-file)
+  (origin site-origin*)                          ; "https://host", or #f: the request's
   (logins site-logins)                           ; <rate-limit>: failed logins
   (connection site-connection set-site-connection!) ; (pid . <news-db>)
   (ranked site-ranked set-site-ranked!)          ; list of <item>, rank order
@@ -246,10 +247,28 @@ seeding are one transaction."
       (votes-by-user-on db (user-name user) (map item-id items))
       '()))
 
-(define (story-list site request user label title items-of-page path)
-  ;; ITEMS-OF-PAGE: page number -> (values items more?).
-  (let* ((params (query-params request))
-         (page (or (int-param params "p") 1)))
+(define (page-path path page)
+  ;; PATH ("newest", "threads?id=ann") for its page number PAGE
+  (cond ((= page 1) path)
+        ((string-index path #\?) (format #f "~a&p=~a" path page))
+        (else (format #f "~a?p=~a" path page))))
+
+(define (page-number request)
+  (or (int-param (query-params request) "p") 1))
+
+(define (hidden-by site user)
+  ;; -> the ids of the stories USER hid, '() for nobody
+  (if user (hidden-ids (site-db site) (user-name user)) '()))
+
+(define (without-hidden items hidden)
+  (if (null? hidden)
+      items
+      (remove (lambda (item) (memv (item-id item) hidden)) items)))
+
+(define* (story-list site request user label title items-of-page path #:key hidden?)
+  ;; ITEMS-OF-PAGE: page number -> (values items more?).  HIDDEN?: the
+  ;; page lists the stories USER hid (each with "unhide").
+  (let ((page (page-number request)))
     (let-values (((items more?) (items-of-page page)))
       (html (story-list-page
              #:items items #:user user
@@ -257,17 +276,22 @@ seeding are one transaction."
              #:csrf (if user (form-token) "")
              #:now (now) #:title title #:label label
              #:start (+ 1 (* (- page 1) per-page))
-             #:whence (if (= page 1) path (format #f "~a?p=~a" path page))
-             #:more (and more? (format #f "~a?p=~a" path (+ page 1))))))))
+             #:whence (page-path path page)
+             #:more (and more? (page-path path (+ page 1)))
+             #:hidden? hidden?)))))
 
 (define (front-page site request body)
-  (story-list site request (current-user site) #f #f
-              (lambda (page) (page-slice (ranked site) page)) "news"))
+  (let ((user (current-user site)))
+    (story-list site request user #f #f
+                (lambda (page)
+                  (page-slice (without-hidden (ranked site) (hidden-by site user)) page))
+                "news")))
 
-(define (cached-page site request make)
+(define* (cached-page site request make #:optional (origin ""))
   ;; The page's bytes, kept per (target, version, minute) for visitors
-  ;; not logged in, as news.arc keeps its pages for them.
-  (let* ((key (list (uri->string (request-uri request))
+  ;; not logged in, as news.arc keeps its pages for them; per ORIGIN
+  ;; too for a page whose links take the request's.
+  (let* ((key (list (string-append origin (uri->string (request-uri request)))
                     (db-version (site-db site))
                     (quotient (now) 60)))
          (hit (hash-ref (site-pages site) key)))
@@ -356,15 +380,57 @@ seeding are one transaction."
           (hash-set! (site-threads site) story (cons version comments))
           comments))))
 
-(define (db-list-page site request label title path fetch)
-  (let ((user (current-user site)))
+(define* (db-list-page site request label title path fetch #:key (hidden? #f))
+  ;; A list of stories FETCH gives, (FETCH count offset), without those
+  ;; the viewer hid (fetched as many more), unless HIDDEN?: the list of
+  ;; those.
+  (let* ((user (current-user site))
+         (hidden (if hidden? '() (hidden-by site user))))
     (story-list site request user label title
                 (lambda (page)
-                  (let ((items (fetch (+ per-page 1) (* (- page 1) per-page))))
+                  (let ((items (without-hidden
+                                (fetch (+ per-page 1 (length hidden)) (* (- page 1) per-page))
+                                hidden)))
                     (if (> (length items) per-page)
                         (values (list-head items per-page) #t)
                         (values items #f))))
-                path)))
+                path #:hidden? hidden?)))
+
+(define (show site request body)
+  (db-list-page site request "show" "Show" "show"
+                (lambda (n offset) (show-stories (site-db site) n offset))))
+
+(define (from site request body)
+  ;; the stories of one site: from?site=example.org
+  (let ((domain (param (query-params request) "site")))
+    (if (and domain (< 0 (string-length domain) 254)
+             (not (string-any char-set:whitespace domain)))
+        (db-list-page site request #f (string-append "Stories from " domain)
+                      (string-append "from?site=" (uri-encode domain))
+                      (lambda (n offset) (stories-from (site-db site) domain site-of n offset)))
+        (not-found site request "No such site."))))
+
+(define (favorites site request body)
+  (let* ((name (param (query-params request) "id"))
+         (subject (user-ref (site-db site) name)))
+    (if subject
+        (db-list-page site request #f (string-append name "'s favorites")
+                      (string-append "favorites?id=" (uri-encode name))
+                      (lambda (n offset) (favorites-of (site-db site) name n offset)))
+        (not-found site request "No such user."))))
+
+(define (hidden site request body)
+  (let ((user (current-user site)))
+    (if user
+        (db-list-page site request #f "Hidden" "hidden"
+                      (lambda (n offset) (hidden-stories (site-db site) (user-name user) n offset))
+                      #:hidden? #t)
+        (redirect "login?goto=hidden"))))
+
+(define (leaders-list site request body)
+  (let ((user (current-user site)))
+    (html (leaders-page #:users (leaders (site-db site)) #:user user
+                        #:csrf (if user (form-token) "")))))
 
 (define (newest site request body)
   (db-list-page site request "new" "New" "newest"
@@ -387,9 +453,14 @@ seeding are one transaction."
                       (lambda (n offset) (stories-by (site-db site) name n offset)))
         (not-found site request "No such user."))))
 
-(define (comment-list site request label title items path)
+(define (comment-list site request label title path fetch)
+  ;; a page of the comments (FETCH count offset) gives, with "More"
   (let* ((db (site-db site))
          (user (current-user site))
+         (page (page-number request))
+         (fetched (fetch (+ per-page 1) (* (- page 1) per-page)))
+         (more? (> (length fetched) per-page))
+         (items (if more? (list-head fetched per-page) fetched))
          (stories (delete-duplicates
                    (filter-map (lambda (c) (let ((s (item-ref db (item-story c))))
                                              (and s (cons (item-id s) s))))
@@ -398,19 +469,19 @@ seeding are one transaction."
                          #:voted (voted-on db user items)
                          #:csrf (if user (form-token) "")
                          #:now (now) #:title title #:label label
-                         #:more #f))))
+                         #:more (and more? (page-path path (+ page 1)))))))
 
 (define (newcomments site request body)
-  (comment-list site request "comments" "New Comments"
-                (newest-comments (site-db site) per-page 0) "newcomments"))
+  (comment-list site request "comments" "New Comments" "newcomments"
+                (lambda (n offset) (newest-comments (site-db site) n offset))))
 
 (define (threads site request body)
   (let* ((name (param (query-params request) "id"))
          (subject (user-ref (site-db site) name)))
     (if subject
         (comment-list site request "threads" (string-append name "'s comments")
-                      (comments-by (site-db site) name per-page 0)
-                      (string-append "threads?id=" (uri-encode name)))
+                      (string-append "threads?id=" (uri-encode name))
+                      (lambda (n offset) (comments-by (site-db site) name n offset)))
         (not-found site request "No such user."))))
 
 (define (not-found site request message)
@@ -426,6 +497,12 @@ seeding are one transaction."
     (html-status code
                  (item-page #:item item #:tree tree #:user user
                             #:voted (voted-on db user (cons item comments))
+                            #:faved (if user
+                                        (favorite-ids db (user-name user) (list (item-id item)))
+                                        '())
+                            #:parent-author (let ((parent (and (item-parent item)
+                                                               (item-ref db (item-parent item)))))
+                                              (and parent (item-by parent)))
                             #:csrf (if user (form-token) "")
                             #:now (now) #:error error #:text text))))
 
@@ -522,14 +599,7 @@ seeding are one transaction."
                          ((not (string-every name-chars name))
                           "Usernames can only contain letters, digits, dashes and underscores.")
                          (else #f)))
-             ("password" . ,(cond
-                             ((< (string-length password) password-min)
-                              (format #f "Passwords are at least ~a characters." password-min))
-                             ((> (bytevector-length (string->utf8 password)) max-password-bytes)
-                              "That password is too long.")
-                             ((string-index password #\nul)
-                              "Passwords cannot contain a NUL character.")
-                             (else #f)))))))
+             ("password" . ,(password-error password))))))
     (cond
      ((pair? errors)
       (html-status 400 (login-page #:csrf (csrf-token) #:errors errors
@@ -546,6 +616,46 @@ seeding are one transaction."
 (define (logout site request body)
   (session-destroy!)
   (redirect "news"))
+
+(define (password-error password)
+  ;; -> why PASSWORD cannot be one, or #f
+  (cond
+   ((< (string-length password) password-min)
+    (format #f "Passwords are at least ~a characters." password-min))
+   ((> (bytevector-length (string->utf8 password)) max-password-bytes)
+    "That password is too long.")
+   ((string-index password #\nul)
+    "Passwords cannot contain a NUL character.")
+   (else #f)))
+
+(define (change-password-form site request body)
+  (let ((user (current-user site)))
+    (if user
+        (html (password-page #:user user #:csrf (csrf-token)))
+        (redirect "login?goto=changepw"))))
+
+(define (change-password site request body)
+  ;; The current password first: a session left open on a shared
+  ;; computer must not be enough to take the account.
+  (let* ((db (site-db site))
+         (user (current-user site))
+         (form (form-params request body))
+         (current (or (param form "current") ""))
+         (password (or (param form "password") "")))
+    (cond
+     ((not user) (redirect "login?goto=changepw"))
+     ((not (verify-password (user-password-hash db (user-name user)) current))
+      (html-status 403 (password-page #:user user #:csrf (csrf-token)
+                                      #:errors '(("current" . "That is not your password.")))))
+     ((password-error password)
+      => (lambda (message)
+           (html-status 400 (password-page #:user user #:csrf (csrf-token)
+                                           #:errors `(("password" . ,message))))))
+     (else
+      (set-user-password-hash! db (user-name user) (hash-password password))
+      ;; a new session id: one seen before the change opens nothing more
+      (session-regenerate!)
+      (redirect (string-append "user?id=" (uri-encode (user-name user))))))))
 
 (define (profile site request body)
   (let* ((db (site-db site))
@@ -729,7 +839,7 @@ seeding are one transaction."
   (let* ((user (current-user site))
          (form (form-params request body))
          (id (int-param form "id"))
-         (dir (match (param form "dir") ("up" 1) ("down" -1) (_ #f)))
+         (dir (match (param form "dir") ("up" 1) ("down" -1) ("un" 'un) (_ #f)))
          (whence (safe-whence (param form "whence"))))
     (cond
      ((not user) (redirect "login"))
@@ -737,11 +847,13 @@ seeding are one transaction."
       (html-status 400 (message-page #:user user #:csrf (csrf-token) #:title "Vote"
                                      #:message "That vote is malformed.")))
      (else
-      (let ((result (vote! (site-db site) (user-name user) id dir (now)
-                           ((client-address) request))))
+      (let ((result (if (eq? dir 'un)
+                        (unvote! (site-db site) (user-name user) id)
+                        (vote! (site-db site) (user-name user) id dir (now)
+                               ((client-address) request)))))
         (if (or (number? result) (eq? result 'already))
             (redirect whence)
-            (html-status (if (eq? result 'no-item) 404 403)
+            (html-status (if (memq result '(no-item no-vote)) 404 403)
                          (message-page #:user user #:csrf (csrf-token) #:title "Vote"
                                        #:message "Can't make that vote."))))))))
 
@@ -757,11 +869,84 @@ seeding are one transaction."
           (_ (html-status 403 (message-page #:user user #:csrf (csrf-token) #:title "Flag"
                                             #:message "You can't flag that.")))))))
 
+(define (mark-story mark! title)
+  ;; the handler of a POST that marks a story for its viewer (MARK!:
+  ;; `favorite!' or `hide!'), or with "un" takes the mark away
+  (lambda (site request body)
+    (let* ((user (current-user site))
+           (form (form-params request body))
+           (id (int-param form "id")))
+      (cond
+       ((not user) (redirect "login"))
+       ((and id (eq? #t (mark! (site-db site) (user-name user) id
+                               (not (param form "un")) (now))))
+        (redirect (safe-whence (param form "whence"))))
+       (else
+        (html-status 404 (message-page #:user user #:csrf (csrf-token) #:title title
+                                       #:message "No such story.")))))))
+
+(define fave (mark-story favorite! "Favorite"))
+(define hide (mark-story hide! "Hide"))
+
+;;; Moderation: the admins' page of flagged and dead items.
+
+(define (admin site)
+  ;; -> the current user if an admin, else #f
+  (let ((user (current-user site)))
+    (and user (user-admin? user) user)))
+
+(define (refuse-non-admin site)
+  (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
+                                 #:title "Moderation"
+                                 #:message "This page is for the site's admins.")))
+
+(define (flagged site request body)
+  (let ((user (admin site)))
+    (if user
+        (html (flagged-page #:items (flagged-items (site-db site) (* 3 per-page) 0)
+                            #:user user #:csrf (csrf-token) #:now (now)))
+        (refuse-non-admin site))))
+
+(define (moderate site request body)
+  (let* ((form (form-params request body))
+         (id (int-param form "id"))
+         (action (param form "action")))
+    (cond
+     ((not (admin site)) (refuse-non-admin site))
+     ((and id (member action '("kill" "revive"))
+           (eq? #t (set-item-dead! (site-db site) id (string=? action "kill"))))
+      (redirect (safe-whence (param form "whence"))))
+     (else
+      (html-status 404 (message-page #:user (current-user site) #:csrf (csrf-token)
+                                     #:title "Moderation" #:message "No such item."))))))
+
 ;;; Feeds.
+
+(define (request-origin request)
+  ;; -> "SCHEME://HOST[:PORT]" of REQUEST as its client sent it
+  (let ((host (request-host request)))
+    (string-append (symbol->string (or (current-request-scheme) 'http)) "://"
+                   (if host (car host) "localhost")
+                   (if (and host (cdr host)) (format #f ":~a" (cdr host)) ""))))
+
+(define (site-origin site request)
+  ;; the origin the feed's links start with: the configured one, else
+  ;; the request's (and the feed is then cached under it: see `feed')
+  (or (site-origin* site) (request-origin request)))
 
 (define (rss site request body)
   (values (build-response #:headers '((content-type . (application/rss+xml (charset . "utf-8")))))
-          (rss-feed (list-head* (ranked site) per-page) (now))))
+          (rss-feed (list-head* (ranked site) per-page) (now)
+                    (string-append (site-origin site request)
+                                   (request-mount-prefix request) "/"))))
+
+(define (feed site handler)
+  ;; HANDLER's feed, cached for all as `cacheable' pages are, under the
+  ;; origin its links take from the request when none is configured: a
+  ;; forged Host shows in no one else's feed
+  (lambda (request body params)
+    (cached-page site request (lambda () (handler site request body))
+                 (if (site-origin* site) "" (request-origin request)))))
 
 (define (list-head* items n)
   (if (> (length items) n) (list-head items n) items))
@@ -824,7 +1009,14 @@ seeding are one transaction."
    (get "/submitted" submitted 'submitted)
    (get "/threads" threads 'threads)
    (get "/newcomments" newcomments 'newcomments)
-   (get "/rss" rss 'rss)
+   (get "/show" show 'show)
+   (get "/leaders" leaders-list 'leaders)
+   (get "/from" from 'from)
+   (get "/favorites" favorites 'favorites)
+   (get "/hidden" hidden 'hidden plain)
+   (get "/changepw" change-password-form 'change-password-form plain)
+   (get "/flagged" flagged 'flagged plain)
+   (get "/rss" rss 'rss feed)
    (get "/items.json" items-json 'items-json)
    (get "/login" login-form 'login-form plain)
    (get "/logout" logout 'logout logout-link)
@@ -840,7 +1032,11 @@ seeding are one transaction."
    (post "/flag" flag 'flag)
    (post "/edit" edit 'edit)
    (post "/delete" delete 'delete)
-   (post "/profile" profile 'profile)))
+   (post "/profile" profile 'profile)
+   (post "/fave" fave 'fave)
+   (post "/hide" hide 'hide)
+   (post "/changepw" change-password 'change-password)
+   (post "/moderate" moderate 'moderate)))
 
 (define (refuse-forged site)
   ;; what a POST without a valid CSRF token gets
@@ -850,20 +1046,23 @@ seeding are one transaction."
                       #:message "Your form was stale or forged (no valid CSRF token). Please go back, reload and try again."))))
 
 (define* (make-news-app #:key file (prefix "/") (address peer-address)
-                       (server-timing? #f))
+                       (origin #f) (server-timing? #f))
   "Return the handler of the news site over the database FILE (see
 `seed-news-db!'), serving the paths under PREFIX: \"/\", or a prefix
 (\"/news/\") it is then mounted under.  A site of several apps rather
 mounts it itself (`mount' of (plucky web router)); its session cookie is
 for the prefix it is mounted under.
 ADDRESS, a procedure of the request, gives the client's address, which
-votes and rate limits count by.  Each request's phases db and render
+votes and rate limits count by.  The RSS feed's links start with ORIGIN
+(\"https://news.example.org\"), or when it is #f with the request's own
+origin (its scheme, its Host), the feed then cached under it.  Each request's phases db and render
 are timed for the status page; with SERVER-TIMING? true, its response
 carries them in a Server-Timing header too."
   (letrec ((site (make-site file #f #f #f (make-hash-table) (make-hash-table)
                             (make-rate-limit #:db (lambda () (news-db-handle (site-db site)))
                                              #:name "news-login" #:limit login-failures
-                                             #:window login-window))))
+                                             #:window login-window)
+                            (and origin (string-trim-right origin #\/)))))
     (mounted-under
      prefix
      (wrap (router-handler
