@@ -410,14 +410,20 @@ seeding are one transaction."
                       (lambda (n offset) (stories-from (site-db site) domain site-of n offset)))
         (not-found site request "No such site."))))
 
-(define (favorites site request body)
-  (let* ((name (param (query-params request) "id"))
-         (subject (user-ref (site-db site) name)))
-    (if subject
-        (db-list-page site request #f (string-append name "'s favorites")
-                      (string-append "favorites?id=" (uri-encode name))
-                      (lambda (n offset) (favorites-of (site-db site) name n offset)))
-        (not-found site request "No such user."))))
+(define (user-stories what path fetch)
+  ;; the handler of a list of the stories of the user ?id= names: WHAT
+  ;; they are ("favorites"), at PATH, (FETCH db name count offset)
+  (lambda (site request body)
+    (let* ((name (param (query-params request) "id"))
+           (subject (user-ref (site-db site) name)))
+      (if subject
+          (db-list-page site request #f (string-append name "'s " what)
+                        (string-append path "?id=" (uri-encode name))
+                        (lambda (n offset) (fetch (site-db site) name n offset)))
+          (not-found site request "No such user.")))))
+
+(define favorites (user-stories "favorites" "favorites" favorites-of))
+(define submitted (user-stories "submissions" "submitted" stories-by))
 
 (define (hidden site request body)
   (let ((user (current-user site)))
@@ -443,15 +449,6 @@ seeding are one transaction."
 (define (best site request body)
   (db-list-page site request "best" "Best" "best"
                 (lambda (n offset) (best-stories (site-db site) n offset))))
-
-(define (submitted site request body)
-  (let* ((name (param (query-params request) "id"))
-         (subject (user-ref (site-db site) name)))
-    (if subject
-        (db-list-page site request #f (string-append name "'s submissions")
-                      (string-append "submitted?id=" (uri-encode name))
-                      (lambda (n offset) (stories-by (site-db site) name n offset)))
-        (not-found site request "No such user."))))
 
 (define (comment-list site request label title path fetch)
   ;; a page of the comments (FETCH count offset) gives, with "More"
