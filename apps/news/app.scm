@@ -542,16 +542,21 @@ seeding are one transaction."
   (list (string-append "account:" (string-downcase name))
         (string-append "address:" ((client-address) request))))
 
+(define (login-wait site keys)
+  ;; -> the seconds until a login may be tried again under any of KEYS,
+  ;; or #f when it may be now
+  (fold (lambda (key wait)
+          (let ((w (rate-limit-retry-after (site-logins site) key)))
+            (if (and w (or (not wait) (> w wait))) w wait)))
+        #f keys))
+
 (define (login site request body)
   (let* ((db (site-db site))
          (form (form-params request body))
          (name (or (param form "login-name") ""))
          (password (or (param form "login-password") ""))
          (keys (login-keys request (excerpt name 64)))
-         (wait (fold (lambda (key wait)
-                       (let ((w (rate-limit-retry-after (site-logins site) key)))
-                         (if (and w (or (not wait) (> w wait))) w wait)))
-                     #f keys))
+         (wait (login-wait site keys))
          (hash (and (< (string-length name) 64) (user-password-hash db name))))
     (cond
      ;; Past the failures allowed, the password is not even tried: a
@@ -639,9 +644,20 @@ seeding are one transaction."
          (form (form-params request body))
          (current (or (param form "current") ""))
          (password (or (param form "password") "")))
+    ;; failed tries count as failed logins do: a stolen session does
+    ;; not make the password guessable faster
+    (define keys (and user (login-keys request (user-name user))))
     (cond
      ((not user) (redirect "login?goto=changepw"))
+     ((login-wait site keys)
+      => (lambda (wait)
+           (values (too-many-requests wait #:content-type '(text/html (charset . "utf-8")))
+                   (html->bytevector
+                    (password-page #:user user #:csrf (csrf-token)
+                                   #:message (format #f "Too many failed tries: try again in ~a minutes."
+                                                     (ceiling-quotient wait 60)))))))
      ((not (verify-password (user-password-hash db (user-name user)) current))
+      (for-each (lambda (key) (rate-limit-hit! (site-logins site) key)) keys)
       (html-status 403 (password-page #:user user #:csrf (csrf-token)
                                       #:errors '(("current" . "That is not your password.")))))
      ((password-error password)

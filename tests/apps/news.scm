@@ -513,7 +513,19 @@
       (test-equal "the old password no more" 403
         (status-of w 'POST "/login" #:form '(("login-name" . "ivan") ("login-password" . "ivan's first password"))))
       (test-equal "the new one logs in" 303
-        (status-of w 'POST "/login" #:form '(("login-name" . "ivan") ("login-password" . "ivan's new password")))))))
+        (status-of w 'POST "/login" #:form '(("login-name" . "ivan") ("login-password" . "ivan's new password")))))
+    ;; the current password is guessed no faster than at the login
+    ;; one wrong already, above: nine more make the ten allowed
+    (test-equal "9 more wrong current passwords: each a 403" (make-list 9 403)
+      (map (lambda (i)
+             (text-of v 'GET "/changepw")
+             (status-of v 'POST "/changepw" #:form `(("current" . ,(format #f "guess number ~a" i))
+                                                    ("password" . "ivan's third password"))))
+           (iota 9)))
+    (test-equal "the 11th: 429, the password not tried" 429
+      (begin (text-of v 'GET "/changepw")
+             (status-of v 'POST "/changepw" #:form '(("current" . "ivan's new password")
+                                                    ("password" . "ivan's third password")))))))
 
 (test-group "issue 25m: moderation by admins"
   (let ((mod (make-visitor))
