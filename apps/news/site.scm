@@ -201,7 +201,8 @@
   ;; The page's bytes, kept per (target, version, minute) for visitors
   ;; not logged in, as news.arc keeps its pages for them; per ORIGIN
   ;; too for a page whose links take the request's.
-  (let* ((key (list (string-append origin (uri->string (request-uri request)))
+  (let* ((target (uri->string (request-uri request)))
+         (key (list (if (string-null? origin) target (string-append origin target))
                     (db-version (site-db site))
                     (quotient (now) 60)))
          (hit (hash-ref (site-pages site) key)))
