@@ -76,7 +76,7 @@
   #:use-module ((plucky server) #:select (current-request-peer current-request-scheme))
   #:use-module ((plucky web router) #:select (route mount make-router router-handler
                                               request-mount-prefix query-params))
-  #:use-module ((plucky web middleware) #:select (wrap))
+  #:use-module ((plucky web middleware) #:select (wrap redirect))
   #:use-module ((plucky web csrf) #:select (csrf-token csrf-field csrf-middleware))
   #:use-module (plucky web memfile)
   #:use-module (plucky web html)
@@ -283,13 +283,6 @@
                           #:headers `((content-type . ,(page-content-type page))
                                       (cache-control . (no-store))))
           (page-bytes page)))
-
-(define (redirect location)
-  ;; 303: the browser follows with a GET, so a reload does not post again.
-  (values (build-response #:code 303
-                          #:headers `((location . ,(string->uri-reference location))
-                                      (content-type . (text/plain))))
-          "See other\n"))
 
 (define (plain code text)
   (values (build-response #:code code #:headers '((content-type . (text/plain (charset . "utf-8")))))

@@ -35,7 +35,7 @@
   #:use-module ((plucky server) #:select (current-request-peer current-request-scheme))
   #:use-module ((plucky web router) #:select (route mount make-router router-handler
                                               query-params query-ref request-mount-prefix))
-  #:use-module ((plucky web middleware) #:select (wrap))
+  #:use-module ((plucky web middleware) #:select (wrap redirect))
   #:use-module (plucky web html)
   #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
   #:use-module (plucky web forms)

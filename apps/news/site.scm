@@ -31,6 +31,7 @@
   #:use-module (web uri)
   #:use-module ((plucky server) #:select (current-request-peer))
   #:use-module ((plucky web html) #:select (html-response))
+  #:use-module ((plucky web middleware) #:select (redirect))
   #:use-module ((plucky web timing) #:select (with-phase))
   #:use-module ((plucky web forms) #:select (urlencoded->alist))
   #:use-module ((plucky web session) #:select (session-ref))
@@ -44,7 +45,6 @@
             client-address
             html
             html-status
-            redirect
             safe-whence
             make-site
             site?
@@ -101,13 +101,6 @@
 
 (define-syntax-rule (html-status code tree)
   (with-phase 'render (lambda () (html-response tree #:code code))))
-
-(define (redirect location)
-  ;; 303: the browser follows with a GET, so a reload does not post again.
-  (values (build-response #:code 303
-                          #:headers `((location . ,(string->uri-reference location))
-                                      (content-type . (text/plain))))
-          "See other\n"))
 
 (define (safe-whence text)
   ;; Where to go back after a vote or a login: a relative path of this
