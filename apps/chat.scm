@@ -12,9 +12,9 @@
 ;;;   POST /say      text=… : what such a browser says
 ;;;   GET  /worker   the process id of the worker that answers
 ;;;
-;;; The page's links are relative, and the handler looks at the last
-;;; segment of the path only, so it can be mounted under a prefix
-;;; (apps/demo.scm serves it under /chat/).
+;;; The routes are data, (plucky web router)'s; the page's links are
+;;; relative, so the app can be mounted under a prefix (apps/demo.scm
+;;; mounts it at /chat).
 ;;;
 ;;; Workers.  Each worker is a process with its own clients, so a
 ;;; message must cross to the others.  Each worker binds a Unix datagram
@@ -42,6 +42,7 @@
 ;;; thread.
 
 (use-modules (plucky server)
+             (plucky web router)
              (plucky web websocket)
              (plucky web forms)
              (plucky web middleware)
@@ -261,17 +262,8 @@ document.getElementById('say').onsubmit = function (e) {
 };
 ")
 
-(define (last-segment path)
-  ;; "/chat/ws" -> "ws"; "/chat/" and "/" -> ""
-  (let ((slash (string-rindex path #\/)))
-    (if slash (substring path (+ slash 1)) path)))
-
-(define (chat request body)
-  (join-room!)
-  (let* ((path (uri-path (request-uri request)))
-         (leaf (last-segment path)))
-    (cond
-     ((and (string=? leaf "ws") (websocket-request? request))
+(define (websocket request body params)
+  (if (websocket-request? request)
       (websocket-upgrade
        request
        #:max-message (* 4 max-text)
@@ -284,27 +276,49 @@ document.getElementById('say').onsubmit = function (e) {
                           (say! message)
                           (websocket-close ws 1003 "text only")))
        #:on-close (lambda (ws code reason)
-                    (set! sockets (delq ws sockets)))))
-     ((string=? leaf "events")
-      (values '((content-type . (text/event-stream))
-                (cache-control . (no-cache)))
-              events))
-     ((and (string=? leaf "say") (eq? (request-method request) 'POST))
-      (let* ((fields (urlencoded->alist (if body (utf8->string body) "")))
-             (text (assoc-ref fields "text")))
-        (when (and text (not (string-null? text)))
-          (say! text))
-        (values (build-response #:code 303
-                                #:headers `((location . ,(string->uri-reference "./"))))
-                "")))
-     ((string=? leaf "worker")
-      (values '((content-type . (text/plain))) (number->string (getpid))))
-     ((string=? leaf "")
-      (values '((content-type . (text/html (charset . "utf-8")))) page))
-     ((string=? leaf "chat.js")
-      (values '((content-type . (application/javascript (charset . "utf-8")))) script))
-     (else
-      (values (build-response #:code 404 #:headers '((content-type . (text/plain))))
-              "not found\n")))))
+                    (set! sockets (delq ws sockets))))
+      (values (build-response #:code 400 #:headers '((content-type . (text/plain))))
+              "a WebSocket upgrade is expected here\n")))
 
-(wrap chat (with-security-headers))
+(define (event-stream request body params)
+  (values '((content-type . (text/event-stream))
+            (cache-control . (no-cache)))
+          events))
+
+(define (say request body params)
+  (let* ((fields (urlencoded->alist (if body (utf8->string body) "")))
+         (text (assoc-ref fields "text")))
+    (when (and text (not (string-null? text)))
+      (say! text))
+    (values (build-response #:code 303
+                            #:headers `((location . ,(string->uri-reference "./"))))
+            "")))
+
+(define (worker request body params)
+  (values '((content-type . (text/plain))) (number->string (getpid))))
+
+(define (chat-page request body params)
+  (values '((content-type . (text/html (charset . "utf-8")))) page))
+
+(define (chat-script request body params)
+  (values '((content-type . (application/javascript (charset . "utf-8")))) script))
+
+(define (chat-script request body params)
+  (values '((content-type . (application/javascript (charset . "utf-8")))) script))
+
+(define (joining-the-room handler)
+  ;; A middleware: the worker joins the room at its first request.
+  (lambda (request body)
+    (join-room!)
+    (handler request body)))
+
+(wrap (router-handler
+       (make-router
+        (list (route 'GET "/" chat-page #:name 'chat)
+              (route 'GET "/ws" websocket #:name 'websocket)
+              (route 'GET "/events" event-stream #:name 'events)
+              (route 'POST "/say" say #:name 'say)
+              (route 'GET "/worker" worker #:name 'worker)
+              (route 'GET "/chat.js" chat-script #:name 'script))))
+      (with-security-headers)
+      joining-the-room)

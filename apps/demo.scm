@@ -48,9 +48,10 @@
              (web response)
              (web uri)
              (plucky web html)
+             (plucky web router)
+             (plucky web middleware)
              (plucky web static)
              (plucky web compress)
-             (plucky web middleware)
              (plucky web security)
              (news app)
              (blog setup)
@@ -70,11 +71,11 @@
 
 (define news-file (string-append data-directory "/news.db"))
 (seed-news-db! news-file)              ; created and seeded on the first start
-(define news (make-news-app #:file news-file #:prefix "/news/"
+(define news (make-news-app #:file news-file
                            ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
                            #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1")))
 
-(define blog (open-blog-app #:prefix "/blog/"))
+(define blog (open-blog-app))            ; `demo' mounts it at /blog
 
 (define asset-directories '("static" "news/static" "blog/static"))
 
@@ -111,13 +112,6 @@
   ;; Rooted at apps/, but `demo' hands it only the paths under the asset
   ;; directories.
   (static-handler here #:cache-control '(("\\.(css|svg)$" . "public, max-age=3600"))))
-
-(define asset-prefixes
-  ;; "/static/" …: made once, not for each request
-  (map (lambda (dir) (string-append "/" dir "/")) asset-directories))
-
-(define (asset-path? path)
-  (any (lambda (prefix) (string-prefix? prefix path)) asset-prefixes))
 
 (define landing
   (html->bytevector
@@ -174,25 +168,51 @@
   (values (build-response #:code 404 #:headers '((content-type . (text/plain))))
           (string-append "Not found: " (uri-path (request-uri request)) "\n")))
 
-(define (demo request body)
-  (let ((path (uri-path (request-uri request))))
-    (cond
-     ((string=? path "/") (values html-type landing))
-     ((asset-path? path) (assets request body))
-     ((string-prefix? "/news/" path)
-      (parameterize ((news-stylesheet "/news/static/news.css"))
-        (news request body)))
-     ((string-prefix? "/blog/" path)
-      (parameterize ((blog-stylesheet "/blog/static/blog.css"))
-        (blog request body)))
-     ((string-prefix? "/chat/" path) (chat request body))
-     ((member path '("/news" "/blog" "/chat"))
-      (values (build-response #:code 301
-                              #:headers `((location . ,(string->uri-reference
-                                                        (string-append path "/")))))
-              #f))
-     ((string=? path "/hello") (hello request body))
-     ((string=? path "/headers") (headers request body))
-     (else (not-found request body)))))
+;;; Each app and asset directory is an entry of the router: the apps
+;;; under their prefixes (`mount'), the assets by the rest of their path.
 
-(wrap demo (with-security-headers))
+(define (landing-page request body params)
+  (values html-type landing))
+
+(define (asset request body params)
+  ;; ASSETS is rooted at apps/: the path as it came names the file
+  (assets request body))
+
+(define (whole-app handler)
+  ;; a route for an app of (request body), given the request as it came
+  (lambda (request body params)
+    (handler request body)))
+
+(define (with-slash request body params)
+  ;; "/news" -> "/news/": the apps' links are relative to their root
+  (values (build-response #:code 301
+                          #:headers `((location . ,(string->uri-reference
+                                                    (string-append (uri-path (request-uri request))
+                                                                   "/")))))
+          #f))
+
+(define (with-stylesheet parameter url)
+  ;; a middleware: the app's pages link its stylesheet at URL
+  (lambda (handler)
+    (lambda (request body)
+      (parameterize ((parameter url))
+        (handler request body)))))
+
+(define demo
+  (make-router
+   (append
+    (list (route 'GET "/" landing-page #:name 'landing)
+          (route '(GET POST) "/hello" (whole-app hello) #:name 'hello)
+          (route '(GET POST) "/headers" (whole-app headers) #:name 'headers))
+    (map (lambda (directory)
+           (route 'GET (string-append "/" directory "/*path") asset))
+         asset-directories)
+    (map (lambda (path) (route 'GET path with-slash)) '("/news" "/blog" "/chat"))
+    (list (mount "/news" (wrap news (with-stylesheet news-stylesheet "/news/static/news.css"))
+                 #:name 'news)
+          (mount "/blog" (wrap blog (with-stylesheet blog-stylesheet "/blog/static/blog.css"))
+                 #:name 'blog)
+          (mount "/chat" chat #:name 'chat)))
+   #:not-found not-found))
+
+(wrap (router-handler demo) (with-security-headers))

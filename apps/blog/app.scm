@@ -18,8 +18,13 @@
 ;;;     Last-Modified, and a 304 when If-None-Match or If-Modified-Since
 ;;;     say the client has it.  A miss renders the page and keeps it;
 ;;;  3. anything else (the admin, with its session; a comment's POST) goes
-;;;     to the router below; pages for the logged-in admin, who sees
-;;;     drafts, are never cached.
+;;;     through the sessions (when it has a cookie, or is the admin's)
+;;;     and the CSRF check of the admin's forms to the router, whose
+;;;     routes (`blog-routes', `admin-routes') are data; pages for the
+;;;     logged-in admin, who sees drafts, are never cached.
+;;;
+;;; Steps 2 and 3 are middlewares of (plucky web middleware) around a
+;;; (plucky web router): `make-blog-app' composes them.
 ;;;
 ;;; This is the seed's design (tekuti's): the cache is keyed by the
 ;;; branch's commit, so nothing is ever stale, and a cached page costs a
@@ -69,6 +74,10 @@
   #:use-module (web response)
   #:use-module (web uri)
   #:use-module ((plucky server) #:select (current-request-peer current-request-scheme))
+  #:use-module ((plucky web router) #:select (route mount make-router router-handler
+                                              request-mount-prefix query-params))
+  #:use-module ((plucky web middleware) #:select (wrap redirect))
+  #:use-module ((plucky web csrf) #:select (csrf-token csrf-field csrf-middleware))
   #:use-module (plucky web memfile)
   #:use-module (plucky web html)
   #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
@@ -76,8 +85,8 @@
   #:use-module (plucky web session)
   #:use-module (plucky web password)
   #:use-module (plucky web limit)
-  #:use-module ((plucky web crypto) #:select (random-bytes bytes->base64url
-                                              hmac-sha256 bytevector=?/constant-time
+  #:use-module ((plucky web crypto) #:select (bytes->base64url hmac-sha256
+                                              bytevector=?/constant-time
                                               base64url->bytes))
   #:use-module (blog git)
   #:use-module (blog store)
@@ -104,11 +113,10 @@
 ;;; The blog's state in this worker.
 
 (define-record-type <blog>
-  (%make-blog store prefix secret admin-name admin-hash comment-days
+  (%make-blog store secret admin-name admin-hash comment-days
               comments address lock memfile-threshold origin scheme logins)
   blog?
   (store blog-store)
-  (prefix blog-prefix)                  ; "/blog/"
   (secret blog-secret)                  ; bytevector: the comment tokens' key
   (admin-name blog-admin-name)
   (admin-hash blog-admin-hash)          ; Argon2id
@@ -121,9 +129,9 @@
   (scheme blog-scheme)                  ; request -> 'http or 'https
   (logins blog-logins))                 ; <rate-limit>: failed logins
 
-(define* (make-blog #:key store prefix secret admin-name admin-hash comment-days
+(define* (make-blog #:key store secret admin-name admin-hash comment-days
                     comments address memfile-threshold origin scheme logins)
-  (%make-blog store prefix secret admin-name admin-hash comment-days
+  (%make-blog store secret admin-name admin-hash comment-days
               comments address (make-mutex) memfile-threshold origin scheme logins))
 
 ;; What the current commit gives: its index and the cached pages.
@@ -229,24 +237,11 @@
 
 ;;; Requests.
 
-(define (path-segments blog request)
-  ;; the request's path after the prefix, as decoded segments
-  (let* ((path (uri-path (request-uri request)))
-         (prefix (blog-prefix blog))
-         (tail (cond ((string-prefix? prefix path) (substring path (string-length prefix)))
-                     ((string=? path (string-trim-right prefix #\/)) "")
-                     (else path))))
-    (split-and-decode-uri-path tail)))
-
 (define (base-for segments trailing-slash?)
   ;; the relative path back to the root from a page at SEGMENTS
   (let ((depth (if (null? segments) 0
                    (- (length segments) (if trailing-slash? 0 1)))))
     (string-concatenate (make-list depth "../"))))
-
-(define (query-params request)
-  (let ((query (uri-query (request-uri request))))
-    (if query (urlencoded->alist query) '())))
 
 (define (form-params body)
   (if (bytevector? body) (urlencoded->alist body) '()))
@@ -288,13 +283,6 @@
                           #:headers `((content-type . ,(page-content-type page))
                                       (cache-control . (no-store))))
           (page-bytes page)))
-
-(define (redirect location)
-  ;; 303: the browser follows with a GET, so a reload does not post again.
-  (values (build-response #:code 303
-                          #:headers `((location . ,(string->uri-reference location))
-                                      (content-type . (text/plain))))
-          "See other\n"))
 
 (define (plain code text)
   (values (build-response #:code code #:headers '((content-type . (text/plain (charset . "utf-8")))))
@@ -410,7 +398,7 @@
   ;; -> the blog's absolute URL, for the feed's links: from the
   ;; configured origin, else from the request's (see `feed-cache-key')
   (string-append (or (blog-origin blog) (request-origin blog request))
-                 (blog-prefix blog)))
+                 (request-mount-prefix request) "/"))
 
 (define (feed-cache-key blog request key)
   ;; -> the feed's cache key: KEY when the origin is configured, else
@@ -459,68 +447,142 @@
                                    posts))
                      port)))))))
 
-;;; The router.
+;;; The routes: the blog's pages as data.  Each handler is given the
+;;; visit: the view of the branch's commit, the relative path back to
+;;; the blog's root from the page, and whether the admin is logged in.
 
-(define (route blog state request body)
-  (let* ((view (current-view blog state))
-         (index (view-index view))
-         (segments (path-segments blog request))
-         (trailing? (string-suffix? "/" (uri-path (request-uri request))))
-         (base (base-for segments trailing?))
-         (method (request-method request))
-         (get? (memq method '(GET HEAD)))
-         (admin? (and (session-cookie? request) (equal? (session-ref "admin") #t))))
-    (define (cached key make)
-      ;; a public page: from the cache, or made and kept
-      (if admin?
-          (page-now (make))
-          (let* ((hit (hash-ref (view-pages view) key))
-                 (body (and hit (hit-body hit))))
-            (cond ((not-modified? request view) (not-modified view))
-                  (body (values (car hit) body))
-                  (else
-                   (let-values (((response bytes)
-                                 (with-phase 'render (lambda () (bytes-response (make) view)))))
-                     ;; Only into the current view: a view replaced
-                     ;; meanwhile has had its memfiles dropped.
-                     (when (and (not hit) (eq? (car state) view)
-                                (< (hash-count (const #t) (view-pages view)) cache-limit))
-                       (hash-set! (view-pages view) key (keep-page blog response bytes)))
-                     (values response bytes)))))))
-    (define key (cache-key request))
-    (define (find-post segments)
-      (let ((post (index-post-by-path index (string-join (cdr segments) "/"))))
-        (and post (or (post-published? post) admin?) post)))
-    (define (not-found)
-      (bytes-response (html-page 404 (message-page base "not found" "There is no such page here."
-                                                   #:index index))
-                      view))
-    (match segments
-      ((or () ("index.html"))
-       (if get? (cached key (lambda () (index-page blog view base))) (plain 405 "Method not allowed")))
-      (("archives" _ _ _ _)
-       (let ((post (find-post segments)))
-         (cond ((not post) (not-found))
-               (get? (if admin?
-                         (page-now (show-post blog view base post
-                                              #:admin-form (admin-comment-form blog base post)))
-                         (cached key (lambda () (show-post blog view base post)))))
-               ((eq? method 'POST) (post-comment blog view request body base post))
-               (else (plain 405 "Method not allowed")))))
-      (("archives" . (? (lambda (s) (<= (length s) 3)) date))
-       (cached key (lambda () (archive-page view base date))))
-      (("tags") (cached key (lambda () (html-page 200 (tags-page base index)))))
-      (("tags" tag) (cached key (lambda () (tag-page view base tag))))
-      ((or ("feed") ("feed" "atom"))
-       (cached (feed-cache-key blog request key)
-               (lambda () (feed-page blog view request (query-params request)))))
-      (("search")
-       (let ((text (or (assoc-ref (if get? (query-params request) (form-params body)) "string") "")))
-         (bytes-response (search-page blog view base (if (> (string-length text) 200)
-                                                          (substring text 0 200) text))
-                         view)))
-      (("admin" . rest) (admin blog view request body base rest admin?))
-      (_ (not-found)))))
+(define-record-type <visit>
+  (make-visit view base admin?)
+  visit?
+  (view visit-view)                     ; <view> of the current commit
+  (base visit-base)                     ; "../../": back to the root
+  (admin? visit-admin?))                ; the admin is logged in
+
+(define (visit-of blog state request)
+  (let* ((path (uri-path (request-uri request)))
+         (segments (split-and-decode-uri-path path)))
+    (make-visit (current-view blog state)
+                (base-for segments (string-suffix? "/" path))
+                (and (session-cookie? request) (equal? (session-ref "admin") #t)))))
+
+(define (visit-index visit)
+  (view-index (visit-view visit)))
+
+(define (page-route blog state handler)
+  ;; a route's handler of (request body params) calling HANDLER of
+  ;; (blog visit request body params)
+  (lambda (request body params)
+    (handler blog (visit-of blog state request) request body params)))
+
+(define (cached blog state visit request key make)
+  ;; a public page: from the cache, or made by MAKE (-> a <page>) and
+  ;; kept under KEY; the admin's are made afresh
+  (let ((view (visit-view visit)))
+    (if (visit-admin? visit)
+        (page-now (make))
+        (let* ((hit (hash-ref (view-pages view) key))
+               (body (and hit (hit-body hit))))
+          (cond ((not-modified? request view) (not-modified view))
+                (body (values (car hit) body))
+                (else
+                 (let-values (((response bytes)
+                               (with-phase 'render (lambda () (bytes-response (make) view)))))
+                   ;; Only into the current view: a view replaced
+                   ;; meanwhile has had its memfiles dropped.
+                   (when (and (not hit) (eq? (car state) view)
+                              (< (hash-count (const #t) (view-pages view)) cache-limit))
+                     (hash-set! (view-pages view) key (keep-page blog response bytes)))
+                   (values response bytes))))))))
+
+(define (public blog state make)
+  ;; a cached public page: (MAKE blog visit request params) -> a <page>
+  (lambda (request body params)
+    (let ((visit (visit-of blog state request)))
+      (cached blog state visit request (cache-key request)
+              (lambda () (make blog visit request params))))))
+
+(define (not-found-tree visit)
+  (message-page (visit-base visit) "not found" "There is no such page here."
+                #:index (visit-index visit)))
+
+(define (not-found-page blog visit)
+  (with-phase 'render
+    (lambda ()
+      (bytes-response (html-page 404 (not-found-tree visit)) (visit-view visit)))))
+
+(define (find-post visit params)
+  ;; -> the post the route's PARAMS name, if the viewer may see it
+  (let ((post (index-post-by-path (visit-index visit)
+                                  (string-join (map (lambda (name) (assq-ref params name))
+                                                    '(year month day name))
+                                               "/"))))
+    (and post (or (post-published? post) (visit-admin? visit)) post)))
+
+(define (post-route blog state)
+  (page-route
+   blog state
+   (lambda (blog visit request body params)
+     (let ((post (find-post visit params))
+           (base (visit-base visit)))
+       (cond ((not post) (not-found-page blog visit))
+             ((eq? (request-method request) 'POST)
+              (post-comment blog (visit-view visit) request body base post))
+             ((visit-admin? visit)
+              (page-now (show-post blog (visit-view visit) base post
+                                   #:admin-form (admin-comment-form blog base post))))
+             (else
+              (cached blog state visit request (cache-key request)
+                      (lambda () (show-post blog (visit-view visit) base post)))))))))
+
+(define (archives-route blog state)
+  (public blog state
+          (lambda (blog visit request params)
+            (let ((date (assq-ref params 'date)))
+              (archive-page (visit-view visit) (visit-base visit)
+                            (if (string-null? date) '() (string-split date #\/)))))))
+
+(define (feed-route blog state)
+  (lambda (request body params)
+    (let ((visit (visit-of blog state request)))
+      (cached blog state visit request (feed-cache-key blog request (cache-key request))
+              (lambda () (feed-page blog (visit-view visit) request (query-params request)))))))
+
+(define (search-route blog state)
+  (page-route
+   blog state
+   (lambda (blog visit request body params)
+     (let ((text (or (assoc-ref (if (eq? (request-method request) 'POST)
+                                    (form-params body)
+                                    (query-params request))
+                                "string")
+                     "")))
+       (bytes-response (search-page blog (visit-view visit) (visit-base visit)
+                                    (if (> (string-length text) 200) (substring text 0 200) text))
+                       (visit-view visit))))))
+
+(define (blog-routes blog state)
+  (define (index blog visit request params)
+    (index-page blog (visit-view visit) (visit-base visit)))
+  (append
+   (list (route 'GET "/" (public blog state index) #:name 'index)
+         (route 'GET "/index.html" (public blog state index))
+         (route '(GET POST) "/archives/:year/:month/:day/:name" (post-route blog state)
+                #:name 'post)
+         (route 'GET "/archives/*date" (archives-route blog state) #:name 'archives)
+         (route 'GET "/tags"
+                (public blog state (lambda (blog visit request params)
+                                     (html-page 200 (tags-page (visit-base visit)
+                                                               (visit-index visit)))))
+                #:name 'tags)
+         (route 'GET "/tags/:tag"
+                (public blog state (lambda (blog visit request params)
+                                     (tag-page (visit-view visit) (visit-base visit)
+                                               (assq-ref params 'tag))))
+                #:name 'tag)
+         (route 'GET "/feed" (feed-route blog state))
+         (route 'GET "/feed/atom" (feed-route blog state) #:name 'feed)
+         (route '(GET POST) "/search" (search-route blog state) #:name 'search))
+   (admin-routes blog state)))
 
 ;;; Comments.
 
@@ -606,26 +668,16 @@
                                      "#" id))
             (plain 404 "The post is gone.")))))))
 
-;;; The admin.
-
-(define (csrf-token)
-  (or (session-ref "csrf")
-      (let ((token (bytes->base64url (random-bytes 24))))
-        (session-set! "csrf" token)
-        token)))
-
-(define (csrf-ok? fields)
-  (let ((given (assoc-ref fields "csrf"))
-        (token (session-ref "csrf")))
-    (and (string? given) (string? token)
-         (bytevector=?/constant-time (string->utf8 given) (string->utf8 token)))))
+;;; The admin.  Its forms carry the session's CSRF token ((plucky web
+;;; csrf)), which `make-blog-app' checks for every POST under admin/
+;;; but the login's.
 
 (define (admin-comment-form blog base post)
   (lambda (comment)
     `(form (@ (method "post")
               (action ,(string-append base "admin/delete-comment/" (uri-encode (post-key post))
                                       "/" (comment-id comment))))
-           (input (@ (type "hidden") (name "csrf") (value ,(csrf-token))))
+           ,(csrf-field)
            (button (@ (type "submit")) "delete this comment"))))
 
 (define (html-now code tree)
@@ -644,108 +696,149 @@
   (list (string-append "name:" (if (> (string-length name) 64) (substring name 0 64) name))
         (string-append "address:" ((blog-address blog) request))))
 
-(define (admin blog view request body base rest admin?)
-  (let* ((store (blog-store blog))
-         (index (view-index view))
-         (method (request-method request))
-         (fields (form-params body)))
-    (define (admin-base) (string-append base "admin"))
-    (define (post-by-key key)
-      (find (lambda (p) (string=? (post-key p) key)) (blog-index-posts index)))
-    (define (save old-key)
-      (let ((title (string-trim-both (or (assoc-ref fields "title") "")))
-            (text (or (assoc-ref fields "body") ""))
-            (status (or (assoc-ref fields "status") "draft")))
-        (cond
-         ((or (string-null? title) (bad-text? title) (bad-text? text)
-              (> (string-length title) 200) (not (member status '("publish" "draft" "private"))))
-          (html-now 400 (edit-page base (csrf-token) #:post (and old-key (post-by-key old-key))
-                                   #:body text
-                                   #:errors '("A post needs a title (200 characters at most), text and a status."))))
-         (else
-          (let* ((old (and old-key (post-by-key old-key)))
-                 (key (save-post! store #:old-key old-key #:title title #:body text
-                                  #:tags (split-tag-field (assoc-ref fields "tags"))
-                                  #:status status
-                                  #:comments-open? (equal? (assoc-ref fields "comments") "open")
-                                  ;; tekuti's name, so that tekuti reads it too
-                                  #:format (if (equal? (assoc-ref fields "format") "markdown")
-                                               "marxdown" "html")
-                                  #:timestamp (if old (post-timestamp old) (current-time))
-                                  #:message (format #f "~a: \"~a\"" (if old "post modified" "new post")
-                                                    title))))
-            (if key
-                (redirect (string-append (admin-base) "/posts/" (uri-encode key)))
-                (plain 404 "The post is gone.")))))))
+(define (admin-url visit)
+  (string-append (visit-base visit) "admin"))
+
+(define (post-by-key visit key)
+  (find (lambda (p) (string=? (post-key p) key)) (blog-index-posts (visit-index visit))))
+
+(define (admin-login blog visit request body params)
+  (let* ((fields (form-params body))
+         (base (visit-base visit))
+         (name (or (assoc-ref fields "name") ""))
+         (password (or (assoc-ref fields "password") ""))
+         (keys (login-keys blog request name))
+         (wait (fold (lambda (key wait)
+                       (let ((w (rate-limit-retry-after (blog-logins blog) key)))
+                         (if (and w (or (not wait) (> w wait))) w wait)))
+                     #f keys)))
     (cond
-     ;; logging in and out
-     ((equal? rest '("login"))
-      (if (eq? method 'POST)
-          (let* ((name (or (assoc-ref fields "name") ""))
-                 (password (or (assoc-ref fields "password") ""))
-                 (keys (login-keys blog request name))
-                 (wait (fold (lambda (key wait)
-                               (let ((w (rate-limit-retry-after (blog-logins blog) key)))
-                                 (if (and w (or (not wait) (> w wait))) w wait)))
-                             #f keys)))
-            (cond
-             ;; past the failures allowed, the password is not tried
-             (wait
-              (values (too-many-requests wait #:content-type '(text/html (charset . "utf-8")))
-                      (html->bytevector
-                       (login-page base #:error (format #f "Too many failed logins: try again in ~a minutes."
-                                                        (quotient (+ wait 59) 60))))))
-             ;; The password is verified whatever the name, so that a
-             ;; wrong name takes as long to refuse as a wrong password.
-             ((and (verify-password (blog-admin-hash blog) password)
-                   (string=? name (blog-admin-name blog)))
-              (rate-limit-clear! (blog-logins blog) (car keys))
-              (session-regenerate!)
-              (session-set! "admin" #t)
-              (redirect (admin-base)))
-             (else
-              (for-each (lambda (key) (rate-limit-hit! (blog-logins blog) key)) keys)
-              (html-now 403 (login-page base #:error "Wrong name or password.")))))
-          (redirect (admin-base))))
-     ((not admin?)
-      (if (and (eq? method 'GET) (null? rest))
-          (html-now 200 (login-page base))
-          (if (eq? method 'GET) (redirect (admin-base)) (plain 403 "Log in first."))))
-     ((and (eq? method 'POST) (not (csrf-ok? fields)))
-      (plain 403 "The form's token is missing or wrong: reload the page."))
+     ;; past the failures allowed, the password is not tried
+     (wait
+      (values (too-many-requests wait #:content-type '(text/html (charset . "utf-8")))
+              (html->bytevector
+               (login-page base #:error (format #f "Too many failed logins: try again in ~a minutes."
+                                                (quotient (+ wait 59) 60))))))
+     ;; The password is verified whatever the name, so that a wrong
+     ;; name takes as long to refuse as a wrong password.
+     ((and (verify-password (blog-admin-hash blog) password)
+           (string=? name (blog-admin-name blog)))
+      (rate-limit-clear! (blog-logins blog) (car keys))
+      (session-regenerate!)
+      (session-set! "admin" #t)
+      (redirect (admin-url visit)))
      (else
-      (match (cons method rest)
-        (('GET) (html-now 200 (admin-page base (csrf-token) (blog-index-posts index)
-                                              (commit-log store #:limit 5))))
-        (('POST "logout") (session-destroy!) (redirect base))
-        (('GET "new") (html-now 200 (edit-page base (csrf-token))))
-        (('GET "posts" key)
-         (let ((post (post-by-key key)))
-           (if post
-               (html-now 200 (edit-page base (csrf-token) #:post post
-                                        #:body (post-content store post)))
-               (plain 404 "No such post."))))
-        (('POST "new-post") (save #f))
-        (('POST "modify-post" key) (save key))
-        (('POST "delete-post" key)
-         (delete-post! store key (format #f "post deleted: ~a" key))
-         (redirect (admin-base)))
-        (('POST "delete-comment" key id)
-         (let ((post (post-by-key key)))
-           (delete-comment! store key id
-                            (format #f "comment deleted on \"~a\"" (if post (post-title post) key)))
-           (redirect (if post (post-url base post) (admin-base)))))
-        (('GET "changes")
-         (html-now 200 (changes-page base (commit-log store #:limit 30))))
-        (('GET "changes" (? (lambda (s) (and (= (string-length s) 40)
-                                              (string-every char-set:hex-digit s)))
-                             hex))
-         (html-now 200 (change-page base (csrf-token) (commit-info store hex)
-                                    (commit-diff store hex))))
-        (('POST "revert-change" hex)
-         (revert-commit! store hex (format #f "revert ~a" hex))
-         (redirect (string-append (admin-base) "/changes")))
-        (_ (plain 404 "No such admin page.")))))))
+      (for-each (lambda (key) (rate-limit-hit! (blog-logins blog) key)) keys)
+      (html-now 403 (login-page base #:error "Wrong name or password."))))))
+
+(define (admin-home blog visit request body params)
+  (if (visit-admin? visit)
+      (html-now 200 (admin-page (visit-base visit) (csrf-token)
+                                (blog-index-posts (visit-index visit))
+                                (commit-log (blog-store blog) #:limit 5)))
+      (html-now 200 (login-page (visit-base visit)))))
+
+(define (save-post blog visit body old-key)
+  ;; a new post (OLD-KEY #f) or a post changed, from the edit form
+  (let* ((fields (form-params body))
+         (title (string-trim-both (or (assoc-ref fields "title") "")))
+         (text (or (assoc-ref fields "body") ""))
+         (status (or (assoc-ref fields "status") "draft"))
+         (old (and old-key (post-by-key visit old-key))))
+    (cond
+     ((or (string-null? title) (bad-text? title) (bad-text? text)
+          (> (string-length title) 200) (not (member status '("publish" "draft" "private"))))
+      (html-now 400 (edit-page (visit-base visit) (csrf-token) #:post old #:body text
+                               #:errors '("A post needs a title (200 characters at most), text and a status."))))
+     (else
+      (let ((key (save-post! (blog-store blog) #:old-key old-key #:title title #:body text
+                             #:tags (split-tag-field (assoc-ref fields "tags"))
+                             #:status status
+                             #:comments-open? (equal? (assoc-ref fields "comments") "open")
+                             ;; tekuti's name, so that tekuti reads it too
+                             #:format (if (equal? (assoc-ref fields "format") "markdown")
+                                          "marxdown" "html")
+                             #:timestamp (if old (post-timestamp old) (current-time))
+                             #:message (format #f "~a: \"~a\"" (if old "post modified" "new post")
+                                               title))))
+        (if key
+            (redirect (string-append (admin-url visit) "/posts/" (uri-encode key)))
+            (plain 404 "The post is gone.")))))))
+
+(define (admin-routes blog state)
+  (define (admin-only handler)
+    ;; HANDLER for the logged-in admin; others go to the login form
+    (page-route blog state
+                (lambda (blog visit request body params)
+                  (cond
+                   ((visit-admin? visit) (handler blog visit request body params))
+                   ((eq? (request-method request) 'GET) (redirect (admin-url visit)))
+                   (else (plain 403 "Log in first."))))))
+  (define store (blog-store blog))
+  (list
+   (route 'GET "/admin" (page-route blog state admin-home) #:name 'admin)
+   (route 'POST "/admin/login" (page-route blog state admin-login) #:name 'admin-login)
+   (route 'GET "/admin/login"
+          (page-route blog state (lambda (blog visit . _) (redirect (admin-url visit)))))
+   (route 'POST "/admin/logout"
+          (admin-only (lambda (blog visit . _)
+                        (session-destroy!)
+                        (redirect (visit-base visit))))
+          #:name 'admin-logout)
+   (route 'GET "/admin/new"
+          (admin-only (lambda (blog visit . _) (html-now 200 (edit-page (visit-base visit) (csrf-token)))))
+          #:name 'admin-new)
+   (route 'GET "/admin/posts/:key"
+          (admin-only (lambda (blog visit request body params)
+                        (let ((post (post-by-key visit (assq-ref params 'key))))
+                          (if post
+                              (html-now 200 (edit-page (visit-base visit) (csrf-token) #:post post
+                                                       #:body (post-content store post)))
+                              (plain 404 "No such post.")))))
+          #:name 'admin-post)
+   (route 'POST "/admin/new-post"
+          (admin-only (lambda (blog visit request body params) (save-post blog visit body #f)))
+          #:name 'admin-new-post)
+   (route 'POST "/admin/modify-post/:key"
+          (admin-only (lambda (blog visit request body params)
+                        (save-post blog visit body (assq-ref params 'key))))
+          #:name 'admin-modify-post)
+   (route 'POST "/admin/delete-post/:key"
+          (admin-only (lambda (blog visit request body params)
+                        (let ((key (assq-ref params 'key)))
+                          (delete-post! store key (format #f "post deleted: ~a" key))
+                          (redirect (admin-url visit)))))
+          #:name 'admin-delete-post)
+   (route 'POST "/admin/delete-comment/:key/:id"
+          (admin-only (lambda (blog visit request body params)
+                        (let* ((key (assq-ref params 'key))
+                               (post (post-by-key visit key)))
+                          (delete-comment! store key (assq-ref params 'id)
+                                           (format #f "comment deleted on \"~a\""
+                                                   (if post (post-title post) key)))
+                          (redirect (if post (post-url (visit-base visit) post)
+                                        (admin-url visit))))))
+          #:name 'admin-delete-comment)
+   (route 'GET "/admin/changes"
+          (admin-only (lambda (blog visit . _)
+                        (html-now 200 (changes-page (visit-base visit)
+                                                    (commit-log store #:limit 30)))))
+          #:name 'admin-changes)
+   (route 'GET "/admin/changes/:hex"
+          (admin-only (lambda (blog visit request body params)
+                        (let ((hex (assq-ref params 'hex)))
+                          (if (and (= (string-length hex) 40) (string-every char-set:hex-digit hex))
+                              (html-now 200 (change-page (visit-base visit) (csrf-token)
+                                                         (commit-info store hex)
+                                                         (commit-diff store hex)))
+                              (plain 404 "No such admin page.")))))
+          #:name 'admin-change)
+   (route 'POST "/admin/revert-change/:hex"
+          (admin-only (lambda (blog visit request body params)
+                        (let ((hex (assq-ref params 'hex)))
+                          (revert-commit! store hex (format #f "revert ~a" hex))
+                          (redirect (string-append (admin-url visit) "/changes")))))
+          #:name 'admin-revert-change)))
 
 ;;; The handler.
 
@@ -767,16 +860,51 @@
              (format #f "the canonical origin must be http(s)://HOST[:PORT], not ~s" origin)))
     text))
 
+(define (admin-path? request)
+  (string-prefix? "/admin" (uri-path (request-uri request))))
+
+(define (from-the-cache blog state)
+  ;; A middleware: a visitor's GET or HEAD the cache can answer is
+  ;; answered before any routing, and a visitor without a session
+  ;; cookie skips the session store: the common case costs a ref read
+  ;; and a hash lookup (bench/blog).
+  (lambda (handler)
+    (lambda (request body)
+      (if (or (session-cookie? request) (admin-path? request))
+          (handler request body)
+          (match (cached-response blog state request)
+            ((response . bytes) (values response bytes))
+            (#f (handler request body)))))))
+
+(define (sessions-when-needed db)
+  ;; A middleware: the session store is read for a request that has a
+  ;; session cookie, or is the admin's; others go on without
+  (lambda (handler)
+    (let ((with-session (with-sessions handler #:db db)))
+      (lambda (request body)
+        (if (or (session-cookie? request) (admin-path? request))
+            (with-session request body)
+            (handler request body))))))
+
+(define (mounted-under prefix app)
+  ;; APP, or a router that mounts it under PREFIX ("/blog/")
+  (if (string=? prefix "/")
+      app
+      (router-handler (make-router (list (mount (string-trim-right prefix #\/) app))))))
+
 (define* (make-blog-app #:key store sessions-db (prefix "/") secret
                         (admin-name "admin") admin-hash (comment-days 365)
                         (rate-limit 5) (rate-window 600) (address peer-address)
                         (memfile-threshold default-memfile-threshold)
                         origin (scheme peer-scheme) (server-timing? #f))
   "Return the blog's handler, serving the git store STORE (checked to be
-in tekuti's layout first: a 'blog-error otherwise) under PREFIX.  Its
+in tekuti's layout first: a 'blog-error otherwise) under PREFIX: \"/\",
+or a prefix (\"/blog/\") it is then mounted under; a site of several
+apps rather mounts it itself (`mount' of (plucky web router)).  Its
 admin logs in as ADMIN-NAME with the password ADMIN-HASH (Argon2id)
 verifies; sessions live in SESSIONS-DB (SQLite: an open database, or a
-procedure that opens one, called once in each worker).  SECRET (a bytevector)
+procedure that opens one, called once in each worker), their cookie for
+the prefix the blog is mounted under.  SECRET (a bytevector)
 keys the comment forms' tokens.  Comments close COMMENT-DAYS after a
 post (#f: never); an address may post RATE-LIMIT comments in
 RATE-WINDOW seconds, counted in SESSIONS-DB across workers, as are failed
@@ -790,7 +918,7 @@ sent with sendfile(2).  Each request's phases (ref-check, git, render)
 are timed for the status page; with SERVER-TIMING? true, its response
 carries them in a Server-Timing header too."
   (check-blog-layout store)
-  (let* ((blog (make-blog #:store store #:prefix prefix #:secret secret
+  (let* ((blog (make-blog #:store store #:secret secret
                           #:admin-name admin-name #:admin-hash admin-hash
                           #:comment-days comment-days
                           ;; shared by the workers: in the sessions' database
@@ -801,18 +929,27 @@ carries them in a Server-Timing header too."
                           #:address address
                           #:memfile-threshold memfile-threshold
                           #:origin (check-origin origin) #:scheme scheme))
-         (state (list #f))
-         (routed (lambda (request body) (route blog state request body)))
-         (with-session (with-sessions routed #:db sessions-db #:path prefix))
-         (admin-path (string-append prefix "admin")))
+         (state (list #f)))
     (current-view blog state)
-    ((with-server-timing #:header? server-timing?)
-     (lambda (request body)
-       ;; Visitors without a session skip the session store: the common
-       ;; case costs no SQLite read.
-       (if (or (session-cookie? request)
-               (string-prefix? admin-path (uri-path (request-uri request))))
-           (with-session request body)
-           (match (cached-response blog state request)
-             ((response . bytes) (values response bytes))
-             (#f (routed request body))))))))
+    (mounted-under
+     prefix
+     (wrap (router-handler
+            (make-router (blog-routes blog state)
+                         ;; kept in the cache as the pages are, a
+                         ;; miss and a hit costing what theirs do
+                         #:not-found (let ((page (public blog state
+                                                         (lambda (blog visit request params)
+                                                           (html-page 404 (not-found-tree visit))))))
+                                       (lambda (request body) (page request body '())))))
+           (with-server-timing #:header? server-timing?)
+           (from-the-cache blog state)
+           (sessions-when-needed sessions-db)
+           ;; the admin's forms; a visitor's comment carries the post's
+           ;; token instead (`comment-token'), and the login none
+           (csrf-middleware #:methods '(POST)
+                            #:exempt? (lambda (request)
+                                        (or (not (admin-path? request))
+                                            (string=? (uri-path (request-uri request))
+                                                      "/admin/login")))
+                            #:refuse (lambda (request body)
+                                       (plain 403 "The form's token is missing or wrong: reload the page.")))))))

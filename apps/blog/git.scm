@@ -48,8 +48,6 @@
   #:use-module (ice-9 rdelim)
   #:use-module (ice-9 threads)
   #:use-module (rnrs bytevectors)
-  #:use-module ((plucky sys libc) #:select (fd-open-read fd-pread fd-link-count
-                                                   fd-close bytevector-address))
   #:use-module ((plucky web timing) #:select (with-phase))
   ;; guile-git's submodules: (git) re-exports them in a way #:select
   ;; cannot see through.
@@ -139,85 +137,78 @@ one-line message when DIRECTORY is not a git repository."
 
 (define hex-length 40)
 
-;; A thread's buffer for `read-hex-line', the file it reads, kept open,
-;; and what it read last.
+;; A thread's reader for `read-hex-line': the file it reads, kept open,
+;; and what it read there last.
 (define-record-type <ref-reader>
-  (make-ref-reader buffer address file path path-address fd bytes hex)
+  (make-ref-reader file port stamp hex)
   ref-reader?
-  (buffer ref-reader-buffer)            ; hex-length bytes
-  (address ref-reader-address)          ; the buffer's
-  (file ref-reader-file set-ref-reader-file!)  ; the file named last, or #f
-  (path ref-reader-path set-ref-reader-path!)  ; its name, NUL-terminated bytes
-  (path-address ref-reader-path-address set-ref-reader-path-address!)
-  (fd ref-reader-fd set-ref-reader-fd!) ; a descriptor of it, or negative
-  (bytes ref-reader-bytes)              ; what it held last read, or zeros
-  (hex ref-reader-hex set-ref-reader-hex!))    ; and them as a string
+  (file ref-reader-file set-ref-reader-file!)    ; the file named last, or #f
+  (port ref-reader-port set-ref-reader-port!)    ; an input port of it, or #f
+  (stamp ref-reader-stamp set-ref-reader-stamp!) ; (mtime mtime-ns size) when read
+  (hex ref-reader-hex set-ref-reader-hex!))      ; the hex read then, or #f
 
 (define ref-readers (make-thread-local-fluid #f))
 
 (define (ref-reader)
   (or (fluid-ref ref-readers)
-      (let* ((bv (make-bytevector hex-length))
-             (reader (make-ref-reader bv (bytevector-address bv) #f #f 0 -1
-                                      (make-bytevector hex-length 0) #f)))
+      (let ((reader (make-ref-reader #f #f #f #f)))
         (fluid-set! ref-readers reader)
         reader)))
 
-(define (reader-fd! reader file)
-  ;; -> a descriptor of FILE as it is named now, or a negated errno.  The
-  ;; reader keeps FILE open (until it is asked for another file) and
-  ;; asks the kernel how many names the open file still has: git moves
-  ;; a ref by writing a new file and renaming it over the old, and
-  ;; deletes a ref it packs, and either leaves the old file with none.
-  ;; Then it is opened again by its name (encoded once: `open-fdes' would
-  ;; encode it each time).  A statx(2) on a descriptor costs less than the
-  ;; open(2) and close(2) around each read that it replaces, which walked
-  ;; every component of the path (bench/blog, the index).
-  (unless (eq? file (ref-reader-file reader))
-    (let ((path (string->utf8 (string-append file "\x00")))
-          (old (ref-reader-fd reader)))
-      (when (>= old 0) (fd-close old))
-      (set-ref-reader-fd! reader -1)
-      (set-ref-reader-file! reader file)
-      (set-ref-reader-path! reader path)
-      (set-ref-reader-path-address! reader (bytevector-address path))
-      (set-ref-reader-hex! reader #f)))
-  (let ((fd (ref-reader-fd reader)))
-    (if (and (>= fd 0) (> (fd-link-count fd) 0))
-        fd
-        (let ((fd (begin
-                    (when (>= fd 0) (fd-close fd))
-                    (fd-open-read (ref-reader-path-address reader)))))
-          (set-ref-reader-fd! reader fd)
-          fd))))
+(define (same-stamp? st stamp)
+  ;; STAT of the open file says it is as it was when STAMP was taken:
+  ;; it still has a name (git moves a ref by renaming a new file over
+  ;; the old, and deletes a ref it packs: either leaves the old file
+  ;; with none), and its time and size did not move
+  (and (> (stat:nlink st) 0)
+       (eqv? (stat:mtime st) (car stamp))
+       (eqv? (stat:mtimensec st) (cadr stamp))
+       (eqv? (stat:size st) (caddr stamp))))
 
 (define (read-hex-line file)
-  ;; -> the first 40 characters of FILE if they are hex, else #f: read on
-  ;; every call, from its start, with pread(2) on a descriptor, not a
-  ;; port (a Guile port's buffers made the check ten times dearer:
-  ;; bench/blog-costs.scm, ref-check).  Through the FFI, which raises
-  ;; nothing when the file is missing: no exception handler is set up
-  ;; per request (bench/instructions on the blog).  The read goes into a
-  ;; buffer of the thread's, whose address is taken once
-  ;; (`bytevector-address' makes a pointer object each time), and the
-  ;; same bytes as last time give the same string: the check of every
-  ;; request allocates nothing when the ref has not moved, and so brings
-  ;; the collector's pauses no closer (bench/blog's p99).
-  (let* ((reader (ref-reader))
-         (fd (reader-fd! reader file)))
-    (and (>= fd 0)
-         (let* ((bv (ref-reader-buffer reader))
-                (n (fd-pread fd (ref-reader-address reader) 0 hex-length 0)))
-           (and (= n hex-length)
-                (if (and (ref-reader-hex reader)
-                         (bytevector=? bv (ref-reader-bytes reader)))
-                    (ref-reader-hex reader)
-                    (let ((hex (utf8->string bv)))
-                      (and (string-every char-set:hex-digit hex)
-                           (begin
-                             (bytevector-copy! bv 0 (ref-reader-bytes reader) 0 hex-length)
-                             (set-ref-reader-hex! reader hex)
-                             hex)))))))))
+  ;; -> the first 40 characters of FILE if they are hex, else #f.  The
+  ;; reader keeps FILE open and asks the kernel about the open file
+  ;; (fstat(2)), which costs less than the open(2) and close(2) around
+  ;; each read that it replaces, which walked every component of the
+  ;; path (bench/blog, the index); FILE is read again only when it
+  ;; moved, and the same hex string is returned until then: the check
+  ;; of every request reads nothing and makes no string.
+  (let ((reader (ref-reader)))
+    (unless (equal? file (ref-reader-file reader))
+      (close-reader! reader)
+      (set-ref-reader-file! reader file))
+    (let* ((port (ref-reader-port reader))
+           (stamp (ref-reader-stamp reader)))
+      (if (and port stamp (same-stamp? (stat port) stamp))
+          (ref-reader-hex reader)
+          (begin
+            (close-reader! reader)
+            (read-ref! reader file))))))
+
+(define (close-reader! reader)
+  (let ((port (ref-reader-port reader)))
+    (when port (close-port port))
+    (set-ref-reader-port! reader #f)
+    (set-ref-reader-stamp! reader #f)
+    (set-ref-reader-hex! reader #f)))
+
+(define (read-ref! reader file)
+  ;; -> the hex FILE holds, read afresh and kept, or #f (no such file)
+  (let ((port (catch 'system-error
+                (lambda () (open-input-file file #:binary #t))
+                (lambda _ #f))))
+    (and port
+         (let* ((st (stat port))
+                (bytes (get-bytevector-n port hex-length))
+                (hex (and (bytevector? bytes)
+                          (= (bytevector-length bytes) hex-length)
+                          (let ((text (utf8->string bytes)))
+                            (and (string-every char-set:hex-digit text) text)))))
+           (set-ref-reader-port! reader port)
+           (set-ref-reader-stamp! reader (list (stat:mtime st) (stat:mtimensec st)
+                                               (stat:size st)))
+           (set-ref-reader-hex! reader hex)
+           hex))))
 
 (define (packed-ref store)
   ;; -> the branch's commit as packed-refs gives it, or #f

@@ -5,25 +5,17 @@
 
 ;;; Commentary:
 ;;;
-;;; `make-news-app' returns the site's handler.  A request goes through
-;;; the sessions middleware (who is logged in), then the CSRF check (a
-;;; POST must carry the session's token), then the router, to one of the
-;;; procedures below; each reads the database through (news db), decides
+;;; `make-news-app' returns the site's handler, made of the toolkit's
+;;; pieces: a request goes through the sessions middleware (who is
+;;; logged in), then the CSRF check (a POST must carry the session's
+;;; token), then the router, whose routes (`news-routes') are data, to
+;;; one of the procedures below; each reads the database through (news db), decides
 ;;; what the viewer may see and do, and returns a page from (news views)
 ;;; or a redirect.  Every field a user sends is checked before anything
 ;;; is stored, and a refusal redisplays the form with a message beside
 ;;; the field: nothing typed is lost.
 ;;;
-;;; Caching, what makes the front page cheap: ranking the latest 1,000
-;;; stories takes milliseconds, so the ranked list is kept and made
-;;; again when the data changes (`db-version', one indexed read a
-;;; request) or a minute has passed (ages move ranks slowly; news.arc
-;;; itself re-ranks a random story every 30 seconds).  For visitors who
-;;; are not logged in, the whole page is kept as bytes, as news.arc does
-;;; for them, under the same key and the minute (its "N minutes ago").
-;;; A logged-in viewer's page is kept too, per viewer, split where the
-;;; CSRF token goes, and each response gets a token masked afresh there
-;;; (`cached-user-page').  Each worker keeps its own copy.
+;;; The site's state in a worker and its caches are (news site)'s.
 ;;;
 ;;; All links are relative, so the site works mounted under any prefix
 ;;; (the demo serves it at /news/).
@@ -40,16 +32,21 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (web uri)
-  #:use-module ((plucky server) #:select (current-request-peer))
+  #:use-module ((plucky server) #:select (current-request-peer current-request-scheme))
+  #:use-module ((plucky web router) #:select (route mount make-router router-handler
+                                              query-params query-ref request-mount-prefix))
+  #:use-module ((plucky web middleware) #:select (wrap redirect))
   #:use-module (plucky web html)
   #:use-module ((plucky web timing) #:select (with-phase with-server-timing))
   #:use-module (plucky web forms)
   #:use-module (plucky web session)
   #:use-module (plucky web password)
   #:use-module (plucky web limit)
-  #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?))
+  #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?
+                                            csrf-middleware))
   #:use-module (news rank)
   #:use-module (news db)
+  #:use-module (news site)
   #:use-module (news seed)
   #:use-module (news views)
   #:use-module ((plucky web json) #:select (json-response))
@@ -108,147 +105,28 @@ seeding are one transaction."
     (list->string (map (lambda (_) (integer->char (+ 97 (random 26 state))))
                        (iota 24)))))
 
-;;; Requests.
+(define (page-path path page)
+  ;; PATH ("newest", "threads?id=ann") for its page number PAGE
+  (cond ((= page 1) path)
+        ((string-index path #\?) (format #f "~a&p=~a" path page))
+        (else (format #f "~a?p=~a" path page))))
 
-(define (query-params request)
-  (let ((query (uri-query (request-uri request))))
-    (if query (urlencoded->alist query) '())))
+(define (page-number request)
+  (or (int-param (query-params request) "p") 1))
 
-(define (form-params request body)
-  (if (and body (bytevector? body))
-      (urlencoded->alist body)
-      '()))
+(define (hidden-by site user)
+  ;; -> the ids of the stories USER hid, '() for nobody
+  (if user (hidden-ids (site-db site) (user-name user)) '()))
 
-(define (param params name)
-  (assoc-ref params name))
+(define (without-hidden items hidden)
+  (if (null? hidden)
+      items
+      (remove (lambda (item) (memv (item-id item) hidden)) items)))
 
-(define (int-param params name)
-  ;; -> a positive integer, or #f for anything else ("363/blank.php").
-  (let ((text (param params name)))
-    (and text
-         (<= 1 (string-length text) 18)
-         (string-every char-set:digit text)
-         (string->number text))))
-
-(define (peer-address request)
-  ;; The client's address as the server saw it; never a header the
-  ;; client could have written.
-  (or (current-request-peer) "unknown"))
-
-(define client-address
-  ;; Set by `make-news-app' (tests give each visitor an address).
-  (make-parameter peer-address))
-
-;;; Responses.
-
-;; A page's making, from its SXML tree to its bytes, is the request's
-;; phase 'render (plucky web timing); the queries made meanwhile count as
-;; 'db (see (news db)).  Macros, so that the tree is built inside the
-;; phase.
-(define-syntax-rule (html tree)
-  (with-phase 'render (lambda () (html-response tree))))
-
-(define-syntax-rule (html-status code tree)
-  (with-phase 'render (lambda () (html-response tree #:code code))))
-
-(define (redirect location)
-  ;; 303: the browser follows with a GET, so a reload does not post again.
-  (values (build-response #:code 303
-                          #:headers `((location . ,(string->uri-reference location))
-                                      (content-type . (text/plain))))
-          "See other\n"))
-
-(define (safe-whence text)
-  ;; Where to go back after a vote or a login: a relative path of this
-  ;; site only, never "//host" or "http://…" (an open redirect).
-  (if (and text
-           (> (string-length text) 0)
-           (< (string-length text) 200)
-           (not (string-index text #\:))
-           (not (string-prefix? "/" text))
-           (not (string-prefix? "\\" text))
-           (string-every (char-set-union char-set:letter+digit (string->char-set "?=&_-.%"))
-                         text))
-      text
-      "news"))
-
-;;; The app.
-
-(define-record-type <site>
-  (make-site file connection ranked ranked-key pages threads logins)
-  site?
-  (file site-file)
-  (logins site-logins)                           ; <rate-limit>: failed logins
-  (connection site-connection set-site-connection!) ; (pid . <news-db>)
-  (ranked site-ranked set-site-ranked!)          ; list of <item>, rank order
-  (ranked-key site-ranked-key set-site-ranked-key!) ; (version . minute)
-  (pages site-pages)                             ; (target version minute) -> bytevector
-  (threads site-threads))                        ; story id -> (version . comments)
-
-(define (site-db site)
-  ;; This process's connection, opened at its first request; a process
-  ;; forked since gets its own, and the caches start empty with it.
-  (let ((connection (site-connection site)))
-    (if (and connection (eqv? (car connection) (getpid)))
-        (cdr connection)
-        (let ((db (open-news-db (site-file site))))
-          (set-site-connection! site (cons (getpid) db))
-          (set-site-ranked-key! site #f)
-          (hash-clear! (site-pages site))
-          (hash-clear! (site-threads site))
-          db))))
-
-(define (now) (current-time))
-
-(define (current-user site)
-  (let ((name (session-ref "user")))
-    (and name (user-ref (site-db site) name))))
-
-(define (csrf-or-empty site)
-  (if (current-user site) (form-token) ""))
-
-;; What the pages below put in their forms and logout link: the session's
-;; CSRF token, masked afresh for each response, or, while a page is
-;; rendered for `cached-user-page', a marker that it replaces with one.
-;; The marker is made of letters, as the token is of base64url's
-;; characters: both are written into the page as they are.
-(define token-marker
-  (let ((state (random-state-from-platform)))
-    (list->string (map (lambda (_) (integer->char (+ 97 (random 26 state))))
-                       (iota 40)))))
-
-(define rendering-for-cache? (make-parameter #f))
-
-(define (form-token)
-  (if (rendering-for-cache?) token-marker (csrf-token)))
-
-(define (ranked site)
-  (let* ((db (site-db site))
-         (t (now))
-         (key (cons (db-version db) (quotient t 60))))
-    (unless (equal? key (site-ranked-key site))
-      (set-site-ranked! site (ranked-stories db t))
-      (set-site-ranked-key! site key))
-    (site-ranked site)))
-
-(define (page-slice items page)
-  (let* ((start (* (- page 1) per-page))
-         (len (length items)))
-    (if (>= start len)
-        (values '() #f)
-        (let ((end (min len (+ start per-page))))
-          (values (list-head (list-tail items start) (- end start))
-                  (< end len))))))
-
-(define (voted-on db user items)
-  (if user
-      (votes-by-user-on db (user-name user) (map item-id items))
-      '()))
-
-(define (story-list site request user label title items-of-page path)
-  ;; ITEMS-OF-PAGE: page number -> (values items more?).
-  (let* ((params (query-params request))
-         (page (or (int-param params "p") 1)))
+(define* (story-list site request user label title items-of-page path #:key hidden?)
+  ;; ITEMS-OF-PAGE: page number -> (values items more?).  HIDDEN?: the
+  ;; page lists the stories USER hid (each with "unhide").
+  (let ((page (page-number request)))
     (let-values (((items more?) (items-of-page page)))
       (html (story-list-page
              #:items items #:user user
@@ -256,120 +134,74 @@ seeding are one transaction."
              #:csrf (if user (form-token) "")
              #:now (now) #:title title #:label label
              #:start (+ 1 (* (- page 1) per-page))
-             #:whence (if (= page 1) path (format #f "~a?p=~a" path page))
-             #:more (and more? (format #f "~a?p=~a" path (+ page 1))))))))
+             #:whence (page-path path page)
+             #:more (and more? (page-path path (+ page 1)))
+             #:hidden? hidden?)))))
 
 (define (front-page site request body)
-  (story-list site request (current-user site) #f #f
-              (lambda (page) (page-slice (ranked site) page)) "news"))
-
-(define cacheable-pages
-  ;; What a visitor who is not logged in sees the same as any other: no
-  ;; form, no token.  login, logout and submit are not among them.
-  '("" "news" "newest" "ask" "best" "item" "user" "submitted" "threads"
-    "newcomments" "rss" "items.json"))
-
-(define (cached-page site request make)
-  ;; The page's bytes, kept per (target, version, minute) for visitors
-  ;; not logged in, as news.arc keeps its pages for them.
-  (let* ((key (list (uri->string (request-uri request))
-                    (db-version (site-db site))
-                    (quotient (now) 60)))
-         (hit (hash-ref (site-pages site) key)))
-    (if hit
-        (values (car hit) (cdr hit))
-        (call-with-values make
-          (lambda (response body)
-            (when (and (or (not (response? response)) (= 200 (response-code response)))
-                       (or (bytevector? body) (string? body)))
-              (when (> (hash-count (const #t) (site-pages site)) 1000)
-                (hash-clear! (site-pages site)))
-              (hash-set! (site-pages site) key (cons response body)))
-            (values response body))))))
-
-(define (cached-user-page site request name make)
-  ;; The page of viewer NAME, who is logged in: theirs alone (their
-  ;; votes' arrows, their name and karma, their token in every form), yet
-  ;; it changes no more often than a visitor's.  Kept per viewer under
-  ;; the visitors' key, as the bytes between the places of the CSRF
-  ;; token; each response gets a token masked afresh in those places
-  ;; (bench/news: the front page logged in).
-  (let* ((key (list (uri->string (request-uri request))
-                    (db-version (site-db site))
-                    (quotient (now) 60)
-                    name))
-         (hit (hash-ref (site-pages site) key)))
-    (if hit
-        (values (car hit) (splice-token (cdr hit)))
-        (call-with-values (lambda () (parameterize ((rendering-for-cache? #t)) (make)))
-          (lambda (response body)
-            (if (bytevector? body)
-                (let ((chunks (split-at-marker body)))
-                  (when (or (not (response? response)) (= 200 (response-code response)))
-                    (when (> (hash-count (const #t) (site-pages site)) 1000)
-                      (hash-clear! (site-pages site)))
-                    (hash-set! (site-pages site) key (cons response chunks)))
-                  (values response (splice-token chunks)))
-                ;; not a page with forms (a feed, JSON): no token in it
-                (values response body)))))))
-
-(define marker-bytes (string->utf8 token-marker))
-
-(define (split-at-marker bytes)
-  ;; -> the bytevectors of BYTES between the occurrences of the marker
-  (let ((n (bytevector-length marker-bytes)))
-    (define (marker-at? i)
-      (let lp ((j 0))
-        (or (= j n)
-            (and (= (bytevector-u8-ref bytes (+ i j)) (bytevector-u8-ref marker-bytes j))
-                 (lp (+ j 1))))))
-    (define (chunk start end)
-      (let ((out (make-bytevector (- end start))))
-        (bytevector-copy! bytes start out 0 (- end start))
-        out))
-    (let lp ((i 0) (start 0) (chunks '()))
-      (cond
-       ((> (+ i n) (bytevector-length bytes))
-        (reverse (cons (chunk start (bytevector-length bytes)) chunks)))
-       ((marker-at? i) (lp (+ i n) (+ i n) (cons (chunk start i) chunks)))
-       (else (lp (+ i 1) start chunks))))))
-
-(define (splice-token chunks)
-  ;; -> CHUNKS joined by a freshly masked CSRF token
-  (let* ((token (string->utf8 (csrf-token)))
-         (t (bytevector-length token))
-         (out (make-bytevector (+ (apply + (map bytevector-length chunks))
-                                  (* t (- (length chunks) 1))))))
-    (let lp ((chunks chunks) (at 0))
-      (let ((n (bytevector-length (car chunks))))
-        (bytevector-copy! (car chunks) 0 out at n)
-        (unless (null? (cdr chunks))
-          (bytevector-copy! token 0 out (+ at n) t)
-          (lp (cdr chunks) (+ at n t)))))
-    out))
-
-(define (cached-thread site story)
-  ;; STORY's comments, read again only when the data has changed.
-  (let* ((db (site-db site))
-         (version (db-version db))
-         (hit (hash-ref (site-threads site) story)))
-    (if (and hit (eqv? (car hit) version))
-        (cdr hit)
-        (let ((comments (thread-comments db story)))
-          (when (> (hash-count (const #t) (site-threads site)) 200)
-            (hash-clear! (site-threads site)))
-          (hash-set! (site-threads site) story (cons version comments))
-          comments))))
-
-(define (db-list-page site request label title path fetch)
   (let ((user (current-user site)))
+    (story-list site request user #f #f
+                (lambda (page)
+                  (page-slice (without-hidden (ranked site) (hidden-by site user)) page))
+                "news")))
+
+(define* (db-list-page site request label title path fetch #:key (hidden? #f))
+  ;; A list of stories FETCH gives, (FETCH count offset), without those
+  ;; the viewer hid (fetched as many more), unless HIDDEN?: the list of
+  ;; those.
+  (let* ((user (current-user site))
+         (hidden (if hidden? '() (hidden-by site user))))
     (story-list site request user label title
                 (lambda (page)
-                  (let ((items (fetch (+ per-page 1) (* (- page 1) per-page))))
+                  (let ((items (without-hidden
+                                (fetch (+ per-page 1 (length hidden)) (* (- page 1) per-page))
+                                hidden)))
                     (if (> (length items) per-page)
                         (values (list-head items per-page) #t)
                         (values items #f))))
-                path)))
+                path #:hidden? hidden?)))
+
+(define (show site request body)
+  (db-list-page site request "show" "Show" "show"
+                (lambda (n offset) (show-stories (site-db site) n offset))))
+
+(define (from site request body)
+  ;; the stories of one site: from?site=example.org
+  (let ((domain (param (query-params request) "site")))
+    (if (and domain (< 0 (string-length domain) 254)
+             (not (string-any char-set:whitespace domain)))
+        (db-list-page site request #f (string-append "Stories from " domain)
+                      (string-append "from?site=" (uri-encode domain))
+                      (lambda (n offset) (stories-from (site-db site) domain site-of n offset)))
+        (not-found site request "No such site."))))
+
+(define (user-stories what path fetch)
+  ;; the handler of a list of the stories of the user ?id= names: WHAT
+  ;; they are ("favorites"), at PATH, (FETCH db name count offset)
+  (lambda (site request body)
+    (let* ((name (param (query-params request) "id"))
+           (subject (user-ref (site-db site) name)))
+      (if subject
+          (db-list-page site request #f (string-append name "'s " what)
+                        (string-append path "?id=" (uri-encode name))
+                        (lambda (n offset) (fetch (site-db site) name n offset)))
+          (not-found site request "No such user.")))))
+
+(define favorites (user-stories "favorites" "favorites" favorites-of))
+(define submitted (user-stories "submissions" "submitted" stories-by))
+
+(define (hidden site request body)
+  (let ((user (current-user site)))
+    (if user
+        (db-list-page site request #f "Hidden" "hidden"
+                      (lambda (n offset) (hidden-stories (site-db site) (user-name user) n offset))
+                      #:hidden? #t)
+        (redirect "login?goto=hidden"))))
+
+(define (leaders-list site request body)
+  (let ((user (current-user site)))
+    (html (leaders-page #:users (leaders (site-db site)) #:user user
+                        #:csrf (if user (form-token) "")))))
 
 (define (newest site request body)
   (db-list-page site request "new" "New" "newest"
@@ -383,18 +215,14 @@ seeding are one transaction."
   (db-list-page site request "best" "Best" "best"
                 (lambda (n offset) (best-stories (site-db site) n offset))))
 
-(define (submitted site request body)
-  (let* ((name (param (query-params request) "id"))
-         (subject (user-ref (site-db site) name)))
-    (if subject
-        (db-list-page site request #f (string-append name "'s submissions")
-                      (string-append "submitted?id=" (uri-encode name))
-                      (lambda (n offset) (stories-by (site-db site) name n offset)))
-        (not-found site request "No such user."))))
-
-(define (comment-list site request label title items path)
+(define (comment-list site request label title path fetch)
+  ;; a page of the comments (FETCH count offset) gives, with "More"
   (let* ((db (site-db site))
          (user (current-user site))
+         (page (page-number request))
+         (fetched (fetch (+ per-page 1) (* (- page 1) per-page)))
+         (more? (> (length fetched) per-page))
+         (items (if more? (list-head fetched per-page) fetched))
          (stories (delete-duplicates
                    (filter-map (lambda (c) (let ((s (item-ref db (item-story c))))
                                              (and s (cons (item-id s) s))))
@@ -403,19 +231,19 @@ seeding are one transaction."
                          #:voted (voted-on db user items)
                          #:csrf (if user (form-token) "")
                          #:now (now) #:title title #:label label
-                         #:more #f))))
+                         #:more (and more? (page-path path (+ page 1)))))))
 
 (define (newcomments site request body)
-  (comment-list site request "comments" "New Comments"
-                (newest-comments (site-db site) per-page 0) "newcomments"))
+  (comment-list site request "comments" "New Comments" "newcomments"
+                (lambda (n offset) (newest-comments (site-db site) n offset))))
 
 (define (threads site request body)
   (let* ((name (param (query-params request) "id"))
          (subject (user-ref (site-db site) name)))
     (if subject
         (comment-list site request "threads" (string-append name "'s comments")
-                      (comments-by (site-db site) name per-page 0)
-                      (string-append "threads?id=" (uri-encode name)))
+                      (string-append "threads?id=" (uri-encode name))
+                      (lambda (n offset) (comments-by (site-db site) name n offset)))
         (not-found site request "No such user."))))
 
 (define (not-found site request message)
@@ -431,6 +259,12 @@ seeding are one transaction."
     (html-status code
                  (item-page #:item item #:tree tree #:user user
                             #:voted (voted-on db user (cons item comments))
+                            #:faved (if user
+                                        (favorite-ids db (user-name user) (list (item-id item)))
+                                        '())
+                            #:parent-author (let ((parent (and (item-parent item)
+                                                               (item-ref db (item-parent item)))))
+                                              (and parent (item-by parent)))
                             #:csrf (if user (form-token) "")
                             #:now (now) #:error error #:text text))))
 
@@ -473,16 +307,21 @@ seeding are one transaction."
   (list (string-append "account:" (string-downcase name))
         (string-append "address:" ((client-address) request))))
 
+(define (login-wait site keys)
+  ;; -> the seconds until a login may be tried again under any of KEYS,
+  ;; or #f when it may be now
+  (fold (lambda (key wait)
+          (let ((w (rate-limit-retry-after (site-logins site) key)))
+            (if (and w (or (not wait) (> w wait))) w wait)))
+        #f keys))
+
 (define (login site request body)
   (let* ((db (site-db site))
          (form (form-params request body))
          (name (or (param form "login-name") ""))
          (password (or (param form "login-password") ""))
          (keys (login-keys request (excerpt name 64)))
-         (wait (fold (lambda (key wait)
-                       (let ((w (rate-limit-retry-after (site-logins site) key)))
-                         (if (and w (or (not wait) (> w wait))) w wait)))
-                     #f keys))
+         (wait (login-wait site keys))
          (hash (and (< (string-length name) 64) (user-password-hash db name))))
     (cond
      ;; Past the failures allowed, the password is not even tried: a
@@ -527,14 +366,7 @@ seeding are one transaction."
                          ((not (string-every name-chars name))
                           "Usernames can only contain letters, digits, dashes and underscores.")
                          (else #f)))
-             ("password" . ,(cond
-                             ((< (string-length password) password-min)
-                              (format #f "Passwords are at least ~a characters." password-min))
-                             ((> (bytevector-length (string->utf8 password)) max-password-bytes)
-                              "That password is too long.")
-                             ((string-index password #\nul)
-                              "Passwords cannot contain a NUL character.")
-                             (else #f)))))))
+             ("password" . ,(password-error password))))))
     (cond
      ((pair? errors)
       (html-status 400 (login-page #:csrf (csrf-token) #:errors errors
@@ -551,6 +383,57 @@ seeding are one transaction."
 (define (logout site request body)
   (session-destroy!)
   (redirect "news"))
+
+(define (password-error password)
+  ;; -> why PASSWORD cannot be one, or #f
+  (cond
+   ((< (string-length password) password-min)
+    (format #f "Passwords are at least ~a characters." password-min))
+   ((> (bytevector-length (string->utf8 password)) max-password-bytes)
+    "That password is too long.")
+   ((string-index password #\nul)
+    "Passwords cannot contain a NUL character.")
+   (else #f)))
+
+(define (change-password-form site request body)
+  (let ((user (current-user site)))
+    (if user
+        (html (password-page #:user user #:csrf (csrf-token)))
+        (redirect "login?goto=changepw"))))
+
+(define (change-password site request body)
+  ;; The current password first: a session left open on a shared
+  ;; computer must not be enough to take the account.
+  (let* ((db (site-db site))
+         (user (current-user site))
+         (form (form-params request body))
+         (current (or (param form "current") ""))
+         (password (or (param form "password") "")))
+    ;; failed tries count as failed logins do: a stolen session does
+    ;; not make the password guessable faster
+    (define keys (and user (login-keys request (user-name user))))
+    (cond
+     ((not user) (redirect "login?goto=changepw"))
+     ((login-wait site keys)
+      => (lambda (wait)
+           (values (too-many-requests wait #:content-type '(text/html (charset . "utf-8")))
+                   (html->bytevector
+                    (password-page #:user user #:csrf (csrf-token)
+                                   #:message (format #f "Too many failed tries: try again in ~a minutes."
+                                                     (ceiling-quotient wait 60)))))))
+     ((not (verify-password (user-password-hash db (user-name user)) current))
+      (for-each (lambda (key) (rate-limit-hit! (site-logins site) key)) keys)
+      (html-status 403 (password-page #:user user #:csrf (csrf-token)
+                                      #:errors '(("current" . "That is not your password.")))))
+     ((password-error password)
+      => (lambda (message)
+           (html-status 400 (password-page #:user user #:csrf (csrf-token)
+                                           #:errors `(("password" . ,message))))))
+     (else
+      (set-user-password-hash! db (user-name user) (hash-password password))
+      ;; a new session id: one seen before the change opens nothing more
+      (session-regenerate!)
+      (redirect (string-append "user?id=" (uri-encode (user-name user))))))))
 
 (define (profile site request body)
   (let* ((db (site-db site))
@@ -734,7 +617,7 @@ seeding are one transaction."
   (let* ((user (current-user site))
          (form (form-params request body))
          (id (int-param form "id"))
-         (dir (match (param form "dir") ("up" 1) ("down" -1) (_ #f)))
+         (dir (match (param form "dir") ("up" 1) ("down" -1) ("un" 'un) (_ #f)))
          (whence (safe-whence (param form "whence"))))
     (cond
      ((not user) (redirect "login"))
@@ -742,11 +625,13 @@ seeding are one transaction."
       (html-status 400 (message-page #:user user #:csrf (csrf-token) #:title "Vote"
                                      #:message "That vote is malformed.")))
      (else
-      (let ((result (vote! (site-db site) (user-name user) id dir (now)
-                           ((client-address) request))))
+      (let ((result (if (eq? dir 'un)
+                        (unvote! (site-db site) (user-name user) id)
+                        (vote! (site-db site) (user-name user) id dir (now)
+                               ((client-address) request)))))
         (if (or (number? result) (eq? result 'already))
             (redirect whence)
-            (html-status (if (eq? result 'no-item) 404 403)
+            (html-status (if (memq result '(no-item no-vote)) 404 403)
                          (message-page #:user user #:csrf (csrf-token) #:title "Vote"
                                        #:message "Can't make that vote."))))))))
 
@@ -762,11 +647,84 @@ seeding are one transaction."
           (_ (html-status 403 (message-page #:user user #:csrf (csrf-token) #:title "Flag"
                                             #:message "You can't flag that.")))))))
 
+(define (mark-story mark! title)
+  ;; the handler of a POST that marks a story for its viewer (MARK!:
+  ;; `favorite!' or `hide!'), or with "un" takes the mark away
+  (lambda (site request body)
+    (let* ((user (current-user site))
+           (form (form-params request body))
+           (id (int-param form "id")))
+      (cond
+       ((not user) (redirect "login"))
+       ((and id (eq? #t (mark! (site-db site) (user-name user) id
+                               (not (param form "un")) (now))))
+        (redirect (safe-whence (param form "whence"))))
+       (else
+        (html-status 404 (message-page #:user user #:csrf (csrf-token) #:title title
+                                       #:message "No such story.")))))))
+
+(define fave (mark-story favorite! "Favorite"))
+(define hide (mark-story hide! "Hide"))
+
+;;; Moderation: the admins' page of flagged and dead items.
+
+(define (admin site)
+  ;; -> the current user if an admin, else #f
+  (let ((user (current-user site)))
+    (and user (user-admin? user) user)))
+
+(define (refuse-non-admin site)
+  (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
+                                 #:title "Moderation"
+                                 #:message "This page is for the site's admins.")))
+
+(define (flagged site request body)
+  (let ((user (admin site)))
+    (if user
+        (html (flagged-page #:items (flagged-items (site-db site) (* 3 per-page) 0)
+                            #:user user #:csrf (csrf-token) #:now (now)))
+        (refuse-non-admin site))))
+
+(define (moderate site request body)
+  (let* ((form (form-params request body))
+         (id (int-param form "id"))
+         (action (param form "action")))
+    (cond
+     ((not (admin site)) (refuse-non-admin site))
+     ((and id (member action '("kill" "revive"))
+           (eq? #t (set-item-dead! (site-db site) id (string=? action "kill"))))
+      (redirect (safe-whence (param form "whence"))))
+     (else
+      (html-status 404 (message-page #:user (current-user site) #:csrf (csrf-token)
+                                     #:title "Moderation" #:message "No such item."))))))
+
 ;;; Feeds.
+
+(define (request-origin request)
+  ;; -> "SCHEME://HOST[:PORT]" of REQUEST as its client sent it
+  (let ((host (request-host request)))
+    (string-append (symbol->string (or (current-request-scheme) 'http)) "://"
+                   (if host (car host) "localhost")
+                   (if (and host (cdr host)) (format #f ":~a" (cdr host)) ""))))
+
+(define (site-origin site request)
+  ;; the origin the feed's links start with: the configured one, else
+  ;; the request's (and the feed is then cached under it: see `feed')
+  (or (site-origin* site) (request-origin request)))
 
 (define (rss site request body)
   (values (build-response #:headers '((content-type . (application/rss+xml (charset . "utf-8")))))
-          (rss-feed (list-head* (ranked site) per-page) (now))))
+          (rss-feed (list-head* (ranked site) per-page) (now)
+                    (string-append (site-origin site request)
+                                   (request-mount-prefix request) "/"))))
+
+(define (feed site handler)
+  ;; HANDLER's feed, cached for all as `cacheable' pages are, under the
+  ;; origin its links take from the request when none is configured: a
+  ;; forged Host shows in no one else's feed
+  (lambda (request body params)
+    (cached-page site request (lambda () (handler site request body))
+                 (if (site-origin* site) "" (request-origin request)))))
 
 (define (list-head* items n)
   (if (> (length items) n) (list-head items n) items))
@@ -782,84 +740,124 @@ seeding are one transaction."
               (json-response '(("error" . "no such item")) #:status 404)))
         (json-response (list-head* (ranked site) per-page) #:encoder items->json))))
 
-;;; The CSRF check, before any handler that changes something: the
-;;; token of a form (or the X-CSRF-Token header of a script) must be a
-;;; masked form of the session's secret ((plucky web csrf)).
+;;; Routes: the site's pages as data.  A page a visitor who is not
+;;; logged in sees the same as any other is `cacheable' (see
+;;; `cached-page'); the rest are `plain'.  Every POST passes the CSRF
+;;; check of `make-news-app' first.
 
-(define (csrf-ok? request params)
-  (csrf-token-valid? (or (param params "csrf")
-                         (assq-ref (request-headers request) 'x-csrf-token))))
+(define (plain site handler)
+  ;; a route's handler of (request body params) calling HANDLER of
+  ;; (site request body)
+  (lambda (request body params)
+    (handler site request body)))
 
-;;; Routes.
+(define (cacheable site handler)
+  ;; HANDLER's page, from the visitors' cache or the viewer's own
+  (lambda (request body params)
+    (let ((make (lambda () (handler site request body))))
+      (cond
+       ((session-ref "user")
+        => (lambda (user) (cached-user-page site request user make)))
+       (else (cached-page site request make))))))
 
-(define get-routes
-  `(("" . ,front-page) ("news" . ,front-page) ("newest" . ,newest)
-    ("ask" . ,ask) ("best" . ,best) ("item" . ,item)
-    ("user" . ,user-profile) ("submitted" . ,submitted)
-    ("threads" . ,threads) ("newcomments" . ,newcomments)
-    ("login" . ,login-form) ("logout" . ,logout) ("submit" . ,submit-form)
-    ("reply" . ,reply-form) ("edit" . ,edit-form) ("delete" . ,delete-form)
-    ("rss" . ,rss) ("items.json" . ,items-json)))
+(define (logout-link site handler)
+  ;; The logout link is a GET (news.arc's); it carries the token in its
+  ;; query, as a form would in its body.
+  (lambda (request body params)
+    (if (csrf-token-valid? (or (query-ref request "csrf")
+                               (assq-ref (request-headers request) 'x-csrf-token)))
+        (handler site request body)
+        (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
+                                       #:title "Logout"
+                                       #:message "That logout link is stale.")))))
 
-(define post-routes
-  `(("login" . ,login) ("signup" . ,signup) ("submit" . ,submit)
-    ("comment" . ,comment) ("vote" . ,vote) ("flag" . ,flag)
-    ("edit" . ,edit) ("delete" . ,delete) ("profile" . ,profile)))
+(define (news-routes site)
+  (define (get path handler name . kind)
+    (route 'GET path ((if (null? kind) cacheable (car kind)) site handler) #:name name))
+  (define (post path handler name)
+    (route 'POST path (plain site handler) #:name name))
+  (list
+   (get "/" front-page 'front)
+   (get "/news" front-page 'news)
+   (get "/newest" newest 'newest)
+   (get "/ask" ask 'ask)
+   (get "/best" best 'best)
+   (get "/item" item 'item)
+   (get "/user" user-profile 'user)
+   (get "/submitted" submitted 'submitted)
+   (get "/threads" threads 'threads)
+   (get "/newcomments" newcomments 'newcomments)
+   (get "/show" show 'show)
+   (get "/leaders" leaders-list 'leaders)
+   (get "/from" from 'from)
+   (get "/favorites" favorites 'favorites)
+   (get "/hidden" hidden 'hidden plain)
+   (get "/changepw" change-password-form 'change-password-form plain)
+   (get "/flagged" flagged 'flagged plain)
+   (get "/rss" rss 'rss feed)
+   (get "/items.json" items-json 'items-json)
+   (get "/login" login-form 'login-form plain)
+   (get "/logout" logout 'logout logout-link)
+   (get "/submit" submit-form 'submit-form plain)
+   (get "/reply" reply-form 'reply plain)
+   (get "/edit" edit-form 'edit-form plain)
+   (get "/delete" delete-form 'delete-form plain)
+   (post "/login" login 'login)
+   (post "/signup" signup 'signup)
+   (post "/submit" submit 'submit)
+   (post "/comment" comment 'comment)
+   (post "/vote" vote 'vote)
+   (post "/flag" flag 'flag)
+   (post "/edit" edit 'edit)
+   (post "/delete" delete 'delete)
+   (post "/profile" profile 'profile)
+   (post "/fave" fave 'fave)
+   (post "/hide" hide 'hide)
+   (post "/changepw" change-password 'change-password)
+   (post "/moderate" moderate 'moderate)))
+
+(define (refuse-forged site)
+  ;; what a POST without a valid CSRF token gets
+  (lambda (request body)
+    (html-status 403 (message-page
+                      #:user (current-user site) #:title "Refused"
+                      #:message "Your form was stale or forged (no valid CSRF token). Please go back, reload and try again."))))
 
 (define* (make-news-app #:key file (prefix "/") (address peer-address)
-                       (server-timing? #f))
+                       (origin #f) (server-timing? #f))
   "Return the handler of the news site over the database FILE (see
-`seed-news-db!'), serving the paths under PREFIX.  ADDRESS, a procedure
-of the request, gives the client's address, which votes and rate limits
-count by.  Each request's phases db and render are timed for the status
-page; with SERVER-TIMING? true, its response carries them in a
-Server-Timing header too."
+`seed-news-db!'), serving the paths under PREFIX: \"/\", or a prefix
+(\"/news/\") it is then mounted under.  A site of several apps rather
+mounts it itself (`mount' of (plucky web router)); its session cookie is
+for the prefix it is mounted under.
+ADDRESS, a procedure of the request, gives the client's address, which
+votes and rate limits count by.  The RSS feed's links start with ORIGIN
+(\"https://news.example.org\"), or when it is #f with the request's own
+origin (its scheme, its Host), the feed then cached under it.  Each request's phases db and render
+are timed for the status page; with SERVER-TIMING? true, its response
+carries them in a Server-Timing header too."
   (letrec ((site (make-site file #f #f #f (make-hash-table) (make-hash-table)
                             (make-rate-limit #:db (lambda () (news-db-handle (site-db site)))
                                              #:name "news-login" #:limit login-failures
-                                             #:window login-window)))
-            (prefix-length (string-length prefix)))
-    ((with-server-timing #:header? server-timing?)
-     (with-sessions
-     (lambda (request body)
-       (parameterize ((client-address address))
-        (let* ((path (uri-path (request-uri request)))
-              (name (and (string-prefix? prefix path)
-                         (substring path prefix-length)))
-              (method (request-method request)))
-         (cond
-          ((not name) (not-found site request "No such page."))
-          ((memq method '(GET HEAD))
-           (match (assoc name get-routes)
-             ((_ . handler)
-              (if (equal? name "logout")
-                  (if (csrf-ok? request (query-params request))
-                      (handler site request body)
-                      (html-status 403 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
-                                                     #:title "Logout"
-                                                     #:message "That logout link is stale.")))
-                  (cond
-                   ((not (member name cacheable-pages)) (handler site request body))
-                   ((session-ref "user")
-                    => (lambda (user)
-                         (cached-user-page site request user
-                                           (lambda () (handler site request body)))))
-                   (else
-                    (cached-page site request
-                                 (lambda () (handler site request body)))))))
-             (#f (not-found site request "No such page."))))
-          ((eq? method 'POST)
-           (match (assoc name post-routes)
-             ((_ . handler)
-              (if (csrf-ok? request (form-params request body))
-                  (handler site request body)
-                  (html-status 403 (message-page
-                                    #:user (current-user site) #:title "Refused"
-                                    #:message "Your form was stale or forged (no valid CSRF token). Please go back, reload and try again."))))
-             (#f (not-found site request "No such page."))))
-          (else
-           (values (build-response #:code 405 #:headers '((allow . (GET HEAD POST))
-                                                          (content-type . (text/plain))))
-                   "Method not allowed\n"))))))
-     #:db (lambda () (news-db-handle (site-db site)))
-     #:path prefix))))
+                                             #:window login-window)
+                            (and origin (string-trim-right origin #\/)))))
+    (mounted-under
+     prefix
+     (wrap (router-handler
+           (make-router (news-routes site)
+                        #:not-found (lambda (request body)
+                                      (not-found site request "No such page."))))
+          (with-server-timing #:header? server-timing?)
+          (session-middleware #:db (lambda () (news-db-handle (site-db site))))
+          ;; POST only: a DELETE is the router's 405, not a refusal
+          (csrf-middleware #:methods '(POST) #:refuse (refuse-forged site))
+          (lambda (handler)
+            (lambda (request body)
+              (parameterize ((client-address address))
+                (handler request body))))))))
+
+(define (mounted-under prefix app)
+  ;; APP, or a router that mounts it under PREFIX ("/news/")
+  (if (string=? prefix "/")
+      app
+      (router-handler (make-router (list (mount (string-trim-right prefix #\/) app))))))

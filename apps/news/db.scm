@@ -62,14 +62,23 @@
             newest-comments stories-by comments-by thread-comments
             comment-tree
 
-            vote! votes-by-user-on flag! recent-submissions
+            vote! unvote! votes-by-user-on flag! recent-submissions
+            can-downvote?
 
-            karma-to-downvote karma-to-flag flags-to-kill
-            comment-edit-minutes))
+            leaders show-stories stories-from
+            favorite! favorites-of favorite-ids
+            hide! hidden-ids hidden-stories
+            flagged-items set-item-dead!
+
+            karma-to-downvote downvote-minutes lowest-score karma-to-flag
+            flags-to-kill comment-edit-minutes leader-count))
 
 ;;; Rules, as news.arc sets them.
 
-(define karma-to-downvote 20)      ; downvoting comments
+(define karma-to-downvote 20)      ; more than this to downvote comments…
+(define downvote-minutes 1440)     ; …younger than a day (news.arc's downvote-time*)…
+(define lowest-score -4)           ; …whose score is above this (lowest-score*)
+(define leader-count 20)           ; users on the leaders page (nleaders*)
 (define karma-to-flag 30)          ; flagging items (news.arc's flag-threshold*)
 (define flags-to-kill 7)           ; more flags than this kill an item…
 (define kill-score-limit 10)       ; …whose points are under this
@@ -135,6 +144,18 @@ CREATE TABLE IF NOT EXISTS flags (
   item INTEGER NOT NULL REFERENCES items(id),
   user TEXT NOT NULL REFERENCES users(name),
   PRIMARY KEY (item, user)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS favorites (   -- a user's saved stories, shown to all
+  user TEXT NOT NULL REFERENCES users(name),
+  item INTEGER NOT NULL REFERENCES items(id),
+  time INTEGER NOT NULL,
+  PRIMARY KEY (user, item)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS hidden (      -- stories a user asked not to see
+  user TEXT NOT NULL REFERENCES users(name),
+  item INTEGER NOT NULL REFERENCES items(id),
+  time INTEGER NOT NULL,
+  PRIMARY KEY (user, item)
 ) WITHOUT ROWID;
 ")
 
@@ -517,8 +538,10 @@ karma and are for comments only)."
                    id user)
           'already)
          ((and (= dir -1)
-               (or (eq? (item-type item) 'story)
-                   (< (user-karma voter) karma-to-downvote)))
+               (not (can-downvote? voter item now
+                                   (and (item-parent item)
+                                        (let ((parent (item-ref db (item-parent item))))
+                                          (and parent (item-by parent)))))))
           'karma)
          (else
           (record-vote! db user id dir now ip)
@@ -528,6 +551,42 @@ karma and are for comments only)."
             (execute! db "UPDATE users SET karma = karma + ? WHERE name = ?"
                       dir (item-by item)))
           (+ (item-score item) dir)))))))
+
+(define (can-downvote? user item now parent-author)
+  "Return #t if USER (a <user>) may downvote ITEM at NOW, as news.arc
+rules: a comment only, not a reply to one of USER's own (PARENT-AUTHOR
+is the name of the item it answers, or #f), by a user of more than
+`karma-to-downvote' karma, younger than `downvote-minutes' (an admin's
+downvote has no age limit), whose score is above `lowest-score'."
+  (and (eq? (item-type item) 'comment)
+       (not (string=? (user-name user) (item-by item)))
+       (not (equal? parent-author (user-name user)))
+       (> (user-karma user) karma-to-downvote)
+       (or (user-admin? user)
+           (< (quotient (- now (item-time item)) 60) downvote-minutes))
+       (> (item-score item) lowest-score)))
+
+(define (unvote! db user id)
+  "Take back USER's vote on item ID, and what it did to the score and
+the author's karma; return the item's new score, or 'no-vote (none to
+take back) or 'own (an author's vote for their own item stays)."
+  (call-with-transaction db
+    (lambda ()
+      (let ((item (item-ref db id))
+            (vote (query-1 db "SELECT dir, ip FROM votes WHERE item = ? AND user = ?"
+                           id user)))
+        (cond
+         ((or (not item) (not vote)) 'no-vote)
+         ((string=? (item-by item) user) 'own)
+         (else
+          (let ((dir (vector-ref vote 0)))
+            (execute! db "DELETE FROM votes WHERE item = ? AND user = ?" id user)
+            (execute! db "UPDATE items SET score = score - ? WHERE id = ?" dir id)
+            ;; the karma `vote!' gave, taken back
+            (unless (string=? (item-ip item) (vector-ref vote 1))
+              (execute! db "UPDATE users SET karma = karma - ? WHERE name = ?"
+                        dir (item-by item)))
+            (- (item-score item) dir))))))))
 
 (define (votes-by-user-on db user ids)
   "Return an alist (ID . DIR) of USER's votes on the items IDS."
@@ -578,3 +637,116 @@ SINCE: what the rate limits count."
   (query-value db "SELECT count(*) FROM items
                    WHERE type = ? AND time >= ? AND (by = ? OR ip = ?)"
                (symbol->string type) since user ip))
+
+;;; Lists news.arc's readers expect.
+
+(define (leaders db)
+  "Return the users of most karma, most first: `leader-count' of them,
+those of more than 1 and not admins (news.arc's leaders page)."
+  (map row->user
+       (query db "SELECT name, created, karma, about, email, showdead, admin
+                  FROM users WHERE karma > 1 AND admin = 0
+                  ORDER BY karma DESC, name LIMIT ?" leader-count)))
+
+(define (show-stories db limit offset)
+  "Return LIMIT live stories whose title begins \"Show:\" or \"Show HN:\"
+(what their authors made), newest first, skipping OFFSET."
+  (items db "WHERE type = 'story' AND dead = 0 AND deleted = 0
+             AND (title LIKE 'Show:%' OR title LIKE 'Show HN:%')
+             ORDER BY id DESC LIMIT ? OFFSET ?" limit offset))
+
+(define (like-escape text)
+  ;; TEXT with LIKE's wildcards escaped by a backslash
+  (string-concatenate
+   (map (lambda (c) (if (memv c '(#\% #\_ #\\)) (string #\\ c) (string c)))
+        (string->list text))))
+
+(define (stories-from db site site-of limit offset)
+  "Return LIMIT live stories whose url's site, as (SITE-OF url) gives
+it, is SITE, newest first, skipping OFFSET: among the latest 1,000 whose
+url holds SITE."
+  (let* ((candidates (items db "WHERE type = 'story' AND dead = 0 AND deleted = 0
+                                AND url LIKE ? ESCAPE '\\' ORDER BY id DESC LIMIT 1000"
+                            (string-append "%" (like-escape site) "%")))
+         (matching (filter (lambda (item) (equal? (site-of (item-url item)) site))
+                           candidates))
+         (rest (if (> (length matching) offset) (list-tail matching offset) '())))
+    (if (> (length rest) limit) (list-head rest limit) rest)))
+
+(define (mark! db table user id on? now)
+  ;; USER's row for item ID in TABLE (favorites or hidden), made or
+  ;; taken away; -> #t, or 'no-item
+  (call-with-transaction db
+    (lambda ()
+      (let ((item (item-ref db id)))
+        (cond
+         ((or (not item) (item-deleted? item) (not (eq? (item-type item) 'story))) 'no-item)
+         (on?
+          (execute! db (string-append "INSERT OR IGNORE INTO " table
+                                      " (user, item, time) VALUES (?, ?, ?)")
+                    user id now)
+          #t)
+         (else
+          (execute! db (string-append "DELETE FROM " table " WHERE user = ? AND item = ?")
+                    user id)
+          #t))))))
+
+(define (favorite! db user id on? now)
+  "Save story ID among USER's favorites (ON? true) or take it away;
+return #t, or 'no-item."
+  (mark! db "favorites" user id on? now))
+
+(define (favorites-of db name limit offset)
+  "Return LIMIT of user NAME's favorite stories, newest first."
+  (items db "WHERE id IN (SELECT item FROM favorites WHERE user = ?)
+             AND deleted = 0 AND dead = 0
+             ORDER BY id DESC LIMIT ? OFFSET ?" name limit offset))
+
+(define (favorite-ids db user ids)
+  "Return those of IDS that USER saved among their favorites."
+  (if (or (not user) (null? ids))
+      '()
+      (map (lambda (row) (vector-ref row 0))
+           (apply query db
+                  (string-append "SELECT item FROM favorites WHERE user = ? AND item IN ("
+                                 (string-join (map (const "?") ids) ",") ")")
+                  user ids))))
+
+(define (hide! db user id on? now)
+  "Hide story ID from USER's lists (ON? true) or show it again; return
+#t, or 'no-item."
+  (mark! db "hidden" user id on? now))
+
+(define (hidden-ids db user)
+  "Return the ids of the stories USER hid."
+  (map (lambda (row) (vector-ref row 0))
+       (query db "SELECT item FROM hidden WHERE user = ?" user)))
+
+(define (hidden-stories db user limit offset)
+  "Return LIMIT of the stories USER hid, newest first."
+  (items db "WHERE id IN (SELECT item FROM hidden WHERE user = ?) AND deleted = 0
+             ORDER BY id DESC LIMIT ? OFFSET ?" user limit offset))
+
+;;; Moderation, for admins.
+
+(define (flagged-items db limit offset)
+  "Return LIMIT items that are flagged or dead, not deleted, newest
+first: what an admin looks at."
+  (items db "WHERE (flags > 0 OR dead = 1) AND deleted = 0
+             ORDER BY id DESC LIMIT ? OFFSET ?" limit offset))
+
+(define (set-item-dead! db id dead?)
+  "Kill item ID (DEAD? true) or bring it back; a comment's thread counts
+it again, or no more.  Return #t, or 'no-item."
+  (call-with-transaction db
+    (lambda ()
+      (let ((item (item-ref db id)))
+        (cond
+         ((or (not item) (item-deleted? item)) 'no-item)
+         ((eq? (item-dead? item) dead?) #t)
+         (else
+          (execute! db "UPDATE items SET dead = ? WHERE id = ?" (if dead? 1 0) id)
+          (when (eq? (item-type item) 'comment)
+            (execute! db "UPDATE items SET descendants = descendants + ? WHERE id = ?"
+                      (if dead? -1 1) (item-story item)))
+          #t))))))

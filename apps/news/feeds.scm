@@ -17,6 +17,7 @@
 (define-module (news feeds)
   #:use-module (sxml simple)
   #:use-module (ice-9 binary-ports)
+  #:use-module ((ice-9 format) #:select (format))
   #:use-module (plucky web json)
   #:use-module (news db)
   #:use-module (news views)
@@ -24,8 +25,22 @@
             item->json
             items->json))
 
-(define (rss-feed stories now)
-  "Return STORIES as an RSS 2.0 document, a string."
+(define day-names #("Sun" "Mon" "Tue" "Wed" "Thu" "Fri" "Sat"))
+(define month-names #("Jan" "Feb" "Mar" "Apr" "May" "Jun" "Jul" "Aug" "Sep" "Oct" "Nov" "Dec"))
+
+(define (rfc-822-date seconds)
+  ;; "Sun, 29 Nov 2026 07:43:56 +0000", RSS's date, in English whatever
+  ;; the locale
+  (let ((t (gmtime seconds)))
+    (format #f "~a, ~2,'0d ~a ~d ~2,'0d:~2,'0d:~2,'0d +0000"
+            (vector-ref day-names (tm:wday t)) (tm:mday t)
+            (vector-ref month-names (tm:mon t)) (+ 1900 (tm:year t))
+            (tm:hour t) (tm:min t) (tm:sec t))))
+
+(define (rss-feed stories now base)
+  "Return STORIES as an RSS 2.0 document, a string; its links are
+absolute, starting with BASE, the site's URL (\"https://host/news/\"),
+and each item has its pubDate."
   (call-with-output-string
     (lambda (port)
       (display "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n" port)
@@ -33,13 +48,14 @@
        `(rss (@ (version "2.0"))
           (channel
            (title ,site-name)
-           (link "news")
+           (link ,(string-append base "news"))
            (description "Links for the curious, on plucky.")
            ,@(map (lambda (item)
-                    (let ((link (string-append "item?id=" (number->string (item-id item)))))
+                    (let ((link (string-append base "item?id=" (number->string (item-id item)))))
                       `(item (title ,(item-title item))
                              (link ,(or (item-url item) link))
                              (comments ,link)
+                             (pubDate ,(rfc-822-date (item-time item)))
                              (guid (@ (isPermaLink "false")) ,(number->string (item-id item))))))
                   stories)))
        port))))

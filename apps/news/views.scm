@@ -30,6 +30,7 @@
   #:use-module (ice-9 match)
   #:use-module ((ice-9 textual-ports) #:select (get-string-all))
   #:use-module (ice-9 regex)
+  #:use-module ((web uri) #:select (uri-encode))
   #:use-module (news rank)
   #:use-module (news db)
   #:export (page
@@ -43,7 +44,11 @@
             reply-page
             edit-page
             message-page
+            leaders-page
+            password-page
+            flagged-page
             format-text
+            site-of
             site-name
             per-page))
 
@@ -92,7 +97,10 @@ the logout link carries."
                                       label))
                   (top-link "comments" "newcomments" label)
                   (top-link "ask" "ask" label)
+                  (top-link "show" "show" label)
                   (top-link "best" "best" label)
+                  (top-link "leaders" "leaders" label)
+                  (and user (user-admin? user) (top-link "flagged" "flagged" label))
                   (top-link "submit" "submit" label)))
           (span (@ (class "right"))
             ,@(if user
@@ -129,23 +137,47 @@ the logout link carries."
 (define (minutes-since now time)
   (quotient (max 0 (- now time)) 60))
 
-(define (vote-link item user voted csrf whence)
-  ;; The arrow, when USER may still vote on ITEM.
+(define (item-form action item csrf whence fields label class title)
+  ;; A one-button form that POSTs ACTION for ITEM: an arrow, "unvote",
+  ;; "hide"… FIELDS, a list of (name . value), go with it.
+  `(form (@ (method "post") (action ,action) (class "vote-form")
+            (style "display:inline"))
+     (input (@ (type "hidden") (name "id") (value ,(item-id item))))
+     ,@(map (lambda (field)
+              `(input (@ (type "hidden") (name ,(car field)) (value ,(cdr field)))))
+            fields)
+     (input (@ (type "hidden") (name "whence") (value ,whence)))
+     (input (@ (type "hidden") (name "csrf") (value ,csrf)))
+     (button (@ (type "submit") (class ,class) (title ,title)
+                (style "border:0;background:none;cursor:pointer;padding:0;color:inherit;font-size:inherit"))
+             ,label)))
+
+(define* (vote-link item user voted csrf whence #:key now parent-author)
+  ;; The arrows, when USER may still vote on ITEM: up, and down on a
+  ;; comment news.arc lets them downvote (`can-downvote?': NOW and the
+  ;; PARENT-AUTHOR of a comment are needed to tell).
   (if (and user
            (not (assv (item-id item) voted))
            (not (string=? (user-name user) (item-by item))))
-      `(form (@ (method "post") (action "vote") (class "vote-form")
-                (style "display:inline"))
-         (input (@ (type "hidden") (name "id") (value ,(item-id item))))
-         (input (@ (type "hidden") (name "dir") (value "up")))
-         (input (@ (type "hidden") (name "whence") (value ,whence)))
-         (input (@ (type "hidden") (name "csrf") (value ,csrf)))
-         (button (@ (type "submit") (class "up") (title "upvote")
-                    (style "border:0;background:none;cursor:pointer;padding:0"))
-                 "▲"))
+      `(span (@ (class "votearrows"))
+         ,(item-form "vote" item csrf whence '(("dir" . "up")) "▲" "up" "upvote")
+         ,@(if (and now (can-downvote? user item now parent-author))
+               `((br) ,(item-form "vote" item csrf whence '(("dir" . "down")) "▼" "down"
+                                  "downvote"))
+               '()))
       (if user '(span (@ (class "up")) " ") #f)))
 
-(define (story-rows item n now user voted csrf whence)
+(define (unvote-link item user voted csrf whence)
+  ;; " | unvote" after USER's vote on ITEM (not their own item's)
+  (if (and user (assv (item-id item) voted)
+           (not (string=? (user-name user) (item-by item))))
+      `(" | " ,(item-form "vote" item csrf whence '(("dir" . "un")) "unvote" "linkish" "unvote"))
+      '()))
+
+(define* (story-rows item n now user voted csrf whence #:key hidden? (faved '()) item-page?)
+  ;; ITEM's two rows: its title, then its points, author, age, comments
+  ;; and what USER may do (unvote, hide or unhide — HIDDEN? —, and on
+  ;; the ITEM-PAGE? favorite: FAVED lists the ids USER saved)
   (let ((url (item-url item))
         (dead? (item-dead? item)))
     `((tr (@ (class ,(if dead? "athing dead" "athing")))
@@ -157,7 +189,12 @@ the logout link carries."
                 ,@(if url '((rel "nofollow")) '()))
              ,(item-title item))
           ,@(let ((site (site-of url)))
-              (if site `(" " (span (@ (class "site")) "(" ,site ")")) '()))))
+              (if site
+                  `(" " (span (@ (class "site"))
+                          "(" (a (@ (href ,(string-append "from?site=" (uri-encode site))))
+                                 ,site)
+                          ")"))
+                  '()))))
       (tr (@ (class "sub"))
         (td (@ (colspan 2)))
         (td (span (@ (id ,(string-append "score_" (number->string (item-id item)))))
@@ -171,10 +208,22 @@ the logout link carries."
                ,(let ((n (item-descendants item)))
                   (cond ((= n 0) "discuss")
                         ((= n 1) "1 comment")
-                        (else (string-append (number->string n) " comments"))))))))))
+                        (else (string-append (number->string n) " comments")))))
+            ,@(unvote-link item user voted csrf whence)
+            ,@(if user
+                  `(" | " ,(if hidden?
+                               (item-form "hide" item csrf whence '(("un" . "t")) "unhide" "linkish" "unhide")
+                               (item-form "hide" item csrf whence '() "hide" "linkish" "hide")))
+                  '())
+            ,@(if (and user item-page?)
+                  `(" | " ,(if (memv (item-id item) faved)
+                               (item-form "fave" item csrf whence '(("un" . "t")) "un-favorite" "linkish"
+                                          "un-favorite")
+                               (item-form "fave" item csrf whence '() "favorite" "linkish" "favorite")))
+                  '()))))))
 
 (define* (story-list-page #:key items user voted csrf now title label
-                          (start 1) more whence)
+                          (start 1) more whence hidden?)
   "Return the page listing ITEMS (stories) numbered from START, with a
 \"More\" link to MORE when there are more; VOTED is an alist (ID . DIR)
 of USER's votes on them."
@@ -183,7 +232,7 @@ of USER's votes on them."
         `((table (@ (class "stories"))
             ,@(append-map (lambda (item n)
                             (story-rows item n now user voted csrf
-                                        (or whence "news")))
+                                        (or whence "news") #:hidden? hidden?))
                           items (iota (length items) start))
             ,@(if more
                   `((tr (td (@ (colspan 2)))
@@ -239,9 +288,9 @@ addresses become links."
        (not (item-deleted? item))
        (< (minutes-since now (item-time item)) comment-edit-minutes)))
 
-(define (comment-head item user now csrf whence voted)
+(define* (comment-head item user now csrf whence voted #:optional parent-author)
   `(div (@ (class "comhead"))
-     ,(vote-link item user voted csrf whence) " "
+     ,(vote-link item user voted csrf whence #:now now #:parent-author parent-author) " "
      (a (@ (href ,(string-append "user?id=" (item-by item)))) ,(item-by item))
      " "
      (a (@ (href ,(string-append "item?id=" (number->string (item-id item)))))
@@ -249,6 +298,7 @@ addresses become links."
      ,@(if (and user (string=? (user-name user) (item-by item)))
            `(" | " ,(item-score item) ,(if (= 1 (item-score item)) " point" " points"))
            '())
+     ,@(unvote-link item user voted csrf whence)
      ,@(if (can-edit? user item now)
            `(" | " (a (@ (href ,(string-append "edit?id=" (number->string (item-id item)))))
                       "edit")
@@ -272,7 +322,8 @@ addresses become links."
            (and user (or (string=? (user-name user) (item-by item))
                          (user-showdead? user))))))
 
-(define (comment-tree-sxml tree user now csrf whence voted)
+(define* (comment-tree-sxml tree user now csrf whence voted #:optional parent-author)
+  ;; PARENT-AUTHOR: the name of the item TREE's comments answer
   `(ul (@ (class "tree"))
      ,@(filter-map
         (match-lambda
@@ -281,7 +332,7 @@ addresses become links."
              (and (or shown? (pair? replies))
                   `(li (@ (id ,(number->string (item-id item))))
                      ,@(if shown?
-                           `(,(comment-head item user now csrf whence voted)
+                           `(,(comment-head item user now csrf whence voted parent-author)
                              (div (@ (class ,(if (item-dead? item) "comment dead" "comment")))
                                ,@(format-text (item-text item))
                                ,@(if user
@@ -292,11 +343,12 @@ addresses become links."
                                      '())))
                            '((div (@ (class "comhead")) "[deleted]")))
                      ,@(if (pair? replies)
-                           (list (comment-tree-sxml replies user now csrf whence voted))
+                           (list (comment-tree-sxml replies user now csrf whence voted
+                                                    (item-by item)))
                            '()))))))
         tree)))
 
-(define* (item-page #:key item tree user voted csrf now error text)
+(define* (item-page #:key item tree user voted csrf now error text (faved '()) parent-author)
   "Return the page of ITEM (a story or a comment) with the comment TREE
 below it (from `comment-tree') and, for a logged-in USER, a form to
 comment, showing ERROR and the TEXT they typed when it was refused."
@@ -305,8 +357,9 @@ comment, showing ERROR and the TEXT they typed when it was refused."
           #:body
           `((table (@ (class "stories"))
               ,@(if (eq? (item-type item) 'story)
-                    (story-rows item #f now user voted csrf whence)
-                    `((tr (td) (td ,(comment-head item user now csrf whence voted))))))
+                    (story-rows item #f now user voted csrf whence #:faved faved #:item-page? #t)
+                    `((tr (td) (td ,(comment-head item user now csrf whence voted
+                                                  parent-author))))))
             ,@(if (and (item-text item) (eq? (item-type item) 'story))
                   `((div (@ (class "comment") (style "margin-left:40px"))
                       ,@(format-text (item-text item))))
@@ -326,7 +379,7 @@ comment, showing ERROR and the TEXT they typed when it was refused."
                       (button (@ (type "submit")) "add comment")))
                   `((p (@ (style "margin:10px 40px"))
                        (a (@ (href "login")) "Log in") " to comment.")))
-            ,(comment-tree-sxml tree user now csrf whence voted)))))
+            ,(comment-tree-sxml tree user now csrf whence voted (item-by item))))))
 
 (define* (comments-page #:key items stories user voted csrf now title label more)
   "Return a page listing comment ITEMS, each with the title of its story
@@ -480,9 +533,71 @@ see dead items."
                     "submissions")
                  " | "
                  (a (@ (href ,(string-append "threads?id=" (user-name subject))))
-                    "comments")))))))
+                    "comments")
+                 " | "
+                 (a (@ (href ,(string-append "favorites?id=" (user-name subject))))
+                    "favorites")
+                 ,@(if own?
+                       '(" | " (a (@ (href "hidden")) "hidden")
+                         " | " (a (@ (href "changepw")) "change password"))
+                       '())))))))
 
 (define* (message-page #:key user title message (csrf ""))
   "Return a page that says MESSAGE (text or SXML)."
   (page #:title title #:user user #:csrf csrf
         #:body `((div (@ (class "msg")) ,message))))
+
+(define* (leaders-page #:key users user (csrf ""))
+  "Return the page of USERS (<user>s, most karma first) and their karma."
+  (page #:title "Leaders" #:user user #:label "leaders" #:csrf csrf
+        #:body
+        `((table (@ (class "leaders") (style "padding:10px"))
+            ,@(map (lambda (leader n)
+                     `(tr (td (@ (class "rank")) ,(string-append (number->string n) "."))
+                          (td (a (@ (href ,(string-append "user?id=" (user-name leader))))
+                                 ,(user-name leader)))
+                          (td (@ (style "text-align:right;padding-left:2em"))
+                              ,(user-karma leader))))
+                   users (iota (length users) 1))))))
+
+(define* (password-page #:key user csrf message (errors '()))
+  "Return USER's form to change their password: the current one, then
+the new one."
+  (define (error name) (assoc-ref errors name))
+  (page #:title "Change Password" #:user user #:csrf csrf
+        #:body
+        `((div (@ (style "padding:10px;color:#000"))
+            ,@(if message `((p (@ (class "error")) ,message)) '())
+            (form (@ (method "post") (action "changepw") (class "news"))
+              ,(csrf-field csrf)
+              (table
+               ,(field "current password" "current" "password" #f (error "current")
+                       '(autocomplete "current-password"))
+               ,(field "new password" "password" "password" #f (error "password")
+                       '(autocomplete "new-password"))
+               (tr (td) (td (button (@ (type "submit")) "change")))))))))
+
+(define* (flagged-page #:key items user csrf now)
+  "Return the admins' page of flagged and dead ITEMS, each with its
+flags and a button that kills it or brings it back."
+  (page #:title "Flagged" #:user user #:label "flagged" #:csrf csrf
+        #:body
+        `((table (@ (class "stories") (style "padding:10px"))
+            ,@(map (lambda (item)
+                     `(tr (@ (class ,(if (item-dead? item) "athing dead" "athing")))
+                          (td ,(item-flags item) ,(if (= 1 (item-flags item)) " flag" " flags"))
+                          (td (a (@ (href ,(string-append "item?id=" (number->string (item-id item)))))
+                                 ,(or (item-title item)
+                                      (let ((text (or (item-text item) "")))
+                                        (if (> (string-length text) 80)
+                                            (string-append (substring text 0 80) "…")
+                                            text))))
+                              " by " (a (@ (href ,(string-append "user?id=" (item-by item))))
+                                        ,(item-by item))
+                              " " ,(text-age (minutes-since now (item-time item))))
+                          (td ,(if (item-dead? item)
+                                   (item-form "moderate" item csrf "flagged" '(("action" . "revive"))
+                                              "revive" "linkish" "revive")
+                                   (item-form "moderate" item csrf "flagged" '(("action" . "kill"))
+                                              "kill" "linkish" "kill")))))
+                   items)))))

@@ -207,7 +207,7 @@ or a token's is fixed), so a length mismatch returns at once."
 (define (base64url->bytes text)
   "Return the bytes TEXT encodes in unpadded base64url, or #f if TEXT is
 not such an encoding (another character, padding, a length no encoding
-has): TEXT comes from clients."
+has, bits set past the last byte): TEXT comes from clients."
   (and (string? text)
        (let ((n (string-length text)))
          (and (not (= 1 (modulo n 4)))
@@ -220,7 +220,10 @@ has): TEXT comes from clients."
                            (and (< v 64) v)))))
                 (let lp ((i 0) (at 0) (w 0) (bits 0))
                   (cond
-                   ((= i n) out)
+                   ;; the bits past the last byte must be zeros: else
+                   ;; several texts would be one value, and a token
+                   ;; whose last character was changed still valid
+                   ((= i n) (and (zero? (logand w (- (ash 1 bits) 1))) out))
                    ((value i)
                     => (lambda (v)
                          (let ((w (logior (ash (logand w #xFFFF) 6) v))

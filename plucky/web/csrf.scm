@@ -14,6 +14,8 @@
 ;;; or DELETE without it is refused with 403.
 ;;;
 ;;;   (define app (with-sessions (with-csrf handler) #:db db))
+;;;   ;; or, the same as middlewares (plucky web middleware):
+;;;   (define app (wrap handler (session-middleware #:db db) (csrf-middleware)))
 ;;;
 ;;;   ;; in a page: SXML for the HTML writer
 ;;;   `(form (@ (method "post") (action "/vote"))
@@ -53,7 +55,8 @@
   #:export (csrf-token
             csrf-field
             csrf-token-valid?
-            with-csrf))
+            with-csrf
+            csrf-middleware))
 
 (define session-key "csrf")
 (define secret-bytes 32)
@@ -146,5 +149,13 @@ default a 403 with a short plain-text message.  Put it inside
         (apply handler request body state)
         (call-with-values (lambda () (refuse request body))
           (lambda (response body) (apply values response body state))))))
+
+(define (csrf-middleware . options)
+  "Return a middleware (see (plucky web middleware)) that puts a handler
+inside `with-csrf' with OPTIONS, its keywords: (wrap handler
+(session-middleware #:db db) (csrf-middleware)) checks each POST's token
+inside the sessions."
+  (lambda (handler)
+    (apply with-csrf handler options)))
 
 ;;; (plucky web csrf) ends here

@@ -34,13 +34,15 @@
   #:use-module (srfi srfi-1)
   #:use-module (web request)
   #:use-module (web response)
+  #:use-module ((web uri) #:select (string->uri-reference))
   #:export (compose-middleware
             wrap
             response-code*
             response-headers*
             with-response-headers
             with-headers
-            with-error-pages))
+            with-error-pages
+            redirect))
 
 (define (compose-middleware . middlewares)
   "Return one middleware that applies MIDDLEWARES, the first the
@@ -142,5 +144,18 @@ port."
              ((memv (response-code* response) codes)
               (page (response-code* response) (response-headers* response)))
              (else (values response response-body)))))))))
+
+(define* (redirect location #:key (code 303))
+  "Return (values response body): a redirect to LOCATION, a string (a
+path relative to the request's, or an absolute URL), with status CODE:
+303 See Other by default, which the browser follows with a GET, so that
+reloading the page after a form's POST does not send it again; 301,
+302, 307 or 308 otherwise."
+  (unless (memv code '(301 302 303 307 308))
+    (error "redirect: CODE is 301, 302, 303, 307 or 308, not" code))
+  (values (build-response #:code code
+                          #:headers `((location . ,(string->uri-reference location))
+                                      (content-type . (text/plain))))
+          (if (= code 303) "See other\n" "Moved\n")))
 
 ;;; (plucky web middleware) ends here

@@ -76,7 +76,9 @@
   #:use-module (sqlite3)
   #:use-module (plucky web crypto)
   #:use-module (plucky web cookies)
+  #:use-module ((plucky web router) #:select (request-mount-prefix))
   #:export (with-sessions
+            session-middleware
             current-session
             session-ref
             session-set!
@@ -208,13 +210,14 @@ rows, from time to time."
   (or (session-new-id session)
       (and (session-row-hash session) (not (session-destroyed? session)))))
 
-(define (save-session! session now)
-  ;; -> the headers to add to the response
+(define (save-session! session now request)
+  ;; -> the headers to add to the response to REQUEST
   (let* ((store (session-store session))
          (db ((store-connect store)))
          (hash (session-row-hash session))
          (id (session-new-id session))
-         (options (store-cookie-options store)))
+         ;; made only for a response that sets or drops the cookie
+         (options (lambda () (cookie-options store request))))
     (define (write!)
       (when (and hash (or id (session-destroyed? session)))
         (run db "DELETE FROM plucky_sessions WHERE id_hash = ?" hash))
@@ -235,11 +238,24 @@ rows, from time to time."
         (write!))
     (cond
      (id (list (apply set-cookie (store-cookie-name store) id #:max-age (store-max-age store)
-                      options)))
+                      (options))))
      ((or (session-destroyed? session) (session-refused? session))
-      (list (delete-cookie (store-cookie-name store) #:path (option options #:path)
-                           #:secure? (option options #:secure?))))
+      (list (delete-cookie (store-cookie-name store) #:path (option (options) #:path)
+                           #:secure? (option (options) #:secure?))))
      (else '()))))
+
+(define (cookie-options store request)
+  ;; -> the keywords for set-cookie: the store's, the path of its
+  ;; cookie (#f) made the prefix REQUEST's app is mounted under
+  (let ((options (store-cookie-options store)))
+    (if (option options #:path)
+        options
+        (let lp ((options options))
+          ;; a copy whose #:path is given (set-cookie takes the last
+          ;; of two)
+          (if (eq? (car options) #:path)
+              (cons* #:path (string-append (request-mount-prefix request) "/") (cddr options))
+              (cons* (car options) (cadr options) (lp (cddr options))))))))
 
 (define (option options keyword)
   ;; -> the value of KEYWORD in OPTIONS, a keyword list
@@ -408,7 +424,7 @@ starts a new session."
 
 (define* (with-sessions handler #:key db (cookie-name "session")
                         (max-age (* 14 24 3600)) (idle-timeout (* 2 24 3600))
-                        (touch-interval 60) (path "/") (secure? (secure-cookies?))
+                        (touch-interval 60) (path #f) (secure? (secure-cookies?))
                         (same-site 'lax) (clock current-time))
   "Return a handler that calls HANDLER with `current-session' bound to
 the session of the request (see the commentary) and saves the session
@@ -416,7 +432,9 @@ after it, in DB, adding the Set-Cookie the response needs.  DB is an
 open (sqlite3) database, or a procedure of no argument that opens one,
 which is then called once in each process, at its first request: the
 form for a handler made before `run-server' forks its workers, since an
-SQLite connection must not cross a fork.  The cookie is COOKIE-NAME, for PATH, HttpOnly,
+SQLite connection must not cross a fork.  The cookie is COOKIE-NAME, for PATH
+(default #f: the prefix the app is mounted under, see `mount' of (plucky
+web router), then \"/\": \"/\" for an app that is not mounted), HttpOnly,
 SameSite SAME-SITE, Secure if SECURE? (default: `secure-cookies?' now,
 by default 'auto: Secure for each request that came over TLS).
 A session lasts at most MAX-AGE seconds from its creation (default 14
@@ -442,7 +460,14 @@ TOUCH-INTERVAL seconds).  CLOCK returns the time in seconds."
                 (apply handler request body state)))
           (lambda (response body . state)
             (apply values
-                   (response-with-headers response (save-session! session now))
+                   (response-with-headers response (save-session! session now request))
                    body state)))))))
+
+(define (session-middleware . options)
+  "Return a middleware (see (plucky web middleware)) that puts a handler
+inside `with-sessions' with OPTIONS, its keywords: (wrap handler
+(session-middleware #:db db)) is (with-sessions handler #:db db)."
+  (lambda (handler)
+    (apply with-sessions handler options)))
 
 ;;; (plucky web session) ends here

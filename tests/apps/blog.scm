@@ -123,6 +123,10 @@
                                  #:port (open-input-string "")
                                  #:headers `((host . ,host)
                                              (x-test-peer . ,peer)
+                                             ;; a form's type, as browsers send it
+                                             ,@(if body
+                                                   '((content-type application/x-www-form-urlencoded))
+                                                   '())
                                              ,@(if jar? (cookie-header) '())
                                              ,@headers))))
     (call-with-values (lambda () (app request body))

@@ -9,7 +9,7 @@ What a newcomer would do on the demo's news site, in headless Chromium:
 sign up (first with a password too short, which the form refuses with
 its message), submit a story, comment on it, log out; sign up as a
 second user, vote the story up, reply to the comment, see the story on
-/newest and on the front page, log out.  Prints a line per check,
+/newest and on the front page, hide it, see the leaders, log out.  Prints a line per check,
 "ok - WHAT" or "not ok - WHAT: WHY", and saves screenshots of the front
 page, an item page and the form with a validation error under OUT-DIR.
 Exit status 0 when every check passed.
@@ -105,6 +105,17 @@ async def scenario(base, out):
         await b.goto(base)
         check("the story is on the front page", title in (await b.text() or ""))
         await b.screenshot(os.path.join(out, "news-front-logged-in.png"))
+
+        await b.goto(item_url.split("#")[0])
+        await b.submit("tr.sub form[action=hide] button")
+        await b.goto(base + "newest")
+        check("hidden, the story leaves bob's /newest", title not in (await b.text() or ""))
+        await b.goto(base + "hidden")
+        check("and is on his /hidden", title in (await b.text() or ""))
+        await b.goto(base + "leaders")
+        check("the leaders page lists users by karma",
+              await b.eval("document.querySelectorAll('table.leaders tr').length") > 0)
+        await b.screenshot(os.path.join(out, "news-leaders.png"))
 
         await log_out(b)
         check("logged out at the end", "login" in (await b.text("#top") or ""))

@@ -29,6 +29,7 @@
              (tests lib harness)
              ((plucky web json) #:select (decode-json))
              ((plucky server hooks) #:select (take-handler-phases! want-handler-phases!))
+             (sqlite3)
              (news db)
              (news app))
 
@@ -81,7 +82,7 @@
                 "&")))
 
 ;; -> (values status headers body-string)
-(define* (call v method path #:key form (csrf? #t) (headers '()))
+(define* (call v method path #:key form (csrf? #t) (headers '()) (host '("news.test" . #f)))
   (let* ((form (if (and form csrf? (cadr v) (not (assoc "csrf" form)))
                    (append form `(("csrf" . ,(cadr v))))
                    form))
@@ -91,7 +92,7 @@
                                  ;; build-request wants a port for a POST;
                                  ;; the app gets the body as a bytevector.
                                  #:port (open-input-string "")
-                                 #:headers `((host "news.test" . #f)
+                                 #:headers `((host . ,host)
                                              ,@(if body
                                                    '((content-type application/x-www-form-urlencoded))
                                                    '())
@@ -237,6 +238,11 @@
 (define (without token text)
   (regexp-substitute/global #f (regexp-quote token) text 'pre "TOKEN" 'post))
 
+(define (up-arrow id)
+  ;; the start of the up arrow's form for item ID (its other forms,
+  ;; unvote and hide, carry the id too)
+  (format #f "name=\"id\" value=\"~a\"><input type=\"hidden\" name=\"dir\" value=\"up\"" id))
+
 (define (form-tokens text)
   (map (lambda (m) (match:substring m 1))
        (list-matches "name=\"csrf\" value=\"([^\"]+)\"" text)))
@@ -251,7 +257,7 @@
   (let* ((second (item-id (car (newest-stories db 1 0))))
          (one (text-of bob 'GET "/"))
          (two (text-of bob 'GET "/")))
-    (test-assert "an arrow on the new story" (string-contains two (format #f "value=\"~a\"" second)))
+    (test-assert "an arrow on the new story" (string-contains two (up-arrow second)))
     (test-assert "a fresh token in each response"
       (not (string=? (logout-token one) (logout-token two))))
     (test-assert "every form holds the response's token"
@@ -262,7 +268,7 @@
       (location-of bob 'POST "/vote" #:form `(("id" . ,(number->string second)) ("dir" . "up")
                                              ("whence" . "news") ("csrf" . ,(logout-token one)))))
     (test-assert "the next page shows the vote: no arrow"
-      (not (string-contains (text-of bob 'GET "/") (format #f "value=\"~a\"" second))))
+      (not (string-contains (text-of bob 'GET "/") (up-arrow second))))
     (let ((alice-page (text-of alice 'GET "/")))
       (test-assert "alice's page is alice's" (string-contains alice-page ">alice<"))
       (test-assert "with none of bob's"
@@ -400,6 +406,219 @@
               (* 1000 known) (* 1000 unknown))
       (test-equal "both refused" '(403 403) (list (login! "alice") (login! "nobody-here")))
       (test-assert "as slowly (at least half the time)" (>= unknown (/ known 2))))))
+
+;;; Issue 25 (m): the pages of news.arc's readers.
+
+(define (title-count text title)
+  ;; how many times TITLE shows in TEXT
+  (length (list-matches (regexp-quote title) text)))
+
+(define (story-by-title title)
+  (find (lambda (it) (equal? (item-title it) title)) (newest-stories db 200 0)))
+
+(define (post-form v path form)
+  ;; -> the status of a POST of FORM after a page that gave V a token
+  (text-of v 'GET "/")
+  (status-of v 'POST path #:form form))
+
+(test-group "issue 25m: threads and newcomments page through all the comments"
+  ;; threads?id=…&p=2 returned the same 30 comments as the first page
+  (signup! (make-visitor) "pager" "pager's long password")
+  (for-each (lambda (i)
+              (create-comment! db "pager" "198.51.100.1" (- (current-time) 100) story
+                               (format #f "pager's comment number ~a." i)))
+            (iota 35))
+  (let ((one (text-of anonymous 'GET "/threads?id=pager"))
+        (two (text-of anonymous 'GET "/threads?id=pager&p=2")))
+    (test-equal "the first page: 30" 30 (title-count one "pager&#39;s comment number"))
+    (test-assert "a More link to page 2" (string-contains one "href=\"threads?id=pager&amp;p=2\""))
+    (test-equal "the second page: the other 5" 5 (title-count two "pager&#39;s comment number"))
+    (test-assert "none of the first page's"
+      (not (any (lambda (i) (string-contains two (format #f "number ~a." i))) '(34 20 5))))
+    (test-assert "the oldest on page 2" (string-contains two "pager&#39;s comment number 0."))
+    (test-assert "no More after the last" (not (string-contains two "p=3"))))
+  (let ((one (text-of anonymous 'GET "/newcomments"))
+        (two (text-of anonymous 'GET "/newcomments?p=2")))
+    (test-assert "newcomments: a More link" (string-contains one "href=\"newcomments?p=2\""))
+    (test-assert "newcomments' page 2 is another page" (not (string=? one two)))))
+
+(test-group "issue 25m: leaders, show, from"
+  (let ((page (text-of anonymous 'GET "/leaders")))
+    (test-assert "leaders: alice, of karma 2" (string-contains page ">alice</a>"))
+    (test-assert "most karma first"
+      (let ((users (map (lambda (m) (match:substring m 1))
+                        (list-matches "user\\?id=([^\"]+)\"" page))))
+        (equal? (map (lambda (name) (user-karma (user-ref db name))) users)
+                (sort (map (lambda (name) (user-karma (user-ref db name))) users) >)))))
+  (create-story! db "carol" "198.51.100.2" (current-time) "https://made.example/thing"
+                 "Show: a thing carol made" #f)
+  (let ((page (text-of anonymous 'GET "/show")))
+    (test-assert "show: carol's Show story" (string-contains page "Show: a thing carol made"))
+    (test-assert "and not the others" (not (string-contains page "Plucky serves news"))))
+  (test-assert "a story's site links to its stories"
+    (string-contains (text-of anonymous 'GET "/newest") "href=\"from?site=plucky.example\""))
+  (let ((page (text-of anonymous 'GET "/from?site=plucky.example")))
+    (test-assert "from: the site's stories" (string-contains page "Plucky serves news"))
+    (test-assert "from: no other site's" (not (string-contains page "a thing carol made"))))
+  (test-assert "from a site of which nothing: an empty list"
+    (not (string-contains (text-of anonymous 'GET "/from?site=nothing.example") "points")))
+  (test-equal "from without a site: 404" 404 (status-of anonymous 'GET "/from")))
+
+(test-group "issue 25m: favorites and hide"
+  (define (fave! v id . un)
+    (post-form v "/fave" `(("id" . ,(number->string id)) ("whence" . "news") ,@un)))
+  (define (hide! v id . un)
+    (post-form v "/hide" `(("id" . ,(number->string id)) ("whence" . "news") ,@un)))
+  (test-assert "the item page has favorite"
+    (string-contains (text-of bob 'GET (format #f "/item?id=~a" story)) ">favorite</button>"))
+  (test-equal "bob saves the story" 303 (fave! bob story))
+  (test-assert "on his favorites, for all to see"
+    (string-contains (text-of anonymous 'GET "/favorites?id=bob") "Plucky serves news"))
+  (test-assert "the item page offers un-favorite"
+    (string-contains (text-of bob 'GET (format #f "/item?id=~a" story)) ">un-favorite</button>"))
+  (test-equal "un-favorite" 303 (fave! bob story '("un" . "t")))
+  (test-assert "gone from them" (not (string-contains (text-of anonymous 'GET "/favorites?id=bob")
+                                                     "Plucky serves news")))
+  (test-equal "a favorite of no item: 404" 404 (fave! bob 987654))
+  (test-equal "favorites of nobody: 404" 404 (status-of anonymous 'GET "/favorites?id=nobody"))
+  (test-equal "bob hides the story" 303 (hide! bob story))
+  (test-assert "not on his front page" (not (string-contains (text-of bob 'GET "/") "Plucky serves news")))
+  (test-assert "nor on his newest" (not (string-contains (text-of bob 'GET "/newest") "Plucky serves news")))
+  (test-assert "still on others'" (string-contains (text-of alice 'GET "/") "Plucky serves news"))
+  (test-assert "on his hidden page, with unhide"
+    (let ((page (text-of bob 'GET "/hidden")))
+      (and (string-contains page "Plucky serves news") (string-contains page ">unhide</button>"))))
+  (test-equal "hidden, logged out: to the login" 303 (status-of anonymous 'GET "/hidden"))
+  (test-equal "unhide" 303 (hide! bob story '("un" . "t")))
+  (test-assert "back on his front page" (string-contains (text-of bob 'GET "/") "Plucky serves news"))
+  (test-equal "hide without a token: 403" 403
+    (status-of bob 'POST "/hide" #:form `(("id" . ,(number->string story))) #:csrf? #f)))
+
+(test-group "issue 25m: change password"
+  (let ((v (make-visitor)))
+    (signup! v "ivan" "ivan's first password")
+    (test-equal "the form" 200 (status-of v 'GET "/changepw"))
+    (test-equal "logged out: to the login" 303 (status-of anonymous 'GET "/changepw"))
+    (test-equal "a wrong current password: 403" 403
+      (status-of v 'POST "/changepw" #:form '(("current" . "not it at all") ("password" . "ivan's new password"))))
+    (test-equal "a short new one: 400" 400
+      (begin (text-of v 'GET "/changepw")
+             (status-of v 'POST "/changepw" #:form '(("current" . "ivan's first password") ("password" . "short")))))
+    (test-equal "changed" 303
+      (begin (text-of v 'GET "/changepw")
+             (status-of v 'POST "/changepw" #:form '(("current" . "ivan's first password")
+                                                    ("password" . "ivan's new password")))))
+    (let ((w (make-visitor)))
+      (call w 'GET "/login")
+      (test-equal "the old password no more" 403
+        (status-of w 'POST "/login" #:form '(("login-name" . "ivan") ("login-password" . "ivan's first password"))))
+      (test-equal "the new one logs in" 303
+        (status-of w 'POST "/login" #:form '(("login-name" . "ivan") ("login-password" . "ivan's new password")))))
+    ;; the current password is guessed no faster than at the login
+    ;; one wrong already, above: nine more make the ten allowed
+    (test-equal "9 more wrong current passwords: each a 403" (make-list 9 403)
+      (map (lambda (i)
+             (text-of v 'GET "/changepw")
+             (status-of v 'POST "/changepw" #:form `(("current" . ,(format #f "guess number ~a" i))
+                                                    ("password" . "ivan's third password"))))
+           (iota 9)))
+    (test-equal "the 11th: 429, the password not tried" 429
+      (begin (text-of v 'GET "/changepw")
+             (status-of v 'POST "/changepw" #:form '(("current" . "ivan's new password")
+                                                    ("password" . "ivan's third password")))))))
+
+(test-group "issue 25m: moderation by admins"
+  (let ((mod (make-visitor))
+        (victim (item-id (story-by-title "Show: a thing carol made"))))
+    (signup! mod "mod" "the moderator's password")
+    (test-equal "not an admin: 403" 403 (status-of mod 'GET "/flagged"))
+    (test-equal "nor may kill: 403" 403
+      (post-form mod "/moderate" `(("id" . ,(number->string victim)) ("action" . "kill"))))
+    (sqlite-exec (news-db-handle db) "UPDATE users SET admin = 1 WHERE name = 'mod'")
+    (sqlite-exec (news-db-handle db) "UPDATE meta SET version = version + 1")
+    (test-assert "an admin: the page, linked from the top bar"
+      (let ((status headers text (call mod 'GET "/flagged")))
+        (and (= status 200) (string-contains text "href=\"flagged\""))))
+    (test-equal "kills a story" 303
+      (post-form mod "/moderate" `(("id" . ,(number->string victim)) ("action" . "kill"))))
+    (test-assert "dead" (item-dead? (item-ref db victim)))
+    (test-assert "listed, with revive"
+      (let ((page (text-of mod 'GET "/flagged")))
+        (and (string-contains page "Show: a thing carol made") (string-contains page ">revive</button>"))))
+    (test-equal "revives it" 303
+      (post-form mod "/moderate" `(("id" . ,(number->string victim)) ("action" . "revive"))))
+    (test-assert "alive" (not (item-dead? (item-ref db victim))))
+    (test-equal "an unknown action: 404" 404
+      (post-form mod "/moderate" `(("id" . ,(number->string victim)) ("action" . "explode"))))
+    (sqlite-exec (news-db-handle db) "UPDATE users SET admin = 0 WHERE name = 'mod'")))
+
+(test-group "issue 25m: downvotes and unvote"
+  (let* ((voter (make-visitor))
+         (target (create-comment! db "alice" "198.51.100.3" (current-time) story
+                                  "A comment to downvote."))
+         (item-path (format #f "/item?id=~a" story))
+         (down-arrow (format #f "name=\"id\" value=\"~a\"><input type=\"hidden\" name=\"dir\" value=\"down\""
+                             target)))
+    (signup! voter "judy" "judy's long password")
+    (set-user-karma! db "judy" 20)
+    (test-assert "karma 20: no down arrow (news.arc: more than 20)"
+      (not (string-contains (text-of voter 'GET item-path) down-arrow)))
+    (test-equal "karma 20: a downvote is refused" 403
+      (post-form voter "/vote" `(("id" . ,(number->string target)) ("dir" . "down"))))
+    (set-user-karma! db "judy" 21)
+    (test-assert "karma 21: the down arrow" (string-contains (text-of voter 'GET item-path) down-arrow))
+    (test-assert "never on a story"
+      (not (string-contains (text-of voter 'GET item-path)
+                            (format #f "value=\"~a\"><input type=\"hidden\" name=\"dir\" value=\"down\"" story))))
+    (let ((before (item-score (item-ref db target)))
+          (karma (user-karma (user-ref db "alice"))))
+      (test-equal "a downvote" 303
+        (post-form voter "/vote" `(("id" . ,(number->string target)) ("dir" . "down"))))
+      (test-equal "the score follows" (- before 1) (item-score (item-ref db target)))
+      (test-equal "the author's karma too" (- karma 1) (user-karma (user-ref db "alice")))
+      (test-assert "then unvote, not the arrows"
+        (let ((page (text-of voter 'GET item-path)))
+          (and (not (string-contains page down-arrow)) (string-contains page ">unvote</button>"))))
+      (test-equal "unvote" 303
+        (post-form voter "/vote" `(("id" . ,(number->string target)) ("dir" . "un"))))
+      (test-equal "the score back" before (item-score (item-ref db target)))
+      (test-equal "the karma back" karma (user-karma (user-ref db "alice")))
+      (test-equal "unvote again: nothing to take back, 404" 404
+        (post-form voter "/vote" `(("id" . ,(number->string target)) ("dir" . "un")))))
+    (test-equal "one's own submission's vote stays" 403
+      (post-form alice "/vote" `(("id" . ,(number->string target)) ("dir" . "un"))))
+    (let ((reply (create-comment! db "alice" "198.51.100.3" (current-time) target "A reply to alice.")))
+      (set-user-karma! db "alice" 100)
+      (test-equal "no downvote of a reply to one's own comment" 403
+        (post-form alice "/vote" `(("id" . ,(number->string reply)) ("dir" . "down")))))
+    (let ((old (create-comment! db "bob" "198.51.100.3" (- (current-time) (* 2 86400)) story
+                                "An old comment.")))
+      (test-equal "nor of a comment older than a day" 403
+        (post-form voter "/vote" `(("id" . ,(number->string old)) ("dir" . "down")))))
+    (set-user-karma! db "alice" 2)))
+
+(test-group "issue 25m: RSS links are absolute, items have a pubDate"
+  (let ((feed (text-of anonymous 'GET "/rss")))
+    (test-assert "the channel's link" (string-contains feed "<link>http://news.test/news</link>"))
+    (test-assert "an item's comments link"
+      (string-match "<comments>http://news.test/item\\?id=[0-9]+</comments>" feed))
+    (test-assert "no relative link" (not (string-contains feed "<link>item?id=")))
+    (test-equal "a pubDate for each item"
+      (length (list-matches "<item>" feed))
+      (length (list-matches "<pubDate>(Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-9]{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} \\+0000</pubDate>" feed))))
+  (let ((forged (text-of anonymous 'GET "/rss" #:host '("evil.example" . #f)))
+        (after (text-of anonymous 'GET "/rss")))
+    (test-assert "a forged Host: its own links" (string-contains forged "http://evil.example/"))
+    (test-assert "not in anyone else's feed" (not (string-contains after "evil.example"))))
+  (let ((canonical (make-news-app #:file db-file #:origin "https://news.example.org/"
+                                  #:address (lambda (request) "192.0.2.200"))))
+    (test-assert "a configured origin: its links whatever the Host"
+      (let ((this-app app))
+        (dynamic-wind
+          (lambda () (set! app canonical))
+          (lambda () (string-contains (text-of anonymous 'GET "/rss" #:host '("evil.example" . #f))
+                                      "<comments>https://news.example.org/item?id="))
+          (lambda () (set! app this-app)))))))
 
 (define long-title (make-string 81 #\a))
 

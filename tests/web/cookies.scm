@@ -62,6 +62,12 @@
            (iota 65)))
   (test-equal "a character past ASCII" #f (base64url->bytes "AQ\u00e9w"))
   (test-equal "a space" #f (base64url->bytes "AQ w"))
+  ;; "AQL_-x" would be the same bytes as "AQL_-w" if the bits past the
+  ;; last byte were ignored: a session id with its last character
+  ;; changed then opened the same session, one time in 256
+  (test-equal "bits set past the last byte" #f (base64url->bytes "AQL_-x"))
+  (test-equal "two characters, bits past the byte" #f (base64url->bytes "AR"))
+  (test-equal "two characters, canonical" #vu8(1) (base64url->bytes "AQ"))
   (test-equal "not a string" #f (base64url->bytes 42)))
 
 (test-group "hmac-sha256"

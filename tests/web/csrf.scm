@@ -12,6 +12,7 @@
              (tests lib harness)
              (plucky web crypto)
              (plucky web session)
+             (plucky web middleware)
              (plucky web csrf))
 
 (define directory
@@ -157,5 +158,28 @@
                        (lambda (response body) body)))))
 
 (system* "rm" "-rf" directory)
+
+(test-group "session-middleware, csrf-middleware"
+  ;; the same app, its two layers as middlewares that `wrap' composes
+  (let ((wrapped (wrap (lambda (request body)
+                         (values (build-response #:headers '((content-type text/plain)))
+                                 (if (eq? 'GET (request-method request))
+                                     (object->string (csrf-field))
+                                     "done")))
+                       (session-middleware #:db db)
+                       (csrf-middleware #:methods '(POST)))))
+    (define (wrapped-call method cookie body)
+      (call-with-values
+          (lambda ()
+            (wrapped (build-request (string->uri "http://localhost/") #:method method
+                                    #:port (%make-void-port "r")
+                                    #:headers `((cookie . ,cookie) ,@form-headers))
+                     body))
+        (lambda (response body) (list (response-code response) body))))
+    (let-values (((cookie token) (visit)))
+      (test-status "a POST with the token" 200 (wrapped-call 'POST cookie (urlencoded token)))
+      (test-status "a POST without" 403 (wrapped-call 'POST cookie (string->utf8 "title=x")))
+      (test-status "a method not in #:methods passes" 200
+        (wrapped-call 'DELETE cookie (string->utf8 "title=x"))))))
 
 (test-end "web/csrf")

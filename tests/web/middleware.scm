@@ -99,4 +99,16 @@
        (test-equal "record" '(201 ((a . "1") (b . "2")))
          (list (response-code r) (response-headers r)))))))
 
+(test-group "redirect"
+  (let-values (((response body) (redirect "item?id=3")))
+    (test-equal "303 by default" 303 (response-code response))
+    (test-equal "a relative Location kept relative" "item?id=3"
+      (uri->string (assq-ref (response-headers response) 'location)))
+    (test-equal "a short body" "See other\n" body))
+  (let-values (((response body) (redirect "https://example.org/" #:code 308)))
+    (test-equal "another code" 308 (response-code response))
+    (test-equal "an absolute Location" "https://example.org/"
+      (uri->string (assq-ref (response-headers response) 'location))))
+  (test-error "a code that is not a redirect's" #t (redirect "/" #:code 200)))
+
 (test-end "web/middleware")

@@ -16,6 +16,7 @@
              (plucky web csrf)
              (tests lib error-text)
              (plucky web crypto)
+             (plucky web router)
              (plucky web session))
 
 (define directory
@@ -331,5 +332,23 @@
       (lambda () (stop-server server)))))
 
 (system* "rm" "-rf" directory)
+
+(test-group "with-sessions: a mounted app's cookie is for its prefix"
+  (define (mounted-under prefix path)
+    ;; -> the Set-Cookie of LOGIN mounted at PREFIX, for a request of PATH
+    (let ((site (router-handler (make-router (list (mount prefix login))))))
+      (call-with-values
+          (lambda () (site (build-request (string->uri (string-append "http://localhost" path)))
+                           #f))
+        (lambda (response body) (set-cookie-of response)))))
+  (test-assert "/news: Path=/news/"
+    (string-contains (mounted-under "/news" "/news/login") "; Path=/news/;"))
+  (test-assert "/a/b: Path=/a/b/"
+    (string-contains (mounted-under "/a/b" "/a/b/") "; Path=/a/b/;"))
+  (test-assert "#:path given: that path"
+    (string-contains (set-cookie-of (response-of (app-of db (lambda () (session-set! "x" 1) "")
+                                                         #:path "/elsewhere/")
+                                                 #f))
+                     "; Path=/elsewhere/;")))
 
 (test-end "web/session")

@@ -1,0 +1,287 @@
+;;; (news site) --- the news site's state in a worker, its caches, and the helpers of its pages
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+;;; Commentary:
+;;;
+;;; What the pages of (news app) share: the <site> record (the
+;;; database's file, this process's connection, the caches), the
+;;; reading of a request's fields, and the making of a response.
+;;;
+;;; Caching, what makes the front page cheap: ranking the latest 1,000
+;;; stories takes milliseconds, so the ranked list is kept and made
+;;; again when the data changes (`db-version', one indexed read a
+;;; request) or a minute has passed (ages move ranks slowly; news.arc
+;;; itself re-ranks a random story every 30 seconds).  For visitors who
+;;; are not logged in, the whole page is kept as bytes, as news.arc does
+;;; for them, under the same key and the minute (its "N minutes ago"):
+;;; `cached-page'.  A logged-in viewer's page is kept too, per viewer,
+;;; split where the CSRF token goes, and each response gets a token
+;;; masked afresh there (`cached-user-page').  Each worker keeps its own
+;;; copy.
+;;;
+;;; Code:
+
+(define-module (news site)
+  #:use-module (srfi srfi-9)
+  #:use-module (rnrs bytevectors)
+  #:use-module (web request)
+  #:use-module (web response)
+  #:use-module (web uri)
+  #:use-module ((plucky server) #:select (current-request-peer))
+  #:use-module ((plucky web html) #:select (html-response))
+  #:use-module ((plucky web middleware) #:select (redirect))
+  #:use-module ((plucky web timing) #:select (with-phase))
+  #:use-module ((plucky web forms) #:select (urlencoded->alist))
+  #:use-module ((plucky web session) #:select (session-ref))
+  #:use-module ((plucky web csrf) #:select (csrf-token))
+  #:use-module (news db)
+  #:use-module ((news views) #:select (per-page))
+  #:export (form-params
+            param
+            int-param
+            peer-address
+            client-address
+            html
+            html-status
+            safe-whence
+            make-site
+            site?
+            site-file
+            site-origin*
+            site-logins
+            site-db
+            now
+            current-user
+            csrf-or-empty
+            form-token
+            ranked
+            page-slice
+            voted-on
+            cached-page
+            cached-user-page
+            cached-thread))
+
+;;; Requests.
+
+(define (form-params request body)
+  (if (and body (bytevector? body))
+      (urlencoded->alist body)
+      '()))
+
+(define (param params name)
+  (assoc-ref params name))
+
+(define (int-param params name)
+  ;; -> a positive integer, or #f for anything else ("363/blank.php").
+  (let ((text (param params name)))
+    (and text
+         (<= 1 (string-length text) 18)
+         (string-every char-set:digit text)
+         (string->number text))))
+
+(define (peer-address request)
+  ;; The client's address as the server saw it; never a header the
+  ;; client could have written.
+  (or (current-request-peer) "unknown"))
+
+(define client-address
+  ;; Set by `make-news-app' (tests give each visitor an address).
+  (make-parameter peer-address))
+
+;;; Responses.
+
+;; A page's making, from its SXML tree to its bytes, is the request's
+;; phase 'render (plucky web timing); the queries made meanwhile count as
+;; 'db (see (news db)).  Macros, so that the tree is built inside the
+;; phase.
+(define-syntax-rule (html tree)
+  (with-phase 'render (lambda () (html-response tree))))
+
+(define-syntax-rule (html-status code tree)
+  (with-phase 'render (lambda () (html-response tree #:code code))))
+
+(define (safe-whence text)
+  ;; Where to go back after a vote or a login: a relative path of this
+  ;; site only, never "//host" or "http://…" (an open redirect).
+  (if (and text
+           (> (string-length text) 0)
+           (< (string-length text) 200)
+           (not (string-index text #\:))
+           (not (string-prefix? "/" text))
+           (not (string-prefix? "\\" text))
+           (string-every (char-set-union char-set:letter+digit (string->char-set "?=&_-.%"))
+                         text))
+      text
+      "news"))
+
+;;; The app.
+
+(define-record-type <site>
+  (make-site file connection ranked ranked-key pages threads logins origin)
+  site?
+  (file site-file)
+  (origin site-origin*)                          ; "https://host", or #f: the request's
+  (logins site-logins)                           ; <rate-limit>: failed logins
+  (connection site-connection set-site-connection!) ; (pid . <news-db>)
+  (ranked site-ranked set-site-ranked!)          ; list of <item>, rank order
+  (ranked-key site-ranked-key set-site-ranked-key!) ; (version . minute)
+  (pages site-pages)                             ; (target version minute) -> bytevector
+  (threads site-threads))                        ; story id -> (version . comments)
+
+(define (site-db site)
+  ;; This process's connection, opened at its first request; a process
+  ;; forked since gets its own, and the caches start empty with it.
+  (let ((connection (site-connection site)))
+    (if (and connection (eqv? (car connection) (getpid)))
+        (cdr connection)
+        (let ((db (open-news-db (site-file site))))
+          (set-site-connection! site (cons (getpid) db))
+          (set-site-ranked-key! site #f)
+          (hash-clear! (site-pages site))
+          (hash-clear! (site-threads site))
+          db))))
+
+(define (now) (current-time))
+
+(define (current-user site)
+  (let ((name (session-ref "user")))
+    (and name (user-ref (site-db site) name))))
+
+(define (csrf-or-empty site)
+  (if (current-user site) (form-token) ""))
+
+;; What the pages below put in their forms and logout link: the session's
+;; CSRF token, masked afresh for each response, or, while a page is
+;; rendered for `cached-user-page', a marker that it replaces with one.
+;; The marker is made of letters, as the token is of base64url's
+;; characters: both are written into the page as they are.
+(define token-marker
+  (let ((state (random-state-from-platform)))
+    (list->string (map (lambda (_) (integer->char (+ 97 (random 26 state))))
+                       (iota 40)))))
+
+(define rendering-for-cache? (make-parameter #f))
+
+(define (form-token)
+  (if (rendering-for-cache?) token-marker (csrf-token)))
+
+(define (ranked site)
+  (let* ((db (site-db site))
+         (t (now))
+         (key (cons (db-version db) (quotient t 60))))
+    (unless (equal? key (site-ranked-key site))
+      (set-site-ranked! site (ranked-stories db t))
+      (set-site-ranked-key! site key))
+    (site-ranked site)))
+
+(define (page-slice items page)
+  (let* ((start (* (- page 1) per-page))
+         (len (length items)))
+    (if (>= start len)
+        (values '() #f)
+        (let ((end (min len (+ start per-page))))
+          (values (list-head (list-tail items start) (- end start))
+                  (< end len))))))
+
+(define (voted-on db user items)
+  (if user
+      (votes-by-user-on db (user-name user) (map item-id items))
+      '()))
+
+(define* (cached-page site request make #:optional (origin ""))
+  ;; The page's bytes, kept per (target, version, minute) for visitors
+  ;; not logged in, as news.arc keeps its pages for them; per ORIGIN
+  ;; too for a page whose links take the request's.
+  (let* ((target (uri->string (request-uri request)))
+         (key (list (if (string-null? origin) target (string-append origin target))
+                    (db-version (site-db site))
+                    (quotient (now) 60)))
+         (hit (hash-ref (site-pages site) key)))
+    (if hit
+        (values (car hit) (cdr hit))
+        (call-with-values make
+          (lambda (response body)
+            (when (and (or (not (response? response)) (= 200 (response-code response)))
+                       (or (bytevector? body) (string? body)))
+              (when (> (hash-count (const #t) (site-pages site)) 1000)
+                (hash-clear! (site-pages site)))
+              (hash-set! (site-pages site) key (cons response body)))
+            (values response body))))))
+
+(define (cached-user-page site request name make)
+  ;; The page of viewer NAME, who is logged in: theirs alone (their
+  ;; votes' arrows, their name and karma, their token in every form), yet
+  ;; it changes no more often than a visitor's.  Kept per viewer under
+  ;; the visitors' key, as the bytes between the places of the CSRF
+  ;; token; each response gets a token masked afresh in those places
+  ;; (bench/news: the front page logged in).
+  (let* ((key (list (uri->string (request-uri request))
+                    (db-version (site-db site))
+                    (quotient (now) 60)
+                    name))
+         (hit (hash-ref (site-pages site) key)))
+    (if hit
+        (values (car hit) (splice-token (cdr hit)))
+        (call-with-values (lambda () (parameterize ((rendering-for-cache? #t)) (make)))
+          (lambda (response body)
+            (if (bytevector? body)
+                (let ((chunks (split-at-marker body)))
+                  (when (or (not (response? response)) (= 200 (response-code response)))
+                    (when (> (hash-count (const #t) (site-pages site)) 1000)
+                      (hash-clear! (site-pages site)))
+                    (hash-set! (site-pages site) key (cons response chunks)))
+                  (values response (splice-token chunks)))
+                ;; not a page with forms (a feed, JSON): no token in it
+                (values response body)))))))
+
+(define marker-bytes (string->utf8 token-marker))
+
+(define (split-at-marker bytes)
+  ;; -> the bytevectors of BYTES between the occurrences of the marker
+  (let ((n (bytevector-length marker-bytes)))
+    (define (marker-at? i)
+      (let lp ((j 0))
+        (or (= j n)
+            (and (= (bytevector-u8-ref bytes (+ i j)) (bytevector-u8-ref marker-bytes j))
+                 (lp (+ j 1))))))
+    (define (chunk start end)
+      (let ((out (make-bytevector (- end start))))
+        (bytevector-copy! bytes start out 0 (- end start))
+        out))
+    (let lp ((i 0) (start 0) (chunks '()))
+      (cond
+       ((> (+ i n) (bytevector-length bytes))
+        (reverse (cons (chunk start (bytevector-length bytes)) chunks)))
+       ((marker-at? i) (lp (+ i n) (+ i n) (cons (chunk start i) chunks)))
+       (else (lp (+ i 1) start chunks))))))
+
+(define (splice-token chunks)
+  ;; -> CHUNKS joined by a freshly masked CSRF token
+  (let* ((token (string->utf8 (csrf-token)))
+         (t (bytevector-length token))
+         (out (make-bytevector (+ (apply + (map bytevector-length chunks))
+                                  (* t (- (length chunks) 1))))))
+    (let lp ((chunks chunks) (at 0))
+      (let ((n (bytevector-length (car chunks))))
+        (bytevector-copy! (car chunks) 0 out at n)
+        (unless (null? (cdr chunks))
+          (bytevector-copy! token 0 out (+ at n) t)
+          (lp (cdr chunks) (+ at n t)))))
+    out))
+
+(define (cached-thread site story)
+  ;; STORY's comments, read again only when the data has changed.
+  (let* ((db (site-db site))
+         (version (db-version db))
+         (hit (hash-ref (site-threads site) story)))
+    (if (and hit (eqv? (car hit) version))
+        (cdr hit)
+        (let ((comments (thread-comments db story)))
+          (when (> (hash-count (const #t) (site-threads site)) 200)
+            (hash-clear! (site-threads site)))
+          (hash-set! (site-threads site) story (cons version comments))
+          comments))))
+
+;;; (news site) ends here
