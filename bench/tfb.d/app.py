@@ -3,7 +3,7 @@
 # Copyright (C) 2026 the plucky authors
 # SPDX-License-Identifier: LGPL-3.0-or-later
 #
-# Run it:  DATABASE_URL=postgresql://... POOL_SIZE=N \
+# Run it:  DATABASE_URL=postgresql://... DATABASE_POOL_SIZE=N \
 #          uvicorn app:app --workers 1 --loop uvloop --http httptools
 #
 # asyncio's idiom, as TFB's starlette implementation writes it: async
@@ -114,7 +114,7 @@ async def cached_queries(request):
 @contextlib.asynccontextmanager
 async def lifespan(app):
     global pool
-    size = int(os.environ.get("POOL_SIZE", "8"))
+    size = int(os.environ.get("DATABASE_POOL_SIZE", "8"))
     pool = await asyncpg.create_pool(os.environ["DATABASE_URL"], min_size=size, max_size=size)
     async with pool.acquire() as connection:
         for id, number in await connection.fetch("SELECT id, randomnumber FROM world"):
@@ -124,7 +124,6 @@ async def lifespan(app):
 
 
 app = Starlette(routes=[
-    Route("/", plaintext),              # what bench/lib.sh's wait_ready polls
     Route("/plaintext", plaintext),
     Route("/json", json),
     Route("/db", db),

@@ -11,14 +11,14 @@
 // UPDATE ... FROM (VALUES ...), the same SQL as the other servers of
 // bench/tfb.
 //
-// Usage: DATABASE_URL=postgresql://... POOL_SIZE=N node server.js PORT
+// Usage: DATABASE_URL=postgresql://... DATABASE_POOL_SIZE=N node server.js PORT
 "use strict";
 const http = require("http");
 const { Pool } = require("pg");
 
 const pool = new Pool({
   connectionString: process.env.DATABASE_URL,
-  max: Number(process.env.POOL_SIZE || 8),
+  max: Number(process.env.DATABASE_POOL_SIZE || 8),
 });
 const worldQuery = { name: "world", text: "SELECT id, randomnumber FROM world WHERE id = $1" };
 const fortunesQuery = { name: "fortunes", text: "SELECT id, message FROM fortune" };
@@ -98,7 +98,6 @@ const routes = {
     json(res, worlds);
   },
 };
-routes["/"] = routes["/plaintext"];     // what bench/lib.sh's wait_ready polls
 
 async function main() {
   const { rows } = await pool.query("SELECT id, randomnumber FROM world ORDER BY id");
