@@ -128,19 +128,23 @@
         1)))
 
 ;; Each worker draws its own numbers: the state is made afresh in each
-;; process (the workers are forks of one).
+;; process (the workers are forks of one), checked once a request, not
+;; once a number (getpid is a system call).
 (define random-pid #f)
-(define random-state #f)
-(define (random-id)
-  ;; -> an integer in 1..10000
+(define random-state* #f)
+(define (worker-random-state)
   (unless (eqv? random-pid (getpid))
-    (set! random-state (random-state-from-platform))
+    (set! random-state* (random-state-from-platform))
     (set! random-pid (getpid)))
-  (+ 1 (random 10000 random-state)))
+  random-state*)
 
-(define (read-world conn)
+(define (random-id state)
+  ;; -> an integer in 1..10000
+  (+ 1 (random 10000 state)))
+
+(define (read-world conn state)
   ;; -> the row #(id randomnumber) of a random World, by its own query
-  (pg-query-row conn world-sql (random-id)))
+  (pg-query-row conn world-sql (random-id state)))
 
 (define (plaintext request body params)
   (values text-headers hello))
@@ -149,15 +153,16 @@
   (json-answer '(("message" . "Hello, World!"))))
 
 (define (single-query request body params)
-  (json-answer (world->json-object (read-world db))))
+  (json-answer (world->json-object (read-world db (worker-random-state)))))
 
 (define (queries request body params)
-  (let ((n (count-parameter request "queries")))
+  (let ((n (count-parameter request "queries"))
+        (state (worker-random-state)))
     (call-with-pg-connection db
       (lambda (conn)
         (let ((worlds (make-vector n)))
           (do ((i 0 (+ i 1))) ((= i n))
-            (vector-set! worlds i (world->json-object (read-world conn))))
+            (vector-set! worlds i (world->json-object (read-world conn state))))
           (json-answer worlds))))))
 
 ;; The UPDATE of N rows, made once for each N:
@@ -177,11 +182,12 @@
         sql)))
 
 (define (updates request body params)
-  (let ((n (count-parameter request "queries")))
+  (let ((n (count-parameter request "queries"))
+        (state (worker-random-state)))
     (call-with-pg-connection db
       (lambda (conn)
         (let ((worlds (map (lambda (i)
-                             (vector (vector-ref (read-world conn) 0) (random-id)))
+                             (vector (vector-ref (read-world conn state) 0) (random-id state)))
                            (iota n))))
           ;; In id order, so that concurrent batches lock rows in one order.
           (apply pg-execute conn (update-statement n)
@@ -204,9 +210,10 @@
 
 (define (cached-queries request body params)
   (let* ((n (count-parameter request "count"))
+         (state (worker-random-state))
          (worlds (make-vector n)))
     (do ((i 0 (+ i 1))) ((= i n))
-      (vector-set! worlds i (vector-ref world-cache (- (random-id) 1))))
+      (vector-set! worlds i (vector-ref world-cache (- (random-id state) 1))))
     (json-answer worlds)))
 
 (router-handler
