@@ -70,25 +70,28 @@ async def db(request):
     return JSONResponse({"id": id, "randomNumber": number}, headers=SERVER)
 
 
-async def queries(request):
-    n = query_count(request, "queries")
+async def read_worlds(connection, n):
+    """N random rows of World, each read by its own query."""
+    statement = await connection.prepare(WORLD_SQL)
     worlds = []
+    for _ in range(n):
+        id, number = await statement.fetchrow(randint(1, 10000))
+        worlds.append({"id": id, "randomNumber": number})
+    return worlds
+
+
+async def queries(request):
     async with pool.acquire() as connection:
-        statement = await connection.prepare(WORLD_SQL)
-        for _ in range(n):
-            id, number = await statement.fetchrow(randint(1, 10000))
-            worlds.append({"id": id, "randomNumber": number})
+        worlds = await read_worlds(connection, query_count(request, "queries"))
     return JSONResponse(worlds, headers=SERVER)
 
 
 async def updates(request):
     n = query_count(request, "queries")
-    worlds = []
     async with pool.acquire() as connection:
-        statement = await connection.prepare(WORLD_SQL)
-        for _ in range(n):
-            id, _number = await statement.fetchrow(randint(1, 10000))
-            worlds.append({"id": id, "randomNumber": randint(1, 10000)})
+        worlds = await read_worlds(connection, n)
+        for world in worlds:
+            world["randomNumber"] = randint(1, 10000)
         # In id order, so that concurrent batches lock rows in one order.
         args = []
         for world in sorted(worlds, key=itemgetter("id")):
