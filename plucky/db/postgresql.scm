@@ -184,8 +184,12 @@ open or opening), idle (of those, waiting in the pool), waiting
 (define idle-check-ms 1000)             ; idle longer: poll its socket at checkout
 
 (define (usable? pool conn now)
+  ;; CONN was idle and connected when given back (`checkin!'), and libpq
+  ;; has not been called on it since: only the time, and the socket of a
+  ;; connection idle long enough for the server to have gone, are checked
   (and (< (- now (pg-conn-born-ms conn)) (pg-pool-max-lifetime-ms pool))
-       (conn-healthy? conn (> (- now (pg-conn-idle-since conn)) idle-check-ms))))
+       (or (< (- now (pg-conn-idle-since conn)) idle-check-ms)
+           (conn-healthy? conn #t))))
 
 (define (open-one! pool)
   ;; -> a new connection of POOL, counted in `open' from the start (the
@@ -252,13 +256,12 @@ open or opening), idle (of those, waiting in the pool), waiting
         (raise-pg-error "08001" "all the pool's connections are in use (by this caller)"))))))
 
 (define (checkin! pool conn)
-  ;; give CONN back to POOL
+  ;; give CONN back to POOL (in the process that took it out: a request
+  ;; does not cross a fork)
   (cond
-   ((not (= (pg-pool-pid pool) (getpid))) (conn-forget! conn))
    ((or (not (pg-conn-open? conn))
         (pg-conn-busy? conn)
-        (conn-in-transaction? conn)
-        (not (conn-healthy? conn #f)))
+        (not (conn-idle? conn)))        ; in a transaction, or broken
     (discard! pool conn))
    (else
     (let ((now (now-ms)))
@@ -344,12 +347,19 @@ pg_terminate_backend, pg_stat_activity)."
 ;;; Queries
 ;;;
 
-(define-syntax-rule (with-db db conn body ...)
-  ;; BODY with CONN bound to DB, a connection or one taken from DB, a pool
+(define-syntax-rule (with-db db conn expression)
+  ;; the value of EXPRESSION with CONN bound to DB, a connection, or to
+  ;; one taken from DB, a pool (as `call-with-pg-connection', without
+  ;; its closure and multiple values: the per-query path)
   (let ((x db))
     (if (pg-pool? x)
-        (call-with-pg-connection x (lambda (conn) body ...))
-        (let ((conn x)) body ...))))
+        (let* ((conn (checkout! x))
+               (value (with-exception-handler
+                          (lambda (e) (checkin! x conn) (raise-exception e))
+                        (lambda () expression))))
+          (checkin! x conn)
+          value)
+        (let ((conn x)) expression))))
 
 (define (pg-query db sql . params)
   "Return the rows of SQL's result, a list of vectors (a value per

@@ -17,9 +17,9 @@
 ;;;  - Strings go to C as NUL-terminated UTF-8 bytevectors (`c-string'),
 ;;;    the address taken with `bytevector-address'; the caller keeps the
 ;;;    bytevector reachable across the call.
-;;;  - Strings come back with `c-string->string'; a value of a result
-;;;    with `c-bytes', a bytevector that views libpq's memory without
-;;;    copying it: valid until the result is cleared.
+;;;  - Strings come back with `c-string->string'; a value of a result is
+;;;    read in place through `memory' (below), valid until the result is
+;;;    cleared.
 ;;;  - libpq makes its own system calls (send, recv, poll in the blocking
 ;;;    calls plucky does not use); it retries EINTR where it must and
 ;;;    reports EAGAIN as "nothing yet" (PQconsumeInput, PQflush), which
@@ -44,6 +44,8 @@
             c-string
             c-string->string
             c-bytes
+            memory
+            memory-base
 
             PQconnectStart PQconnectPoll PQstatus PQtransactionStatus
             PQsetnonblocking PQsocket PQbackendPID PQparameterStatus
@@ -128,6 +130,18 @@ copy): valid only while the memory is, e.g. until its PGresult is cleared."
   (if (zero? length)
       #vu8()
       (pointer->bytevector (make-pointer address) length)))
+
+;; The process's memory as one bytevector: the byte at ADDRESS is
+;; (bytevector-u8-ref memory (- ADDRESS memory-base)).  The decoders of
+;; (plucky db postgresql types) read a result's values where libpq keeps
+;; them through it; a view per value (`c-bytes') would make two objects
+;; per value and register a weak reference (bench/pg-roundtrip).  It
+;; starts past the first page (always unmapped: a null pointer cannot
+;; make a bytevector) and spans the 56-bit address space of x86-64 and
+;; arm64 user space.  Reading through it is C's pointer arithmetic: only
+;; ever at an address libpq gave, within the length it gave.
+(define memory-base 4096)
+(define memory (pointer->bytevector (make-pointer memory-base) (- (expt 2 56) memory-base)))
 
 ;;;
 ;;; The library

@@ -76,6 +76,9 @@
             with-client
 
             http-get
+            send-requests
+            read-responses
+            get-all
             request-text
             response-header-lines
             reply-body-string
@@ -669,6 +672,33 @@ string."
                      "")
                  "\r\n"
                  (or body "")))
+
+;; Concurrent requests: each GET on a connection of its own, all sent
+;; before any is read, so that the server has them all at once.
+(define (send-requests port paths)
+  "Send a GET of each of PATHS to 127.0.0.1:PORT, each on a new
+connection, and return the clients, in order, without reading."
+  (map (lambda (path)
+         (let ((client (connect-client port)))
+           (client-send! client (request-text path))
+           client))
+       paths))
+
+(define* (read-responses clients #:key (timeout 10))
+  "Read a response from each of CLIENTS, in order, closing each; return
+the (code . body-string) of each, or #f for a client answered nothing
+within TIMEOUT seconds."
+  (map (lambda (client)
+         (call-with-values (lambda () (client-read-response client #:timeout timeout))
+           (lambda (response body)
+             (client-close! client)
+             (and response (cons (response-code response) (utf8->string body))))))
+       clients))
+
+(define* (get-all port paths #:key (timeout 10))
+  "GET each of PATHS concurrently (see `send-requests'); return the
+(code . body-string) of each, in order, #f for one not answered."
+  (read-responses (send-requests port paths) #:timeout timeout))
 
 (define* (http-get port path #:key (host "127.0.0.1") (timeout 10))
   "GET PATH from 127.0.0.1:PORT (or HOST) on a new connection.  Return

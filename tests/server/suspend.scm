@@ -201,20 +201,6 @@
   (let ((response body (http-get port path)))
     (and response (cons (response-code response) (utf8->string body)))))
 
-(define (get-all port paths)
-  ;; Send each GET on a connection of its own, all before reading any.
-  ;; -> the (code . body) of each, in order
-  (let ((clients (map (lambda (path)
-                        (let ((client (connect-client port)))
-                          (client-send! client (request-text path))
-                          client))
-                      paths)))
-    (map (lambda (client)
-           (let ((response body (client-read-response client #:timeout 10)))
-             (client-close! client)
-             (and response (cons (response-code response) (utf8->string body)))))
-         clients)))
-
 (define (file-text file)
   (and (file-exists? file)
        (call-with-input-file file (lambda (port) (get-string-all port)))))

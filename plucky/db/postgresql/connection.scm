@@ -69,7 +69,7 @@
             conn-close!
             conn-forget!
             conn-healthy?
-            conn-in-transaction?
+            conn-idle?
             conn-backend-pid
             conn-query
             conn-command
@@ -135,15 +135,19 @@ string) as a connection string, else libpq's one-line reason."
 
 ;; A prepared statement of a connection.
 (define-record-type <statement>
-  (make-statement name decoders)
+  (%make-statement name name-address decoders)
   statement?
   (name statement-name)                          ; NUL-terminated bytevector, "p12"
+  (name-address statement-name-address)          ; its address, taken once
   (decoders statement-decoders set-statement-decoders!)) ; vector per column, or #f
 
 ;; The most statements a connection prepares; past them, statements run
 ;; unprepared (an app that makes its SQL from data would otherwise grow
 ;; each connection's cache, and the server's, without end).
 (define max-statements 512)
+
+(define (make-statement name decoders)
+  (%make-statement name (bytevector-address name) decoders))
 
 (define-record-type <pg-conn>
   (make-pg-conn ptr fd label statements prepared params born-ms)
@@ -157,6 +161,7 @@ string) as a connection string, else libpq's one-line reason."
   (born-ms pg-conn-born-ms)
   (idle-since pg-conn-idle-since set-pg-conn-idle-since!) ; now-ms, in a pool
   (busy? pg-conn-busy? set-pg-conn-busy!)   ; results still to read
+  (waiting? pg-conn-waiting? set-pg-conn-waiting!) ; a request waits on it now
   (depth pg-conn-depth set-pg-conn-depth!)  ; transactions open, nested
   (pool pg-conn-pool set-pg-conn-pool!)     ; the pool it belongs to, or #f
   ;; what the last PQsend* read by address (SQL text, bytevector
@@ -166,7 +171,11 @@ string) as a connection string, else libpq's one-line reason."
   ;; int formats[], for up to CAPACITY parameters
   (arrays pg-conn-arrays set-pg-conn-arrays!)
   (array-address pg-conn-array-address set-pg-conn-array-address!)
-  (capacity pg-conn-capacity set-pg-conn-capacity!))
+  (capacity pg-conn-capacity set-pg-conn-capacity!)
+  ;; the param buffer's bytevector and its address, taken once per
+  ;; bytevector (`bytevector-address' registers a weak reference)
+  (data pg-conn-data set-pg-conn-data!)
+  (data-address pg-conn-data-address set-pg-conn-data-address!))
 
 (define (pg-conn-open? conn)
   "True while CONN has not been closed."
@@ -206,11 +215,13 @@ connection could be made."
            (label (string-append "postgresql " (or (parameter ptr "server_version") "")))
            (conn (make-pg-conn ptr fd label (make-hash-table) 0 (make-param-buffer) (now-ms))))
       (set-pg-conn-busy! conn #f)
+      (set-pg-conn-waiting! conn #f)
       (set-pg-conn-depth! conn 0)
       (set-pg-conn-pool! conn #f)
       (set-pg-conn-keep! conn #f)
       (set-pg-conn-idle-since! conn (now-ms))
       (set-pg-conn-capacity! conn 0)
+      (set-pg-conn-data! conn #f)
       (grow-arrays! conn 8)
       (let ((setup (session-setup ptr statement-timeout-ms)))
         (when setup
@@ -281,22 +292,20 @@ the parent's socket stays open there."
 
 (define (conn-healthy? conn check-socket?)
   "True if CONN is open, idle and, as far as libpq knows, connected;
-with CHECK-SOCKET?, also reads what the server may have sent since
-(an idle connection that is readable was closed by the server, or holds
-a notification) and asks again."
+with CHECK-SOCKET?, also if nothing waits to be read on its socket: an
+idle connection is sent nothing unasked (a server that closed it sent
+its reason, then the end of the stream)."
   (let ((ptr (pg-conn-ptr conn)))
     (and (not (zero? ptr))
          (not (pg-conn-busy? conn))
          (= (PQstatus ptr) CONNECTION_OK)
          (or (not check-socket?)
-             (not (fd-wait (pg-conn-fd conn) 'read 0))
-             (and (= (PQconsumeInput ptr) 1)
-                  (= (PQstatus ptr) CONNECTION_OK))))))
+             (not (fd-wait (pg-conn-fd conn) 'read 0))))))
 
-(define (conn-in-transaction? conn)
-  "True if CONN is inside a transaction block (or a failed one)."
-  (let ((status (PQtransactionStatus (pg-conn-ptr conn))))
-    (or (= status PQTRANS_INTRANS) (= status PQTRANS_INERROR))))
+(define (conn-idle? conn)
+  "True if CONN is connected, outside any transaction block, and has no
+statement in flight (libpq's transaction status: one FFI call)."
+  (= (PQtransactionStatus (pg-conn-ptr conn)) PQTRANS_IDLE))
 
 (define (conn-backend-pid conn)
   "Return the PID of the server process serving CONN."
@@ -307,19 +316,40 @@ a notification) and asks again."
 ;;; Sending and receiving
 ;;;
 
+(define-syntax-rule (while-waiting conn expression)
+  ;; EXPRESSION, a wait (a handler suspends there), with CONN marked as
+  ;; waited on, so that another request that takes it meanwhile is told
+  ;; (`ready!') rather than given the first one's results.  The mark goes
+  ;; with an exception too: a request given up raises where it waits.
+  (begin
+    (set-pg-conn-waiting! conn #t)
+    (let ((value (with-exception-handler
+                     (lambda (e) (set-pg-conn-waiting! conn #f) (raise-exception e))
+                   (lambda () expression))))
+      (set-pg-conn-waiting! conn #f)
+      value)))
+
 (define (flush! conn)
   ;; send what libpq holds; while the socket is full, read what comes
-  ;; (a server blocked writing to us stops reading)
+  ;; (a server blocked writing to us stops reading).  -> #t if it all
+  ;; went at once, #f if input was read meanwhile
   (let ((ptr (pg-conn-ptr conn)))
-    (let lp ()
+    (let lp ((first? #t))
       (let ((r (PQflush ptr)))
         (cond
-         ((= r 0) #t)
+         ((= r 0) first?)
          ((< r 0) (lost! conn (conn-error-message ptr)))
          (else
           (when (zero? (PQconsumeInput ptr)) (lost! conn (conn-error-message ptr)))
-          (wait-writable (pg-conn-fd conn) #:timeout-ms 1000 #:label (pg-conn-label conn))
-          (lp)))))))
+          (while-waiting conn (wait-writable (pg-conn-fd conn) #:timeout-ms 1000
+                                             #:label (pg-conn-label conn)))
+          (lp #f)))))))
+
+(define (await-input! conn)
+  ;; wait until the server sent something, and give it to libpq
+  (while-waiting conn (wait-readable (pg-conn-fd conn) #:label (pg-conn-label conn)))
+  (let ((ptr (pg-conn-ptr conn)))
+    (when (zero? (PQconsumeInput ptr)) (lost! conn (conn-error-message ptr)))))
 
 (define (next-result conn)
   ;; -> the next PGresult of the statement in flight, or 0 after its last
@@ -327,10 +357,13 @@ a notification) and asks again."
     (let lp ()
       (if (zero? (PQisBusy ptr))
           (PQgetResult ptr)
-          (begin
-            (wait-readable (pg-conn-fd conn) #:label (pg-conn-label conn))
-            (when (zero? (PQconsumeInput ptr)) (lost! conn (conn-error-message ptr)))
-            (lp))))))
+          (begin (await-input! conn) (lp))))))
+
+(define (first-result conn)
+  ;; -> the first PGresult of a statement just sent: no answer can have
+  ;; come before it was, so wait first (saves asking libpq, an FFI call)
+  (await-input! conn)
+  (next-result conn))
 
 (define (result-error conn result)
   ;; -> the &pg-error a PGRES_FATAL_ERROR result (or 0) stands for
@@ -374,12 +407,17 @@ a notification) and asks again."
 (define abandoned (c-string "abandoned by the client"))
 
 (define (ready! conn)
-  ;; make CONN ready for a statement: open, its last statement's results read
+  ;; make CONN ready for a statement: open, its last statement's results
+  ;; read.  (A connection that libpq knows is broken fails at the send.)
   (check-open conn)
+  (when (pg-conn-waiting? conn)
+    (raise-exception
+     (make-exception (make-error) (make-exception-with-origin 'pg-query)
+                     (make-exception-with-message
+                      "the connection is in use by another request (give each its own, or use a pool)")
+                     (make-exception-with-irritants '()))))
   (when (pg-conn-busy? conn)
-    (drain! conn))
-  (when (= (PQstatus (pg-conn-ptr conn)) CONNECTION_BAD)
-    (lost! conn (conn-error-message (pg-conn-ptr conn)))))
+    (drain! conn)))
 
 (define (sent! conn ok)
   ;; after a PQsend*: OK is its return value
@@ -412,58 +450,62 @@ a notification) and asks again."
          (lengths (* 8 (pg-conn-capacity conn)))   ; offsets of the int arrays
          (formats (* 12 (pg-conn-capacity conn))))
     (param-buffer-reset! buffer)
-    ;; first pass: text into the buffer, offsets into the values array
-    ;; (the buffer may grow, so addresses are set in a second pass)
+    ;; first pass: values into the buffer, their offsets into the values
+    ;; array (the buffer may grow: addresses are set in a second pass)
     (let lp ((params params) (i 0))
       (when (pair? params)
         (let ((x (car params)))
-          (cond
-           ((eq? x 'null)
-            (bytevector-u64-native-set! arrays (* 8 i) 0)
-            (bytevector-s32-native-set! arrays (+ formats (* 4 i)) 0)
-            (bytevector-s32-native-set! arrays (+ lengths (* 4 i)) -1))
-           (else
-            (let* ((start (param-buffer-position buffer))
-                   (format (encode-param! buffer x)))
-              (bytevector-s32-native-set! arrays (+ formats (* 4 i)) format)
-              (bytevector-u64-native-set! arrays (* 8 i) start)
-              (bytevector-s32-native-set!
-               arrays (+ lengths (* 4 i))
-               (if (= format 1) (bytevector-length x) (- (param-buffer-position buffer) start 1)))))))
+          (if (eq? x 'null)
+              (begin
+                (bytevector-s64-native-set! arrays (* 8 i) -1)
+                (bytevector-s32-native-set! arrays (+ formats (* 4 i)) 0)
+                (bytevector-s32-native-set! arrays (+ lengths (* 4 i)) 0))
+              (let* ((start (param-buffer-position buffer))
+                     (format (encode-param! buffer x)))
+                (bytevector-s32-native-set! arrays (+ formats (* 4 i)) format)
+                (bytevector-s64-native-set! arrays (* 8 i) start)
+                (bytevector-s32-native-set!
+                 arrays (+ lengths (* 4 i))
+                 (- (param-buffer-position buffer) start (if (= format 1) 0 1))))))
         (lp (cdr params) (+ i 1))))
-    (let ((base (bytevector-address (param-buffer-data buffer))))
-      (let lp ((params params) (i 0))
-        (when (pair? params)
-          (let ((x (car params)))
-            (cond
-             ((eq? x 'null) #t)
-             ((bytevector? x)
-              (bytevector-u64-native-set! arrays (* 8 i) (bytevector-address x)))
-             (else
-              (bytevector-u64-native-set! arrays (* 8 i)
-                                          (+ base (bytevector-u64-native-ref arrays (* 8 i)))))))
-          (lp (cdr params) (+ i 1)))))
+    (let ((base (let ((data (param-buffer-data buffer)))
+                  (unless (eq? data (pg-conn-data conn))
+                    (set-pg-conn-data! conn data)
+                    (set-pg-conn-data-address! conn (bytevector-address data)))
+                  (pg-conn-data-address conn))))
+      (let lp ((i 0))
+        (when (< i n)
+          (let ((offset (bytevector-s64-native-ref arrays (* 8 i))))
+            ;; NULL: a null pointer
+            (bytevector-u64-native-set! arrays (* 8 i) (if (< offset 0) 0 (+ base offset))))
+          (lp (+ i 1)))))
     n))
 
 (define (send-statement! conn sql params)
   ;; send SQL with PARAMS, prepared (preparing it first if new); -> its
   ;; <statement>, or #f if it went unprepared
+  (let ((statement (or (hash-ref (pg-conn-statements conn) sql)
+                       (prepare! conn sql))))
+    (send-query! conn statement sql params)
+    statement))
+
+(define (send-query! conn statement sql params)
+  ;; send the prepared STATEMENT, or SQL unprepared if it is #f, with PARAMS
   (let* ((ptr (pg-conn-ptr conn))
-         (statement (or (hash-ref (pg-conn-statements conn) sql)
-                        (prepare! conn sql)))
          (n (load-params! conn params))
          (address (pg-conn-array-address conn))
-         (cap (pg-conn-capacity conn)))
+         (cap (pg-conn-capacity conn))
+         (lengths (+ address (* 8 cap)))
+         (formats (+ address (* 12 cap))))
     (sent! conn
            (if statement
-               (PQsendQueryPrepared ptr (bytevector-address (statement-name statement)) n
-                                    address (+ address (* 8 cap)) (+ address (* 12 cap)) 0)
+               (PQsendQueryPrepared ptr (statement-name-address statement) n
+                                    address lengths formats 0)
                (let ((sql-bv (c-string sql)))
                  (set-pg-conn-keep! conn (cons sql-bv params))
                  (PQsendQueryParams ptr (bytevector-address sql-bv) n 0
-                                    address (+ address (* 8 cap)) (+ address (* 12 cap)) 0))))
-    (set-pg-conn-keep! conn #f)
-    statement))
+                                    address lengths formats 0))))
+    (set-pg-conn-keep! conn #f)))
 
 (define (new-statement conn)
   ;; -> a <statement> of a new name, or #f when CONN has prepared
@@ -481,7 +523,7 @@ a notification) and asks again."
     (and statement
          (let ((sql-bv (c-string sql)))
            (set-pg-conn-keep! conn sql-bv)
-           (sent! conn (PQsendPrepare (pg-conn-ptr conn) (bytevector-address (statement-name statement))
+           (sent! conn (PQsendPrepare (pg-conn-ptr conn) (statement-name-address statement)
                                       (bytevector-address sql-bv) 0 0))
            (flush! conn)
            (let ((error (drain! conn)))
@@ -494,77 +536,104 @@ a notification) and asks again."
 ;;;
 
 (define (result-decoders result statement)
-  ;; -> vector of the columns' decoders; kept with a prepared statement
-  ;; (its columns' types do not change: the server says "cached plan must
-  ;; not change result type" if the table's do)
+  ;; -> a vector of the columns, each (DECODER . MEASURED?): MEASURED?
+  ;; when the type's text may be empty (text, bytea...), so that its
+  ;; length and NULL must be asked of libpq; other types' text is never
+  ;; empty, read to its NUL, and empty means NULL (an FFI call or two
+  ;; less per value: bench/pg-roundtrip).  Kept with a prepared statement
+  ;; (its columns' types do not change: the server says "cached plan
+  ;; must not change result type" if the table's do).
   (or (and statement (statement-decoders statement))
       (let* ((n (PQnfields result))
              (v (make-vector n)))
         (let lp ((i 0))
           (when (< i n)
-            (vector-set! v i (oid->decoder (PQftype result i)))
+            (let ((oid (PQftype result i)))
+              (vector-set! v i (cons (oid->decoder oid) (not (oid-never-empty? oid)))))
             (lp (+ i 1))))
         (when statement (set-statement-decoders! statement v))
         v)))
 
-(define (decode-row result row decoders)
-  (let* ((n (vector-length decoders))
+(define (nul-index bv i)
+  ;; -> the index of the first 0 byte of BV from I
+  (if (zero? (bytevector-u8-ref bv i)) i (nul-index bv (+ i 1))))
+
+(define (decode-row result row columns)
+  (let* ((n (vector-length columns))
          (v (make-vector n)))
     (let lp ((i 0))
       (when (< i n)
-        (let ((len (PQgetlength result row i)))
-          (vector-set! v i
-                       (if (and (zero? len) (= (PQgetisnull result row i) 1))
-                           'null
-                           ((vector-ref decoders i) (c-bytes (PQgetvalue result row i) len)))))
+        (let ((column (vector-ref columns i)))
+          (vector-set!
+           v i
+           (if (cdr column)
+               (let ((len (PQgetlength result row i)))
+                 (if (and (zero? len) (= (PQgetisnull result row i) 1))
+                     'null
+                     (let ((start (- (PQgetvalue result row i) memory-base)))
+                       ((car column) memory start (+ start len)))))
+               (let* ((start (- (PQgetvalue result row i) memory-base))
+                      (end (nul-index memory start)))
+                 (if (= start end) 'null ((car column) memory start end))))))
         (lp (+ i 1))))
     v))
 
-(define (decode-rows result statement limit)
-  ;; -> the first LIMIT rows (all if #f) of RESULT, a list of vectors
-  (let* ((decoders (result-decoders result statement))
-         (n (PQntuples result))
-         (n (if limit (min limit n) n)))
+(define (decode-rows result statement n)
+  ;; -> the first N rows of RESULT, a list of vectors
+  (let ((columns (result-decoders result statement)))
     (let lp ((i (- n 1)) (rows '()))
       (if (< i 0)
           rows
-          (lp (- i 1) (cons (decode-row result i decoders) rows))))))
+          (lp (- i 1) (cons (decode-row result i columns) rows))))))
 
 (define (affected result)
   (let ((s (c-string->string (PQcmdTuples result))))
     (if (or (not s) (string-null? s)) 0 (string->number s))))
 
-(define (read-results conn statement mode)
-  ;; -> per MODE: rows (a list of vectors), row (the first, or #f), count
-  (let lp ((value (if (eq? mode 'row) #f '())) (error #f))
-    (let ((r (next-result conn)))
+(define (read-results conn statement mode fresh?)
+  ;; -> per MODE: rows (a list of vectors), row (the first, or #f), count.
+  ;; FRESH?: the statement was just sent and nothing read since (see
+  ;; `first-result')
+  (let lp ((value (if (eq? mode 'row) #f '())) (error #f) (first? fresh?))
+    (let ((r (if first? (first-result conn) (next-result conn))))
       (if (zero? r)
           (begin
             (set-pg-conn-busy! conn #f)
             (if error (raise-exception error) value))
-          (let ((status (PQresultStatus r)))
+          ;; rows first: only PGRES_TUPLES_OK (and single-row mode's
+          ;; results) have any, and their number spares asking the status
+          (let* ((rows (PQntuples r))
+                 (status (if (> rows 0) PGRES_TUPLES_OK (PQresultStatus r))))
             (cond
              ((= status PGRES_TUPLES_OK)
               (let ((value (case mode
-                             ((rows) (decode-rows r statement #f))
-                             ((row) (let ((rows (decode-rows r statement 1)))
-                                      (and (pair? rows) (car rows))))
+                             ((rows) (decode-rows r statement rows))
+                             ((row) (and (> rows 0) (car (decode-rows r statement 1))))
                              (else (affected r)))))
                 (PQclear r)
-                (lp value error)))
+                (lp value error #f)))
              ((= status PGRES_COMMAND_OK)
               (let ((value (if (eq? mode 'count) (affected r) value)))
                 (PQclear r)
-                (lp value error)))
+                (lp value error #f)))
              ((= status PGRES_COPY_IN)
               (PQclear r)
               (PQputCopyEnd (pg-conn-ptr conn) (bytevector-address not-copy))
               (flush! conn)
-              (lp value error))
+              (lp value error #f))
              (else
               (let ((error (or error (result-error conn r))))
                 (PQclear r)
-                (lp value error)))))))))
+                (forget-if-stale! conn statement error)
+                (lp value error #f)))))))))
+
+(define (forget-if-stale! conn statement error)
+  ;; a table's columns changed under a prepared statement ("cached plan
+  ;; must not change result type"): prepare it anew next time
+  (when (and statement (pg-error? error) (equal? (pg-error-sqlstate error) "0A000"))
+    (for-each (lambda (sql) (hash-remove! (pg-conn-statements conn) sql))
+              (hash-fold (lambda (sql s stale) (if (eq? s statement) (cons sql stale) stale))
+                         '() (pg-conn-statements conn)))))
 
 (define not-copy (c-string "COPY FROM STDIN needs pg-copy-from"))
 
@@ -573,8 +642,13 @@ a notification) and asks again."
 vectors), `row' (the first row or #f) or `count' (rows affected)."
   (ready! conn)
   (let ((statement (send-statement! conn sql params)))
-    (flush! conn)
-    (read-results conn statement mode)))
+    (read-results conn statement mode
+                  ;; libpq's PQsendQueryPrepared flushes itself outside
+                  ;; a pipeline; a message this small fits in the empty
+                  ;; send buffer of an idle connection: all of it went
+                  ;; (one FFI call less per query: bench/pg-roundtrip)
+                  (or (and statement (< (param-buffer-position (pg-conn-params conn)) 4096))
+                      (flush! conn)))))
 
 (define (conn-command conn sql)
   "Run SQL, one or more statements without parameters, unprepared (the
@@ -584,8 +658,7 @@ simple protocol: BEGIN, SAVEPOINT, SET ...); return nothing."
     (set-pg-conn-keep! conn sql-bv)
     (sent! conn (PQsendQuery (pg-conn-ptr conn) (bytevector-address sql-bv)))
     (set-pg-conn-keep! conn #f))
-  (flush! conn)
-  (read-results conn #f 'count)
+  (read-results conn #f 'count (flush! conn))
   (values))
 
 ;;;
@@ -642,21 +715,10 @@ the statements after it did not run (as in a transaction's)."
     (when new
       (let ((sql-bv (c-string sql)))
         (set-pg-conn-keep! conn sql-bv)
-        (sent! conn (PQsendPrepare ptr (bytevector-address (statement-name new))
+        (sent! conn (PQsendPrepare ptr (statement-name-address new)
                                    (bytevector-address sql-bv) 0 0)))
       (hash-set! (pg-conn-statements conn) sql new))
-    (let* ((n (load-params! conn (cdr entry)))
-           (address (pg-conn-array-address conn))
-           (cap (pg-conn-capacity conn)))
-      (sent! conn
-             (if statement
-                 (PQsendQueryPrepared ptr (bytevector-address (statement-name statement)) n
-                                      address (+ address (* 8 cap)) (+ address (* 12 cap)) 0)
-                 (let ((sql-bv (c-string sql)))
-                   (set-pg-conn-keep! conn (cons sql-bv (cdr entry)))
-                   (PQsendQueryParams ptr (bytevector-address sql-bv) n 0
-                                      address (+ address (* 8 cap)) (+ address (* 12 cap)) 0)))))
-    (set-pg-conn-keep! conn #f)
+    (send-query! conn statement sql (cdr entry))
     (list sql statement (and new #t))))
 
 (define (read-one conn statement what)
@@ -671,7 +733,7 @@ the statements after it did not run (as in a transaction's)."
                  (value (cond
                          ((pg-error? value) value)
                          ((= status PGRES_TUPLES_OK)
-                          (if (eq? what 'rows) (decode-rows r statement #f) value))
+                          (if (eq? what 'rows) (decode-rows r statement (PQntuples r)) value))
                          ((= status PGRES_COMMAND_OK) value)
                          ((= status PGRES_PIPELINE_ABORTED) #f)
                          (else (result-error conn r)))))
@@ -780,7 +842,7 @@ COPY's text format; return the number of rows copied."
          ((= ok 0) (flush! conn) (lp))
          (else (lost! conn (conn-error-message ptr))))))
     (flush! conn)
-    (read-results conn #f 'count)))
+    (read-results conn #f 'count #f)))
 
 ;;;
 ;;; Notifications
@@ -813,7 +875,8 @@ for one at most TIMEOUT-MS milliseconds (#f: no limit); #f if none came."
       (or (take-notification ptr)
           (let ((left (and deadline (- deadline (now-ms)))))
             (and (or (not left) (> left 0))
-                 (wait-readable (pg-conn-fd conn) #:timeout-ms left #:label (pg-conn-label conn))
+                 (while-waiting conn (wait-readable (pg-conn-fd conn) #:timeout-ms left
+                                                    #:label (pg-conn-label conn)))
                  (lp)))))))
 
 ;;; (plucky db postgresql connection) ends here

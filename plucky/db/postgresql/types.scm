@@ -14,8 +14,9 @@
 ;;; since 2000, arrays' headers) to get exactly right on both sides.
 ;;;
 ;;; Results: `oid->decoder' gives, for a column's type OID, a procedure
-;;; (BV) -> value, BV the value's bytes (a view of libpq's memory: the
-;;; decoder copies what it keeps).  NULL never reaches a decoder.
+;;; (BV START END) -> value, the value's bytes being [START, END) of BV
+;;; (a view of libpq's memory: the decoder copies what it keeps).  NULL
+;;; never reaches a decoder.
 ;;;
 ;;;   int2 int4 int8 oid      exact integer
 ;;;   float4 float8           real (+inf.0, -inf.0, +nan.0)
@@ -43,6 +44,7 @@
   #:use-module (ice-9 exceptions)
   #:use-module ((plucky web json) #:select (decode-json encode-json))
   #:export (oid->decoder
+            oid-never-empty?
             decode-text
 
             pg-json
@@ -61,21 +63,26 @@
 ;;; Decoding
 ;;;
 
-(define (decode-integer bv)
-  ;; "-123" -> -123, without making a string (the per-row hot path of
-  ;; bench/pg-roundtrip)
-  (let ((n (bytevector-length bv)))
-    (let-values (((negative? start)
-                  (if (and (> n 0) (= (bytevector-u8-ref bv 0) 45)) ; #\-
-                      (values #t 1)
-                      (values #f 0))))
-      (let lp ((i start) (acc 0))
-        (if (< i n)
-            (lp (+ i 1) (+ (* acc 10) (- (bytevector-u8-ref bv i) 48)))
-            (if negative? (- acc) acc))))))
+(define (decode-integer bv start end)
+  ;; "-123" -> -123, read where it lies (the per-row hot path of
+  ;; bench/pg-roundtrip: no string, no copy)
+  (let-values (((negative? start)
+                (if (and (< start end) (= (bytevector-u8-ref bv start) 45)) ; #\-
+                    (values #t (+ start 1))
+                    (values #f start))))
+    (let lp ((i start) (acc 0))
+      (if (< i end)
+          (lp (+ i 1) (+ (* acc 10) (- (bytevector-u8-ref bv i) 48)))
+          (if negative? (- acc) acc)))))
 
-(define (decode-text bv)
-  (utf8->string bv))
+(define (slice bv start end)
+  ;; -> a fresh bytevector of BV's bytes [START, END)
+  (let ((out (make-bytevector (- end start))))
+    (bytevector-copy! bv start out 0 (- end start))
+    out))
+
+(define (decode-text bv start end)
+  (utf8->string (slice bv start end)))
 
 (define (special-float s)
   (cond
@@ -84,19 +91,19 @@
    ((string=? s "-Infinity") -inf.0)
    (else #f)))
 
-(define (decode-float bv)
-  (let ((s (utf8->string bv)))
+(define (decode-float bv start end)
+  (let ((s (decode-text bv start end)))
     (or (special-float s)
         (exact->inexact (string->number s)))))
 
-(define (decode-numeric bv)
+(define (decode-numeric bv start end)
   ;; numeric's text is plain decimal notation (no exponent): read exactly
-  (let ((s (utf8->string bv)))
+  (let ((s (decode-text bv start end)))
     (or (special-float s)
         (string->number (string-append "#e" s)))))
 
-(define (decode-bool bv)
-  (= (bytevector-u8-ref bv 0) 116))     ; #\t
+(define (decode-bool bv start end)
+  (= (bytevector-u8-ref bv start) 116))     ; #\t
 
 (define (hex-digit c)
   (cond
@@ -105,36 +112,31 @@
    ((<= 65 c 70) (- c 55))
    (else (error "bytea: not a hex digit" (integer->char c)))))
 
-(define (decode-bytea bv)
+(define (decode-bytea bv start end)
   ;; "\x0a1b..." (bytea_output = hex, the default); else the escape
   ;; format: \\ and \ooo octal escapes
-  (let ((n (bytevector-length bv)))
-    (if (and (>= n 2) (= (bytevector-u8-ref bv 0) 92) (= (bytevector-u8-ref bv 1) 120))
-        (let ((out (make-bytevector (quotient (- n 2) 2))))
-          (let lp ((i 2) (j 0))
-            (when (< i n)
-              (bytevector-u8-set! out j (+ (* 16 (hex-digit (bytevector-u8-ref bv i)))
-                                           (hex-digit (bytevector-u8-ref bv (+ i 1)))))
-              (lp (+ i 2) (+ j 1))))
-          out)
-        (let lp ((i 0) (acc '()))
-          (cond
-           ((>= i n) (u8-list->bytevector (reverse acc)))
-           ((and (= (bytevector-u8-ref bv i) 92) (< (+ i 1) n)
-                 (= (bytevector-u8-ref bv (+ i 1)) 92))
-            (lp (+ i 2) (cons 92 acc)))
-           ((and (= (bytevector-u8-ref bv i) 92) (<= (+ i 4) n))
-            (lp (+ i 4) (cons (string->number (utf8->string (bytevector-slice bv (+ i 1) 3)) 8)
-                              acc)))
-           (else (lp (+ i 1) (cons (bytevector-u8-ref bv i) acc))))))))
+  (if (and (>= (- end start) 2) (= (bytevector-u8-ref bv start) 92)
+           (= (bytevector-u8-ref bv (+ start 1)) 120))
+      (let ((out (make-bytevector (quotient (- end start 2) 2))))
+        (let lp ((i (+ start 2)) (j 0))
+          (when (< i end)
+            (bytevector-u8-set! out j (+ (* 16 (hex-digit (bytevector-u8-ref bv i)))
+                                         (hex-digit (bytevector-u8-ref bv (+ i 1)))))
+            (lp (+ i 2) (+ j 1))))
+        out)
+      (let lp ((i start) (acc '()))
+        (cond
+         ((>= i end) (u8-list->bytevector (reverse acc)))
+         ((and (= (bytevector-u8-ref bv i) 92) (< (+ i 1) end)
+               (= (bytevector-u8-ref bv (+ i 1)) 92))
+          (lp (+ i 2) (cons 92 acc)))
+         ((and (= (bytevector-u8-ref bv i) 92) (<= (+ i 4) end))
+          (lp (+ i 4) (cons (string->number (utf8->string (slice bv (+ i 1) (+ i 4))) 8)
+                            acc)))
+         (else (lp (+ i 1) (cons (bytevector-u8-ref bv i) acc)))))))
 
-(define (bytevector-slice bv start count)
-  (let ((out (make-bytevector count)))
-    (bytevector-copy! bv start out 0 count)
-    out))
-
-(define (decode-json-value bv)
-  (decode-json bv))
+(define (decode-json-value bv start end)
+  (decode-json bv #:start start #:end end))
 
 ;; Dates and times, in DateStyle ISO (the connection makes sure of it):
 ;;   date         2024-01-02             [ BC]
@@ -188,9 +190,9 @@
          (sec (if (and (pair? (cdr parts)) (pair? (cddr parts))) (caddr parts) 0)))
     (* sign (+ (* 3600 h) (* 60 m) sec))))
 
-(define (decode-date bv) (parse-date-time (utf8->string bv) #f #f))
-(define (decode-timestamp bv) (parse-date-time (utf8->string bv) #t #f))
-(define (decode-timestamptz bv) (parse-date-time (utf8->string bv) #t #t))
+(define (decode-date bv start end) (parse-date-time (decode-text bv start end) #f #f))
+(define (decode-timestamp bv start end) (parse-date-time (decode-text bv start end) #t #f))
+(define (decode-timestamptz bv start end) (parse-date-time (decode-text bv start end) #t #t))
 
 ;;; Arrays: {1,2,NULL}, {"a b","c\"d"}, {{1,2},{3,4}}, [0:1]={1,2}
 
@@ -231,9 +233,11 @@
         (let-values (((v next) (parse-list start))) v))))
 
 (define (array-decoder element-decoder)
-  (lambda (bv)
-    (parse-array (utf8->string bv)
-                 (lambda (str) (element-decoder (string->utf8 str))))))
+  (lambda (bv start end)
+    (parse-array (decode-text bv start end)
+                 (lambda (str)
+                   (let ((bv (string->utf8 str)))
+                     (element-decoder bv 0 (bytevector-length bv)))))))
 
 ;; type OID -> decoder (pg_type.dat); arrays after their elements
 (define decoders (make-hash-table))
@@ -264,9 +268,20 @@
 (register! 2950 2951 decode-text)        ; uuid
 (register! 3802 3807 decode-json-value)  ; jsonb
 
+;; The types whose text is never empty: an empty value is NULL.
+(define never-empty (make-hash-table))
+(for-each (lambda (oid) (hashv-set! never-empty oid #t))
+          '(16 20 21 23 26 700 701 1082 1114 1184 1700 2950))
+
+(define (oid-never-empty? oid)
+  "True if no value of the type OID has an empty text (numbers, bool,
+dates, uuid)."
+  (hashv-ref never-empty oid #f))
+
 (define (oid->decoder oid)
   "Return the procedure that decodes a value of the type OID from its
-text (a bytevector): strings for the types without one of their own."
+text, (DECODER BV START END) for the bytes [START, END) of BV: strings
+for the types without one of their own."
   (or (hashv-ref decoders oid) decode-text))
 
 ;;;
@@ -331,7 +346,7 @@ text (a bytevector): strings for the types without one of their own."
         (set-param-buffer-position! buffer (+ pos count)))))
 
 (define (raise-bad-param value why)
-  (raise (make-exception
+  (raise-exception (make-exception
           (make-error)
           (make-exception-with-origin 'pg-query)
           (make-exception-with-message
@@ -446,12 +461,11 @@ or vector (an array)."
 
 (define (encode-param! buffer x)
   "Write parameter X into BUFFER: its text and a NUL, and return 0 (text
-format); or, for a bytevector, nothing, and return 1 (binary format: the
-caller sends X's own bytes).  X is not the symbol null (NULL is sent as
-no value at all)."
+format); or, for a bytevector, its bytes, and return 1 (binary format).
+X is not the symbol null (NULL is sent as no value at all)."
   (cond
    ((exact-integer? x) (put-integer! buffer x) (put-byte! buffer 0) 0)
-   ((bytevector? x) 1)
+   ((bytevector? x) (put-bytes! buffer x) 1)
    ((string? x) (put-bytes! buffer (string->utf8 (check-no-nul x))) (put-byte! buffer 0) 0)
    (else (put-bytes! buffer (string->utf8 (value->text x))) (put-byte! buffer 0) 0)))
 
