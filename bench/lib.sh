@@ -106,19 +106,21 @@ parse_wrk() {
 ### Processes
 
 # descendants PID: print the PIDs of PID's children, grandchildren, ...
+# One pass over /proc: a loaded machine forks slowly, and a walk that
+# reread /proc for each child took minutes there.
 descendants() {
-  local parent=$1 stat pid ppid rest
-  for stat in /proc/[0-9]*/stat; do
-    # The command name may hold spaces and parentheses: cut after the last ')'.
-    rest=$(cat "$stat" 2>/dev/null) || continue
-    pid=${stat#/proc/}; pid=${pid%/stat}
-    rest=${rest##*) }
-    ppid=$(echo "$rest" | cut -d' ' -f2)
-    if [ "$ppid" = "$parent" ]; then
-      echo "$pid"
-      descendants "$pid"
-    fi
-  done
+  cat /proc/[0-9]*/stat 2>/dev/null | awk -v root="$1" '
+    function walk(parent,  n, kids, i) {
+      n = split(children[parent], kids, " ")
+      for (i = 1; i <= n; i++) { print kids[i]; walk(kids[i]) }
+    }
+    {
+      pid = $1
+      # The command name may hold spaces and parentheses: cut after the last ")".
+      rest = $0; sub(/.*\) /, "", rest); split(rest, field, " ")
+      children[field[2]] = children[field[2]] " " pid
+    }
+    END { walk(root) }'
 }
 
 alive() { kill -0 "$1" 2>/dev/null; }
@@ -171,11 +173,11 @@ start_server() {
   STARTED_PIDS+=("$SERVER_PID")
 }
 
-# wait_ready PORT PID: poll http://127.0.0.1:PORT/ with curl until it
-# answers 200, for at most READY_SECONDS; fail early if PID dies.  On
-# failure NOT_READY says why.
+# wait_ready PORT PID [PATH]: poll http://127.0.0.1:PORT/PATH (default /)
+# with curl until it answers 200, for at most READY_SECONDS; fail early if
+# PID dies.  On failure NOT_READY says why.
 wait_ready() {
-  local port=$1 pid=$2 deadline code="" rc
+  local port=$1 pid=$2 path=${3:-/} deadline code="" rc
   deadline=$(( $(date +%s) + READY_SECONDS ))
   while [ "$(date +%s)" -le "$deadline" ]; do
     if ! alive "$pid"; then
@@ -183,7 +185,7 @@ wait_ready() {
       NOT_READY="exited with status $rc before answering"
       return 1
     fi
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://127.0.0.1:$port/")
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://127.0.0.1:$port$path")
     [ "$code" = 200 ] && return 0
     sleep 0.1
   done
