@@ -92,6 +92,7 @@
                loop-unwatch!
                loop-want-write!
                loop-call-after!
+               loop-cancel-timer!
                loop-now-ms
                make-takeover
                takeover?

@@ -44,7 +44,12 @@
                           request-cancelled?))
   #:use-module (plucky db postgresql connection)
   #:use-module (plucky db postgresql types)
-  #:re-export (&pg-error
+  #:use-module (plucky db postgresql listen)
+  #:re-export (pg-listen
+               pg-unlisten
+               pg-listener?
+               pg-listener-connected?
+               &pg-error
                pg-error?
                pg-error-sqlstate
                pg-error-message

@@ -58,6 +58,7 @@
             conn-open
             pg-conn?
             pg-conn-open?
+            pg-conn-fd
             pg-conn-busy?
             pg-conn-born-ms
             pg-conn-idle-since
