@@ -60,8 +60,10 @@
 ;; (each sys module is the face of one library; the FFI itself, (plucky
 ;; sys foreign), is for sys alone: `ffi-violations'); observe likewise,
 ;; and the public web modules (one level: (plucky web json), not (plucky
-;; web json read)).  apps and the drop-in
-;; use the public web modules and (plucky server) only.  The command and
+;; web json read)).  db (the database clients) is web's sibling: the
+;; server's waits through (plucky server), JSON through (plucky web
+;; json), its C library through sys.  apps use the public web and db
+;; modules and (plucky server) only; the drop-in, (plucky server).  The command and
 ;; the developers' tools wire everything together.
 (define layers
   '((sys     ("plucky/sys/")                        (plucky sys ...))
@@ -73,8 +75,8 @@
     (observe ("plucky/observe/")                    (plucky observe ...) (plucky http)
                                                     (plucky server) (plucky web _) (plucky sys ...))
     (db      ("plucky/db/")                         (plucky db ...) (plucky server)
-                                                    (plucky web json) (plucky sys libpq))
-    (apps    ("apps/")                              (plucky server) (plucky web _))
+                                                    (plucky web json) (plucky sys ...))
+    (apps    ("apps/")                              (plucky server) (plucky web _) (plucky db _))
     (drop-in ("web/server/")                        (plucky server))
     (tools   ("plucky/dev/" "plucky/command.scm" "plucky/launch.scm" "bin/")
              (plucky ...))))
