@@ -92,6 +92,7 @@
             process-wait
             process-stop
             read-line-before
+            read-all-before
 
             now-seconds))
 
@@ -772,6 +773,15 @@ the time ran out first."
            ((eof-object? c) (if (null? chars) c (list->string (reverse chars))))
            ((char=? c #\newline) (list->string (reverse chars)))
            (else (lp (cons c chars))))))))
+
+(define (read-all-before port deadline)
+  "Read what PORT gives until its end or DEADLINE (`now-seconds'); return
+it as a string, its lines joined by newlines."
+  (let lp ((lines '()))
+    (let ((line (read-line-before port deadline)))
+      (if (string? line)
+          (lp (cons line lines))
+          (string-join (reverse lines) "\n")))))
 
 (define* (process-wait process #:key (timeout 10))
   "Wait at most TIMEOUT seconds for PROCESS to exit; return its status,

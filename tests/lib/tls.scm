@@ -52,13 +52,6 @@ return (values exit-status stdout stderr)."
     (close-port (process-stderr process))
     (values (and status (status:exit-val status)) out err)))
 
-(define (read-all-before port deadline)
-  (let lp ((lines '()))
-    (let ((line (read-line-before port deadline)))
-      (if (string? line)
-          (lp (cons line lines))
-          (string-join (reverse lines) "\n")))))
-
 (define (shell command)
   "Return the exit status of COMMAND run by sh, its output discarded."
   (let ((status out err (run "sh" (list "-c" command))))

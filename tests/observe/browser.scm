@@ -69,13 +69,6 @@
       (values '((content-type . (text/plain))) "slept"))
      (else (values '((content-type . (text/plain))) "Hello, World!")))))
 
-(define (read-all-before port deadline)
-  (let lp ((lines '()))
-    (let ((line (read-line-before port deadline)))
-      (if (string? line)
-          (lp (cons line lines))
-          (string-join (reverse lines) "\n")))))
-
 (define (run-chromium args timeout)
   ;; -> (values status stdout)
   (let* ((profile (mkdtemp (string-copy "/tmp/plucky-chromium-XXXXXX")))

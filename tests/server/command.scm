@@ -41,14 +41,6 @@
 (define allow-root (if (zero? (geteuid)) '("--allow-root") '()))
 (define (app name) (string-append root "/apps/" name))
 
-(define (read-all-before port deadline)
-  ;; -> everything PORT gives until end of file or DEADLINE
-  (let lp ((lines '()))
-    (let ((line (read-line-before port deadline)))
-      (cond
-       ((string? line) (lp (cons line lines)))
-       (else (string-join (reverse lines) "\n"))))))
-
 ;; Run PROGRAM with ARGS to completion (at most TIMEOUT seconds).
 ;; -> (values exit-status stdout stderr); exit-status #f if it had to be
 ;; stopped.
