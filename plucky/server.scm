@@ -130,6 +130,7 @@
                suspendable?
                wait-readable
                wait-writable
+               release-descriptor!
                sleep-ms
                blocking
                make-event

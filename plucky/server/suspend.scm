@@ -68,6 +68,7 @@
             suspend
             wait-readable
             wait-writable
+            release-descriptor!
             sleep-ms
             blocking
 
@@ -101,10 +102,11 @@
 (define-record-type <waits>
   (make-waits watch-fd unwatch-fd call-after cancel-timer run-blocking thread)
   waits?
-  ;; (fd write? on-ready) -> _: call (ON-READY) once when FD is ready
-  ;; (readable, or writable when WRITE?), in error, or hung up
+  ;; (fd write? on-ready arg) -> _: call (ON-READY ARG) once when FD is
+  ;; ready (readable, or writable when WRITE?), in error, or hung up;
+  ;; FD stays registered, disarmed, until UNWATCH-FD
   (watch-fd waits-watch-fd)
-  (unwatch-fd waits-unwatch-fd)           ; fd -> _: forget that watch
+  (unwatch-fd waits-unwatch-fd)           ; fd -> _: forget FD altogether
   ;; (ms thunk) -> timer, thunk called at the earliest MS from now
   (call-after waits-call-after)
   (cancel-timer waits-cancel-timer)       ; timer -> _
@@ -171,29 +173,57 @@ see `suspendable?'."
   ;; -> ms for poll(2): -1 for no limit
   (if ms (max 0 (inexact->exact (ceiling ms))) -1))
 
-(define* (wait-fd fd write? timeout-ms kind label)
+(define (return-true) #t)
+(define (return-false) #f)
+
+(define (wait-fd fd write? timeout-ms kind label)
   (if (suspendable?)
       (suspend kind label
-               (lambda (resume)
-                 (let* ((waits current-waits)
-                        (timer #f)
-                        (done? #f))
-                   (define (finish! value)
-                     (unless done?
-                       (set! done? #t)
-                       ((waits-unwatch-fd waits) fd)
-                       (when timer ((waits-cancel-timer waits) timer))
-                       (resume (lambda () value))))
-                   ((waits-watch-fd waits) fd write? (lambda () (finish! #t)))
-                   (when timeout-ms
-                     (set! timer ((waits-call-after waits) timeout-ms
-                                  (lambda () (finish! #f)))))
-                   (lambda ()
-                     (unless done?
-                       (set! done? #t)
-                       ((waits-unwatch-fd waits) fd)
-                       (when timer ((waits-cancel-timer waits) timer)))))))
+               (if timeout-ms
+                   (lambda (resume) (watch-fd-or-timeout fd write? timeout-ms resume))
+                   ;; The common case, no closure but these two: RESUME
+                   ;; is the watch's procedure, `return-true' its thunk.
+                   (lambda (resume)
+                     (let ((waits current-waits))
+                       ((waits-watch-fd waits) fd write? resume return-true)
+                       (lambda () ((waits-unwatch-fd waits) fd))))))
       (fd-wait fd (if write? 'write 'read) (ms-or-forever timeout-ms))))
+
+(define (watch-fd-or-timeout fd write? timeout-ms resume)
+  ;; Arrange (RESUME return-true) once FD is ready, or (RESUME
+  ;; return-false) once TIMEOUT-MS passed; -> the undo thunk
+  (let* ((waits current-waits)
+         (timer #f)
+         (done? #f))
+    (define (finish! thunk)
+      (unless done?
+        (set! done? #t)
+        ;; Timed out: FD is still armed; when it was reported, epoll
+        ;; disarmed it and the loop forgot the watch.
+        (unless (eq? thunk return-true) ((waits-unwatch-fd waits) fd))
+        (when timer ((waits-cancel-timer waits) timer))
+        (resume thunk)))
+    ((waits-watch-fd waits) fd write? finish! return-true)
+    (set! timer ((waits-call-after waits) timeout-ms
+                 (lambda () (finish! return-false))))
+    (lambda ()
+      (unless done?
+        (set! done? #t)
+        ((waits-unwatch-fd waits) fd)
+        ((waits-cancel-timer waits) timer)))))
+
+(define (release-descriptor! fd)
+  "Forget FD, a descriptor its owner is about to close, in the loop's
+epoll set, where `wait-readable' and `wait-writable' leave it between
+waits; return nothing.  Call it before closing FD (a connection pool
+giving a socket up): epoll keeps what it watches by open file, so a
+file shared with another process, or a number reused, would otherwise
+be reported under the wrong socket.  Does nothing outside the loop's
+thread or when no loop runs."
+  (let ((waits current-waits))
+    (when (and waits (eq? (current-thread) (waits-thread waits)))
+      ((waits-unwatch-fd waits) fd))
+    (values)))
 
 (define* (wait-readable fd #:key (timeout-ms #f) (label #f) (kind 'socket))
   "Wait until FD, a non-blocking descriptor, is readable, has an error

@@ -53,13 +53,15 @@
             loop-watch!
             loop-want-write!
             loop-unwatch!
+            loop-await-fd!
+            loop-registered-count
             loop-watching?
             loop-call-after!
             loop-cancel-timer!
             loop-now-ms))
 
 (define-record-type <watchers>
-  (%make-watchers epfd ids objects writing handlers timers timer-count now)
+  (%make-watchers epfd ids objects writing once handlers timers timer-count now)
   watchers?
   (epfd watchers-epfd)
   ;; by descriptor: the number of its <handlers> (u32, 0 for none), the
@@ -67,6 +69,9 @@
   (ids watchers-ids set-watchers-ids!)
   (objects watchers-objects set-watchers-objects!)
   (writing watchers-writing set-watchers-writing!)
+  ;; by descriptor: 0, or in epoll's set with EPOLLONESHOT for
+  ;; `loop-await-fd!', 1 disarmed (nobody waits), 2 armed
+  (once watchers-once set-watchers-once!)
   (handlers watchers-handlers)          ; the <handlers> by number (plucky server numbered)
   ;; the timers' heap, a vector of (due-ms . <timer>): see heap-insert!
   (timers watchers-timers set-watchers-timers!)
@@ -120,13 +125,16 @@
       (let* ((new-size (max (+ fd 1) (* 2 size)))
              (objects (make-vector new-size #f))
              (ids (make-bytevector (* 4 new-size) 0))
-             (writing (make-bytevector new-size 0)))
+             (writing (make-bytevector new-size 0))
+             (once (make-bytevector new-size 0)))
         (vector-move-left! (watchers-objects w) 0 size objects 0)
         (bytevector-copy! (watchers-ids w) 0 ids 0 (* 4 size))
         (bytevector-copy! (watchers-writing w) 0 writing 0 size)
+        (bytevector-copy! (watchers-once w) 0 once 0 size)
         (set-watchers-objects! w objects)
         (set-watchers-ids! w ids)
-        (set-watchers-writing! w writing))))
+        (set-watchers-writing! w writing)
+        (set-watchers-once! w once))))
   (let ((old (id-of w fd)))
     (unless (zero? old) (numbered-release! (watchers-handlers w) old)))
   (bytevector-u32-native-set! (watchers-ids w) (* 4 fd) id)
@@ -142,7 +150,8 @@
   "Return the watchers of a loop whose epoll descriptor is EPFD and whose
 clock NOW returns (a thunk, milliseconds)."
   (%make-watchers epfd (make-bytevector (* 4 64) 0) (make-vector 64 #f)
-                  (make-bytevector 64 0) (make-numbered #:recent 1)
+                  (make-bytevector 64 0) (make-bytevector 64 0)
+                  (make-numbered #:recent 1)
                   (make-vector 64 #f) 0 now))
 
 ;; The <watchers> of the loop running in this process, or #f.
@@ -179,14 +188,19 @@ procedure, or a watcher's callback)."
   (unless (and (exact-integer? fd) (>= fd 0))
     (scm-error 'wrong-type-arg "loop-watch!" "not a descriptor: ~s" (list fd) (list fd)))
   (let* ((w (the-watchers 'loop-watch!))
-         (watched? (handlers-of w fd)))
+         (watched? (or (handlers-of w fd) (> (once-of w fd) 0))))
+    (forget-once! w fd)
     (set-entry! w fd (handlers-for w on-read on-write on-stop
                                    (not (eq? object no-object)))
                 object)
     ;; Watched again: epoll has it, maybe for EPOLLOUT too, which the new
     ;; watcher did not ask for.
     (let ((result (if watched?
-                      (epoll-modify! (watchers-epfd w) fd EPOLLIN)
+                      (let ((result (epoll-modify! (watchers-epfd w) fd EPOLLIN)))
+                        ;; a one-shot wait's file, closed since
+                        (if (= result (- ENOENT))
+                            (epoll-add! (watchers-epfd w) fd EPOLLIN)
+                            result))
                       (epoll-add! (watchers-epfd w) fd EPOLLIN))))
       (unless (zero? result)
         (set-entry! w fd 0 #f)
@@ -207,12 +221,82 @@ stop (WANT? #f); return nothing."
     (values)))
 
 (define (loop-unwatch! fd)
-  "Stop watching FD (before closing it); return nothing."
+  "Stop watching FD, and remove it from epoll's set, whether a watcher or
+`loop-await-fd!' put it there; return nothing.  Call it before FD is
+closed: epoll keeps what it watches by open file, not by number, and a
+descriptor another process shares, or a number reused at once, would
+otherwise be reported under the number of another socket."
   (let ((w (current-watchers)))
-    (when (and w (handlers-of w fd))
+    (when (and w (or (handlers-of w fd) (> (once-of w fd) 0)))
       (set-entry! w fd 0 #f)
+      (forget-once! w fd)
       (epoll-remove! (watchers-epfd w) fd))
     (values)))
+
+;; One-shot waits: a handler that waits for a descriptor (plucky server
+;; suspend) leaves it in epoll's set between its waits, disarmed by
+;; EPOLLONESHOT once reported, and each wait re-arms it with one
+;; EPOLL_CTL_MOD where an ADD and a DEL per wait were two system calls
+;; (bench/instructions-proxy, bench/pg-roundtrip).  Disarmed, it reports
+;; nothing: no stale event reaches the loop while nobody waits.  Its
+;; owner removes it before closing it (`loop-unwatch!', exported as
+;; `release-descriptor!'); one that forgets costs nothing worse than a
+;; MOD that fails with ENOENT once the file is closed, then an ADD.
+
+(define (once-of w fd)
+  (let ((once (watchers-once w)))
+    (if (< fd (bytevector-length once)) (bytevector-u8-ref once fd) 0)))
+
+(define (forget-once! w fd)
+  (when (< fd (bytevector-length (watchers-once w)))
+    (bytevector-u8-set! (watchers-once w) fd 0)))
+
+(define ENOENT 2)
+(define EEXIST 17)
+
+(define (loop-await-fd! fd write? on-ready object)
+  "Call (ON-READY OBJECT) once, on the loop's thread, when FD is readable
+(writable when WRITE?), in error or hung up; return nothing.  FD stays in
+epoll's set, disarmed, until `loop-unwatch!'.  Raise an error when epoll
+refuses FD."
+  (let* ((w (the-watchers 'loop-await-fd!))
+         (epfd (watchers-epfd w))
+         (events (logior (if write? EPOLLOUT EPOLLIN) EPOLLONESHOT))
+         (registered? (> (once-of w fd) 0)))
+    (when (handlers-of w fd)
+      (error (format #f "loop-await-fd!: descriptor ~a is watched already" fd)))
+    (set-entry! w fd (handlers-for w on-ready on-ready ignore #t) object)
+    (when write? (bytevector-u8-set! (watchers-writing w) fd 1))
+    (bytevector-u8-set! (watchers-once w) fd 2)
+    ;; Registered: re-arm, or, when its file was closed since (the
+    ;; kernel then dropped it), add the file that has the number now.
+    (let* ((first (if registered?
+                      (epoll-modify! epfd fd events)
+                      (epoll-add! epfd fd events)))
+           (result (cond
+                    ((zero? first) 0)
+                    ((= first (- ENOENT)) (epoll-add! epfd fd events))
+                    ((= first (- EEXIST)) (epoll-modify! epfd fd events))
+                    (else first))))
+      (unless (zero? result)
+        (set-entry! w fd 0 #f)
+        (forget-once! w fd)
+        (error (format #f "loop-await-fd!: descriptor ~a: ~a" fd
+                       (errno->string result)))))
+    (values)))
+
+(define (loop-registered-count)
+  "Return the number of descriptors the loop of this process has in its
+epoll set for watchers and one-shot waits (not its HTTP connections)."
+  (let* ((w (the-watchers 'loop-registered-count))
+         (once (watchers-once w)))
+    (let lp ((fd 0) (n 0))
+      (if (= fd (bytevector-length once))
+          n
+          (lp (+ fd 1)
+              (if (or (> (bytevector-u8-ref once fd) 0) (> (id-of w fd) 0))
+                  (+ n 1)
+                  n))))))
 
 (define (loop-watching? fd)
   "Return true when the loop of this process watches FD."
@@ -317,6 +401,14 @@ earliest); return a timer for `loop-cancel-timer!'."
 for; return #f when nobody watches FD."
   (let ((handlers (handlers-of w fd)))
     (and handlers
+         (if (= 2 (once-of w fd))
+             ;; A one-shot wait: forgotten before ON-READY, which may
+             ;; wait again; epoll disarmed it.
+             (let ((object (vector-ref (watchers-objects w) fd)))
+               (bytevector-u8-set! (watchers-once w) fd 1)
+               (set-entry! w fd 0 #f)
+               ((handlers-on-read handlers) object)
+               #t)
          (let ((object (vector-ref (watchers-objects w) fd)))
            (when (and (= 1 (bytevector-u8-ref (watchers-writing w) fd))
                       (logtest flags EPOLLOUT))
@@ -326,7 +418,7 @@ for; return #f when nobody watches FD."
                       (eq? handlers (handlers-of w fd))
                       (eq? object (vector-ref (watchers-objects w) fd)))
              (call-handler handlers (handlers-on-read handlers) object))
-           #t))))
+           #t)))))
 
 (define (stop-watchers! w)
   "Call every ON-STOP of W, forgetting each watcher first; return
@@ -343,6 +435,7 @@ nothing."
     (let lp ((fd 0))
       (when (< fd (vector-length objects))
         (set-entry! w fd 0 #f)
+        (forget-once! w fd)
         (lp (+ fd 1))))
     (set-watchers-timers! w (make-vector 64 #f))
     (set-watchers-timer-count! w 0)
