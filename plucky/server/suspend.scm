@@ -102,8 +102,9 @@
 (define-record-type <waits>
   (make-waits watch-fd unwatch-fd call-after cancel-timer run-blocking thread)
   waits?
-  ;; (fd write? on-ready arg) -> _: call (ON-READY ARG) once when FD is
-  ;; ready (readable, or writable when WRITE?), in error, or hung up;
+  ;; (fd write? on-ready arg ms timeout-arg) -> _: call (ON-READY ARG)
+  ;; once when FD is ready (readable, or writable when WRITE?), in error,
+  ;; or hung up, or (ON-READY TIMEOUT-ARG) once MS (#f: never) passed;
   ;; FD stays registered, disarmed, until UNWATCH-FD
   (watch-fd waits-watch-fd)
   (unwatch-fd waits-unwatch-fd)           ; fd -> _: forget FD altogether
@@ -179,38 +180,14 @@ see `suspendable?'."
 (define (wait-fd fd write? timeout-ms kind label)
   (if (suspendable?)
       (suspend kind label
-               (if timeout-ms
-                   (lambda (resume) (watch-fd-or-timeout fd write? timeout-ms resume))
-                   ;; The common case, no closure but these two: RESUME
-                   ;; is the watch's procedure, `return-true' its thunk.
-                   (lambda (resume)
-                     (let ((waits current-waits))
-                       ((waits-watch-fd waits) fd write? resume return-true)
-                       (lambda () ((waits-unwatch-fd waits) fd))))))
+               ;; No closure but these two: RESUME is what the loop
+               ;; calls, with `return-true' or `return-false' (time-out).
+               (lambda (resume)
+                 (let ((waits current-waits))
+                   ((waits-watch-fd waits) fd write? resume return-true
+                    timeout-ms return-false)
+                   (lambda () ((waits-unwatch-fd waits) fd)))))
       (fd-wait fd (if write? 'write 'read) (ms-or-forever timeout-ms))))
-
-(define (watch-fd-or-timeout fd write? timeout-ms resume)
-  ;; Arrange (RESUME return-true) once FD is ready, or (RESUME
-  ;; return-false) once TIMEOUT-MS passed; -> the undo thunk
-  (let* ((waits current-waits)
-         (timer #f)
-         (done? #f))
-    (define (finish! thunk)
-      (unless done?
-        (set! done? #t)
-        ;; Timed out: FD is still armed; when it was reported, epoll
-        ;; disarmed it and the loop forgot the watch.
-        (unless (eq? thunk return-true) ((waits-unwatch-fd waits) fd))
-        (when timer ((waits-cancel-timer waits) timer))
-        (resume thunk)))
-    ((waits-watch-fd waits) fd write? finish! return-true)
-    (set! timer ((waits-call-after waits) timeout-ms
-                 (lambda () (finish! return-false))))
-    (lambda ()
-      (unless done?
-        (set! done? #t)
-        ((waits-unwatch-fd waits) fd)
-        ((waits-cancel-timer waits) timer)))))
 
 (define (release-descriptor! fd)
   "Forget FD, a descriptor its owner is about to close, in the loop's

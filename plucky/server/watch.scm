@@ -61,7 +61,7 @@
             loop-now-ms))
 
 (define-record-type <watchers>
-  (%make-watchers epfd ids objects writing once handlers timers timer-count now)
+  (%make-watchers epfd ids objects writing once deadlines handlers timers timer-count now)
   watchers?
   (epfd watchers-epfd)
   ;; by descriptor: the number of its <handlers> (u32, 0 for none), the
@@ -72,6 +72,8 @@
   ;; by descriptor: 0, or in epoll's set with EPOLLONESHOT for
   ;; `loop-await-fd!', 1 disarmed (nobody waits), 2 armed
   (once watchers-once set-watchers-once!)
+  ;; by descriptor: #f, or the <deadline> of its one-shot waits
+  (deadlines watchers-deadlines set-watchers-deadlines!)
   (handlers watchers-handlers)          ; the <handlers> by number (plucky server numbered)
   ;; the timers' heap, a vector of (due-ms . <timer>): see heap-insert!
   (timers watchers-timers set-watchers-timers!)
@@ -126,15 +128,18 @@
              (objects (make-vector new-size #f))
              (ids (make-bytevector (* 4 new-size) 0))
              (writing (make-bytevector new-size 0))
-             (once (make-bytevector new-size 0)))
+             (once (make-bytevector new-size 0))
+             (deadlines (make-vector new-size #f)))
         (vector-move-left! (watchers-objects w) 0 size objects 0)
         (bytevector-copy! (watchers-ids w) 0 ids 0 (* 4 size))
         (bytevector-copy! (watchers-writing w) 0 writing 0 size)
         (bytevector-copy! (watchers-once w) 0 once 0 size)
+        (vector-move-left! (watchers-deadlines w) 0 size deadlines 0)
         (set-watchers-objects! w objects)
         (set-watchers-ids! w ids)
         (set-watchers-writing! w writing)
-        (set-watchers-once! w once))))
+        (set-watchers-once! w once)
+        (set-watchers-deadlines! w deadlines))))
   (let ((old (id-of w fd)))
     (unless (zero? old) (numbered-release! (watchers-handlers w) old)))
   (bytevector-u32-native-set! (watchers-ids w) (* 4 fd) id)
@@ -151,7 +156,7 @@
 clock NOW returns (a thunk, milliseconds)."
   (%make-watchers epfd (make-bytevector (* 4 64) 0) (make-vector 64 #f)
                   (make-bytevector 64 0) (make-bytevector 64 0)
-                  (make-numbered #:recent 1)
+                  (make-vector 64 #f) (make-numbered #:recent 1)
                   (make-vector 64 #f) 0 now))
 
 ;; The <watchers> of the loop running in this process, or #f.
@@ -230,6 +235,7 @@ otherwise be reported under the number of another socket."
     (when (and w (or (handlers-of w fd) (> (once-of w fd) 0)))
       (set-entry! w fd 0 #f)
       (forget-once! w fd)
+      (disarm-deadline! w fd)
       (epoll-remove! (watchers-epfd w) fd))
     (values)))
 
@@ -254,17 +260,18 @@ otherwise be reported under the number of another socket."
 (define ENOENT 2)
 (define EEXIST 17)
 
-(define (loop-await-fd! fd write? on-ready object)
+(define* (loop-await-fd! fd write? on-ready object
+                         #:optional (timeout-ms #f) (timeout-object #f))
   "Call (ON-READY OBJECT) once, on the loop's thread, when FD is readable
-(writable when WRITE?), in error or hung up; return nothing.  FD stays in
-epoll's set, disarmed, until `loop-unwatch!'.  Raise an error when epoll
-refuses FD."
+(writable when WRITE?), in error or hung up, in place of what watched
+FD before (as `loop-watch!' replaces); or, TIMEOUT-MS milliseconds
+passed first, forget FD (as `loop-unwatch!') and call (ON-READY
+TIMEOUT-OBJECT).  Return nothing.  FD stays in epoll's set, disarmed,
+until `loop-unwatch!'.  Raise an error when epoll refuses FD."
   (let* ((w (the-watchers 'loop-await-fd!))
          (epfd (watchers-epfd w))
          (events (logior (if write? EPOLLOUT EPOLLIN) EPOLLONESHOT))
          (registered? (> (once-of w fd) 0)))
-    (when (handlers-of w fd)
-      (error (format #f "loop-await-fd!: descriptor ~a is watched already" fd)))
     (set-entry! w fd (handlers-for w on-ready on-ready ignore #t) object)
     (when write? (bytevector-u8-set! (watchers-writing w) fd 1))
     (bytevector-u8-set! (watchers-once w) fd 2)
@@ -283,7 +290,70 @@ refuses FD."
         (forget-once! w fd)
         (error (format #f "loop-await-fd!: descriptor ~a: ~a" fd
                        (errno->string result)))))
+    (when timeout-ms
+      (arm-deadline! w fd timeout-ms on-ready timeout-object))
     (values)))
+
+;; The time-outs of one-shot waits.  A client waits for its socket with
+;; a read time-out of a minute and is answered in a millisecond: a heap
+;; entry per wait would be pushed, then left there a minute, cancelled
+;; (bench/instructions-proxy).  So each descriptor has one <deadline>,
+;; queued in the heap at most once: a wait sets its DUE; when the heap
+;; entry comes up before DUE (a later wait moved DUE on) it is queued
+;; again for DUE, and only when DUE has passed does the wait time out.
+(define-record-type <deadline>
+  (make-deadline fd due queued on-timeout object timer)
+  deadline?
+  (fd deadline-fd)
+  (due deadline-due set-deadline-due!)          ; loop ms, or #f: no wait
+  (queued deadline-queued set-deadline-queued!) ; due of its heap entry, or #f
+  (on-timeout deadline-on-timeout set-deadline-on-timeout!)
+  (object deadline-object set-deadline-object!)
+  (timer deadline-timer set-deadline-timer!))   ; its <timer> in the heap
+
+(define (clock-ms)
+  (quotient (get-internal-real-time) 1000000))
+
+(define (arm-deadline! w fd ms on-timeout object)
+  (let* ((due (+ (clock-ms) ms 1))
+         (old (vector-ref (watchers-deadlines w) fd))
+         ;; one queued later than DUE cannot be moved up: a new one
+         (d (if (and old (or (not (deadline-queued old))
+                             (<= (deadline-queued old) due)))
+                old
+                (let ((d (make-deadline fd #f #f #f #f #f)))
+                  (set-deadline-timer! d (make-timer (lambda () (deadline-up! w d))))
+                  (vector-set! (watchers-deadlines w) fd d)
+                  d))))
+    (set-deadline-due! d due)
+    (set-deadline-on-timeout! d on-timeout)
+    (set-deadline-object! d object)
+    (unless (deadline-queued d)
+      (set-deadline-queued! d due)
+      (heap-insert! w due (deadline-timer d)))))
+
+(define (disarm-deadline! w fd)
+  (let ((d (and (< fd (vector-length (watchers-deadlines w)))
+                (vector-ref (watchers-deadlines w) fd))))
+    (when d
+      (set-deadline-due! d #f)
+      (set-deadline-on-timeout! d #f)
+      (set-deadline-object! d #f))))
+
+(define (deadline-up! w d)
+  ;; D's heap entry is due.
+  (set-deadline-queued! d #f)
+  (let ((due (deadline-due d))
+        (fd (deadline-fd d)))
+    (when (and due (eq? d (vector-ref (watchers-deadlines w) fd)))
+      (if (< (clock-ms) due)
+          (begin
+            (set-deadline-queued! d due)
+            (heap-insert! w due (deadline-timer d)))
+          (let ((on-timeout (deadline-on-timeout d))
+                (object (deadline-object d)))
+            (loop-unwatch! fd)          ; still armed: out of epoll's set
+            (on-timeout object))))))
 
 (define (loop-registered-count)
   "Return the number of descriptors the loop of this process has in its
@@ -407,6 +477,7 @@ for; return #f when nobody watches FD."
              (let ((object (vector-ref (watchers-objects w) fd)))
                (bytevector-u8-set! (watchers-once w) fd 1)
                (set-entry! w fd 0 #f)
+               (disarm-deadline! w fd)
                ((handlers-on-read handlers) object)
                #t)
          (let ((object (vector-ref (watchers-objects w) fd)))
@@ -439,6 +510,7 @@ nothing."
         (lp (+ fd 1))))
     (set-watchers-timers! w (make-vector 64 #f))
     (set-watchers-timer-count! w 0)
+    (set-watchers-deadlines! w (make-vector (vector-length objects) #f))
     (for-each (lambda (entry)
                 (call-handler (car entry) (handlers-on-stop (car entry)) (cdr entry)))
               all))

@@ -48,7 +48,7 @@
   (let-values (((fd writer) (socket-pair)))
     (let* ((conn (fd->connection fd))
            (watch #f)
-           (waits (make-waits (lambda (fd write? on-ready arg)
+           (waits (make-waits (lambda (fd write? on-ready arg . timeout)
                                 (set! watch (lambda () (on-ready arg))))
                               (lambda (fd) (set! watch #f))
                               (lambda (ms thunk) 'timer)
