@@ -72,7 +72,7 @@
   ;; by descriptor: 0, or in epoll's set with EPOLLONESHOT for
   ;; `loop-await-fd!', 1 disarmed (nobody waits), 2 armed
   (once watchers-once set-watchers-once!)
-  ;; by descriptor: #f, or the <deadline> of its one-shot waits
+  ;; by descriptor: #f, or the <fd-wait> of its one-shot waits
   (deadlines watchers-deadlines set-watchers-deadlines!)
   (handlers watchers-handlers)          ; the <handlers> by number (plucky server numbered)
   ;; the timers' heap, a vector of (due-ms . <timer>): see heap-insert!
@@ -235,7 +235,7 @@ otherwise be reported under the number of another socket."
     (when (and w (or (handlers-of w fd) (> (once-of w fd) 0)))
       (set-entry! w fd 0 #f)
       (forget-once! w fd)
-      (disarm-deadline! w fd)
+      (disarm-wait! w fd)
       (epoll-remove! (watchers-epfd w) fd))
     (values)))
 
@@ -260,6 +260,74 @@ otherwise be reported under the number of another socket."
 (define ENOENT 2)
 (define EEXIST 17)
 
+;; A descriptor's one-shot waits share one <fd-wait>, made at its first
+;; wait: what to call, and the time-out.  A client waits for its socket
+;; with a read time-out of a minute and is answered in a millisecond: a
+;; heap entry per wait would be pushed, then left there a minute,
+;; cancelled (bench/instructions-proxy).  So a descriptor's <fd-wait> is
+;; queued in the heap at most once: a wait sets its DUE; when the heap
+;; entry comes up before DUE (a later wait moved DUE on) it is queued
+;; again for DUE, and only when DUE has passed does the wait time out.
+(define-record-type <fd-wait>
+  (make-fd-wait fd due queued on-ready object timeout-object timer)
+  fd-wait?
+  (fd fd-wait-fd)
+  (due fd-wait-due set-fd-wait-due!)          ; loop ms, or #f: no time-out
+  (queued fd-wait-queued set-fd-wait-queued!) ; due of its heap entry, or #f
+  (on-ready fd-wait-on-ready set-fd-wait-on-ready!)
+  (object fd-wait-object set-fd-wait-object!)
+  (timeout-object fd-wait-timeout-object set-fd-wait-timeout-object!)
+  (timer fd-wait-timer set-fd-wait-timer!))   ; its <timer> for the heap
+
+(define (clock-ms)
+  (quotient (get-internal-real-time) 1000000))
+
+(define (fd-wait-of w fd due)
+  ;; -> FD's <fd-wait>; a new one when its heap entry is due after DUE
+  ;; (an entry cannot be moved up)
+  (let ((old (and (< fd (vector-length (watchers-deadlines w)))
+                  (vector-ref (watchers-deadlines w) fd))))
+    (if (and old (not (and due (fd-wait-queued old) (> (fd-wait-queued old) due))))
+        old
+        (let ((wait (make-fd-wait fd #f #f #f #f #f #f)))
+          (set-fd-wait-timer! wait (make-timer (lambda () (fd-wait-due! w wait))))
+          (when (>= fd (vector-length (watchers-deadlines w)))
+            (set-entry! w fd 0 #f))     ; grows the tables
+          (vector-set! (watchers-deadlines w) fd wait)
+          wait))))
+
+(define (one-shot-handlers w)
+  ;; -> the number of the <handlers> of one-shot waits, kept once more
+  (handlers-for w fd-wait-ready! fd-wait-ready! ignore #t))
+
+(define (fd-wait-ready! wait)
+  ;; Not called: `watchers-ready!' takes one-shot waits first.
+  #f)
+
+(define (disarm-wait! w fd)
+  (let ((wait (and (< fd (vector-length (watchers-deadlines w)))
+                   (vector-ref (watchers-deadlines w) fd))))
+    (when wait
+      (set-fd-wait-due! wait #f)
+      (set-fd-wait-on-ready! wait #f)
+      (set-fd-wait-object! wait #f)
+      (set-fd-wait-timeout-object! wait #f))))
+
+(define (fd-wait-due! w wait)
+  ;; WAIT's heap entry is due.
+  (set-fd-wait-queued! wait #f)
+  (let ((due (fd-wait-due wait))
+        (fd (fd-wait-fd wait)))
+    (when (and due (eq? wait (vector-ref (watchers-deadlines w) fd)))
+      (if (< (clock-ms) due)
+          (begin
+            (set-fd-wait-queued! wait due)
+            (heap-insert! w due (fd-wait-timer wait)))
+          (let ((on-ready (fd-wait-on-ready wait))
+                (object (fd-wait-timeout-object wait)))
+            (loop-unwatch! fd)          ; still armed: out of epoll's set
+            (on-ready object))))))
+
 (define* (loop-await-fd! fd write? on-ready object
                          #:optional (timeout-ms #f) (timeout-object #f))
   "Call (ON-READY OBJECT) once, on the loop's thread, when FD is readable
@@ -271,8 +339,15 @@ until `loop-unwatch!'.  Raise an error when epoll refuses FD."
   (let* ((w (the-watchers 'loop-await-fd!))
          (epfd (watchers-epfd w))
          (events (logior (if write? EPOLLOUT EPOLLIN) EPOLLONESHOT))
-         (registered? (> (once-of w fd) 0)))
-    (set-entry! w fd (handlers-for w on-ready on-ready ignore #t) object)
+         (registered? (> (once-of w fd) 0))
+         (due (and timeout-ms (+ (clock-ms) timeout-ms 1)))
+         (wait (fd-wait-of w fd due)))
+    (set-fd-wait-on-ready! wait on-ready)
+    (set-fd-wait-object! wait object)
+    (set-fd-wait-timeout-object! wait timeout-object)
+    ;; The shared procedures, and the descriptor's own <fd-wait>: a wait
+    ;; allocates nothing here.
+    (set-entry! w fd (one-shot-handlers w) wait)
     (when write? (bytevector-u8-set! (watchers-writing w) fd 1))
     (bytevector-u8-set! (watchers-once w) fd 2)
     ;; Registered: re-arm, or, when its file was closed since (the
@@ -288,72 +363,15 @@ until `loop-unwatch!'.  Raise an error when epoll refuses FD."
       (unless (zero? result)
         (set-entry! w fd 0 #f)
         (forget-once! w fd)
+        (disarm-wait! w fd)
         (error (format #f "loop-await-fd!: descriptor ~a: ~a" fd
                        (errno->string result)))))
-    (when timeout-ms
-      (arm-deadline! w fd timeout-ms on-ready timeout-object))
+    (when due
+      (set-fd-wait-due! wait due)
+      (unless (fd-wait-queued wait)
+        (set-fd-wait-queued! wait due)
+        (heap-insert! w due (fd-wait-timer wait))))
     (values)))
-
-;; The time-outs of one-shot waits.  A client waits for its socket with
-;; a read time-out of a minute and is answered in a millisecond: a heap
-;; entry per wait would be pushed, then left there a minute, cancelled
-;; (bench/instructions-proxy).  So each descriptor has one <deadline>,
-;; queued in the heap at most once: a wait sets its DUE; when the heap
-;; entry comes up before DUE (a later wait moved DUE on) it is queued
-;; again for DUE, and only when DUE has passed does the wait time out.
-(define-record-type <deadline>
-  (make-deadline fd due queued on-timeout object timer)
-  deadline?
-  (fd deadline-fd)
-  (due deadline-due set-deadline-due!)          ; loop ms, or #f: no wait
-  (queued deadline-queued set-deadline-queued!) ; due of its heap entry, or #f
-  (on-timeout deadline-on-timeout set-deadline-on-timeout!)
-  (object deadline-object set-deadline-object!)
-  (timer deadline-timer set-deadline-timer!))   ; its <timer> in the heap
-
-(define (clock-ms)
-  (quotient (get-internal-real-time) 1000000))
-
-(define (arm-deadline! w fd ms on-timeout object)
-  (let* ((due (+ (clock-ms) ms 1))
-         (old (vector-ref (watchers-deadlines w) fd))
-         ;; one queued later than DUE cannot be moved up: a new one
-         (d (if (and old (or (not (deadline-queued old))
-                             (<= (deadline-queued old) due)))
-                old
-                (let ((d (make-deadline fd #f #f #f #f #f)))
-                  (set-deadline-timer! d (make-timer (lambda () (deadline-up! w d))))
-                  (vector-set! (watchers-deadlines w) fd d)
-                  d))))
-    (set-deadline-due! d due)
-    (set-deadline-on-timeout! d on-timeout)
-    (set-deadline-object! d object)
-    (unless (deadline-queued d)
-      (set-deadline-queued! d due)
-      (heap-insert! w due (deadline-timer d)))))
-
-(define (disarm-deadline! w fd)
-  (let ((d (and (< fd (vector-length (watchers-deadlines w)))
-                (vector-ref (watchers-deadlines w) fd))))
-    (when d
-      (set-deadline-due! d #f)
-      (set-deadline-on-timeout! d #f)
-      (set-deadline-object! d #f))))
-
-(define (deadline-up! w d)
-  ;; D's heap entry is due.
-  (set-deadline-queued! d #f)
-  (let ((due (deadline-due d))
-        (fd (deadline-fd d)))
-    (when (and due (eq? d (vector-ref (watchers-deadlines w) fd)))
-      (if (< (clock-ms) due)
-          (begin
-            (set-deadline-queued! d due)
-            (heap-insert! w due (deadline-timer d)))
-          (let ((on-timeout (deadline-on-timeout d))
-                (object (deadline-object d)))
-            (loop-unwatch! fd)          ; still armed: out of epoll's set
-            (on-timeout object))))))
 
 (define (loop-registered-count)
   "Return the number of descriptors the loop of this process has in its
@@ -474,11 +492,13 @@ for; return #f when nobody watches FD."
          (if (= 2 (once-of w fd))
              ;; A one-shot wait: forgotten before ON-READY, which may
              ;; wait again; epoll disarmed it.
-             (let ((object (vector-ref (watchers-objects w) fd)))
+             (let* ((wait (vector-ref (watchers-objects w) fd))
+                    (on-ready (fd-wait-on-ready wait))
+                    (object (fd-wait-object wait)))
                (bytevector-u8-set! (watchers-once w) fd 1)
                (set-entry! w fd 0 #f)
-               (disarm-deadline! w fd)
-               ((handlers-on-read handlers) object)
+               (disarm-wait! w fd)
+               (on-ready object)
                #t)
          (let ((object (vector-ref (watchers-objects w) fd)))
            (when (and (= 1 (bytevector-u8-ref (watchers-writing w) fd))

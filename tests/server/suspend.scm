@@ -123,6 +123,25 @@
                 (close-fdes dup)
                 (for-each close-port (list (cdr a) (car b) (cdr b)))
                 (text (format #f "~a ~a ~a" first? stale? fresh?))))))))
+     ((string=? path "/timed-waits")
+      ;; A wait with a long time-out answered at once, then short ones
+      ;; that time out: each in its own time, not the first one's.
+      (let* ((p (pipe))
+             (fd (port->fdes (car p))))
+        (nonblocking! fd)
+        (put-u8 (cdr p) 1)
+        (force-output (cdr p))
+        (let* ((long? (wait-readable fd #:timeout-ms 60000))
+               (_ (get-u8 (car p)))
+               (start (get-internal-real-time))
+               (short? (wait-readable fd #:timeout-ms 100))
+               (again? (wait-readable fd #:timeout-ms 100))
+               (ms (quotient (- (get-internal-real-time) start) 1000000)))
+          (release-descriptor! fd)
+          (close-port (car p))
+          (close-port (cdr p))
+          (text (format #f "~a ~a ~a ~a" long? short? again?
+                        (if (< 190 ms 700) "in time" ms))))))
      ((string=? path "/hold")
       ;; Waits on a pipe nobody writes to, until the handler timeout
       ;; gives it up; the pipe stays open, as a pool's socket would.
@@ -510,6 +529,8 @@
     '(200 . "#t #t #f") (get port "/owner-closes"))
   (test-equal "a number reused for another socket is woken by it alone"
     '(200 . "#t #f #t") (get port "/reused"))
+  (test-equal "a time-out shorter than the last wait's comes in its own time"
+    '(200 . "#t #f #f in time") (get port "/timed-waits"))
   (let ((before (get port "/registered")))
     (test-equal "a wait given up while armed" 503 (car (get port "/hold")))
     (test-equal "leaves no registration in epoll" '(200 . "#f") (get port "/held"))
