@@ -131,6 +131,7 @@
                suspendable?
                wait-readable
                wait-writable
+               release-descriptor!
                sleep-ms
                blocking
                make-event

@@ -62,6 +62,7 @@
   #:re-export (loop-watch!
                loop-want-write!
                loop-unwatch!
+               loop-registered-count
                loop-watching?
                loop-call-after!
                loop-cancel-timer!
@@ -384,16 +385,10 @@ current error port, as one line, and flush it."
 ;;; What suspended handlers wait with
 ;;;
 
-(define (ready! on-ready) (on-ready))
-
 (define (loop-waits loop)
   ;; -> the <waits> (plucky server suspend) of LOOP, on this thread
   (make-waits
-   (lambda (fd write? on-ready)
-     ;; ON-READY as the watcher's object: the procedures are shared (see
-     ;; `loop-watch!').  epoll tells errors and hang-ups to ON-READ.
-     (loop-watch! fd #:on-read ready! #:on-write ready! #:object on-ready)
-     (when write? (loop-want-write! fd #t)))
+   loop-await-fd!
    loop-unwatch!
    loop-call-after!
    loop-cancel-timer!

@@ -410,7 +410,8 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
   (token task-token set-task-token!)
   (undo task-undo set-task-undo!)        ; thunk: forget the current wait
   (started task-started)                 ; loop ms when the handler first waited
-  ;; ((kind label . ns) …): nanoseconds waited, by what
+  ;; (((kind . label) . ns) …): nanoseconds waited, by what, counted
+  ;; when the loop has an observer
   (waited task-waited set-task-waited!)
   (wait-kind task-wait-kind set-task-wait-kind!)
   (wait-label task-wait-label set-task-wait-label!)
@@ -472,32 +473,39 @@ handler timeout."
 
 (define (await! loop task suspension)
   ;; TASK's handler waits as SUSPENSION says: arrange its resumption.
-  (let ((token (list 'wait))
-        (tasks (loop-tasks loop)))
+  ;; SUSPENSION, new each wait, is the wait's mark (see `task-token').
+  (let ((tasks (loop-tasks loop)))
     (set-task-k! task (suspension-k suspension))
-    (set-task-token! task token)
-    (set-task-wait-kind! task (suspension-kind suspension))
-    (set-task-wait-label! task (suspension-label suspension))
-    (set-task-wait-start! task (clock))
+    (set-task-token! task suspension)
+    (when (loop-observer loop)
+      ;; What the wait is, for the status page: only when it is shown.
+      (set-task-wait-kind! task (suspension-kind suspension))
+      (set-task-wait-label! task (suspension-label suspension))
+      (set-task-wait-start! task (clock)))
     (if (task-cancelled task)
         ;; Given up, and waiting again: drop it (see `cancel-task!').
         (set-tasks-ready! tasks (cons (cons task #f) (tasks-ready tasks)))
         (set-task-undo!
          task ((suspension-register suspension)
                (lambda (thunk)
-                 (when (eq? (task-token task) token)
+                 (when (eq? (task-token task) suspension)
                    (set-task-token! task #f)
                    (set-tasks-ready! tasks (cons (cons task thunk)
                                                  (tasks-ready tasks))))))))))
 
-(define (note-waited! task)
-  ;; Add the wait that just ended to TASK's account.
-  (let* ((key (cons (task-wait-kind task) (task-wait-label task)))
-         (ns (- (clock) (task-wait-start task)))
-         (entry (assoc key (task-waited task))))
-    (if entry
-        (set-cdr! entry (+ ns (cdr entry)))
-        (set-task-waited! task (cons (cons key ns) (task-waited task))))))
+(define (note-waited! task now)
+  ;; Add the wait that ended at NOW (clock ns) to TASK's account, an
+  ;; entry ((kind . label) . ns) per kind and label.
+  (let ((kind (task-wait-kind task))
+        (label (task-wait-label task))
+        (ns (- now (task-wait-start task))))
+    (let lp ((entries (task-waited task)))
+      (cond
+       ((null? entries)
+        (set-task-waited! task (acons (cons kind label) ns (task-waited task))))
+       ((and (eq? kind (caaar entries)) (equal? label (cdaar entries)))
+        (set-cdr! (car entries) (+ ns (cdar entries))))
+       (else (lp (cdr entries)))))))
 
 (define (cancel-task! loop task reason)
   "Give up TASK for REASON (client-gone, timeout, stopping): forget its
@@ -535,10 +543,10 @@ ended, and forget them."
 
 (define (resume-slice loop task thunk)
   ;; Resume TASK's handler or stream body with THUNK (#f: it is dropped),
-  ;; counting the wait that ended and the time it then runs.  -> as
-  ;; `run-guarded'
-  (let ((start (clock)))
-    (note-waited! task)
+  ;; counting, when an observer shows it, the wait that ended and the
+  ;; time it then runs.  -> as `run-guarded'
+  (let ((start (and (loop-observer loop) (clock))))
+    (when start (note-waited! task start))
     (set-loop-serving! loop (task-conn task))
     (call-with-values
         (lambda ()
@@ -547,7 +555,8 @@ ended, and forget them."
               (values #f 'cancelled)))
       (lambda (a b)
         (set-loop-serving! loop #f)
-        (set-task-computing! task (+ (task-computing task) (- (clock) start)))
+        (when start
+          (set-task-computing! task (+ (task-computing task) (- (clock) start))))
         (values a b)))))
 
 (define (resume-task! loop task thunk)

@@ -68,6 +68,7 @@
             suspend
             wait-readable
             wait-writable
+            release-descriptor!
             sleep-ms
             blocking
 
@@ -101,10 +102,12 @@
 (define-record-type <waits>
   (make-waits watch-fd unwatch-fd call-after cancel-timer run-blocking thread)
   waits?
-  ;; (fd write? on-ready) -> _: call (ON-READY) once when FD is ready
-  ;; (readable, or writable when WRITE?), in error, or hung up
+  ;; (fd write? on-ready arg ms timeout-arg) -> _: call (ON-READY ARG)
+  ;; once when FD is ready (readable, or writable when WRITE?), in error,
+  ;; or hung up, or (ON-READY TIMEOUT-ARG) once MS (#f: never) passed;
+  ;; FD stays registered, disarmed, until UNWATCH-FD
   (watch-fd waits-watch-fd)
-  (unwatch-fd waits-unwatch-fd)           ; fd -> _: forget that watch
+  (unwatch-fd waits-unwatch-fd)           ; fd -> _: forget FD altogether
   ;; (ms thunk) -> timer, thunk called at the earliest MS from now
   (call-after waits-call-after)
   (cancel-timer waits-cancel-timer)       ; timer -> _
@@ -171,29 +174,33 @@ see `suspendable?'."
   ;; -> ms for poll(2): -1 for no limit
   (if ms (max 0 (inexact->exact (ceiling ms))) -1))
 
-(define* (wait-fd fd write? timeout-ms kind label)
+(define (return-true) #t)
+(define (return-false) #f)
+
+(define (wait-fd fd write? timeout-ms kind label)
   (if (suspendable?)
       (suspend kind label
+               ;; No closure but these two: RESUME is what the loop
+               ;; calls, with `return-true' or `return-false' (time-out).
                (lambda (resume)
-                 (let* ((waits current-waits)
-                        (timer #f)
-                        (done? #f))
-                   (define (finish! value)
-                     (unless done?
-                       (set! done? #t)
-                       ((waits-unwatch-fd waits) fd)
-                       (when timer ((waits-cancel-timer waits) timer))
-                       (resume (lambda () value))))
-                   ((waits-watch-fd waits) fd write? (lambda () (finish! #t)))
-                   (when timeout-ms
-                     (set! timer ((waits-call-after waits) timeout-ms
-                                  (lambda () (finish! #f)))))
-                   (lambda ()
-                     (unless done?
-                       (set! done? #t)
-                       ((waits-unwatch-fd waits) fd)
-                       (when timer ((waits-cancel-timer waits) timer)))))))
+                 (let ((waits current-waits))
+                   ((waits-watch-fd waits) fd write? resume return-true
+                    timeout-ms return-false)
+                   (lambda () ((waits-unwatch-fd waits) fd)))))
       (fd-wait fd (if write? 'write 'read) (ms-or-forever timeout-ms))))
+
+(define (release-descriptor! fd)
+  "Forget FD, a descriptor its owner is about to close, in the loop's
+epoll set, where `wait-readable' and `wait-writable' leave it between
+waits; return nothing.  Call it before closing FD (a connection pool
+giving a socket up): epoll keeps what it watches by open file, so a
+file shared with another process, or a number reused, would otherwise
+be reported under the wrong socket.  Does nothing outside the loop's
+thread or when no loop runs."
+  (let ((waits current-waits))
+    (when (and waits (eq? (current-thread) (waits-thread waits)))
+      ((waits-unwatch-fd waits) fd))
+    (values)))
 
 (define* (wait-readable fd #:key (timeout-ms #f) (label #f) (kind 'socket))
   "Wait until FD, a non-blocking descriptor, is readable, has an error

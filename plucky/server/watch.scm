@@ -53,13 +53,15 @@
             loop-watch!
             loop-want-write!
             loop-unwatch!
+            loop-await-fd!
+            loop-registered-count
             loop-watching?
             loop-call-after!
             loop-cancel-timer!
             loop-now-ms))
 
 (define-record-type <watchers>
-  (%make-watchers epfd ids objects writing handlers timers timer-count now)
+  (%make-watchers epfd ids objects writing once deadlines handlers timers timer-count now)
   watchers?
   (epfd watchers-epfd)
   ;; by descriptor: the number of its <handlers> (u32, 0 for none), the
@@ -67,6 +69,11 @@
   (ids watchers-ids set-watchers-ids!)
   (objects watchers-objects set-watchers-objects!)
   (writing watchers-writing set-watchers-writing!)
+  ;; by descriptor: 0, or in epoll's set with EPOLLONESHOT for
+  ;; `loop-await-fd!', 1 disarmed (nobody waits), 2 armed
+  (once watchers-once set-watchers-once!)
+  ;; by descriptor: #f, or the <fd-wait> of its one-shot waits
+  (deadlines watchers-deadlines set-watchers-deadlines!)
   (handlers watchers-handlers)          ; the <handlers> by number (plucky server numbered)
   ;; the timers' heap, a vector of (due-ms . <timer>): see heap-insert!
   (timers watchers-timers set-watchers-timers!)
@@ -120,13 +127,19 @@
       (let* ((new-size (max (+ fd 1) (* 2 size)))
              (objects (make-vector new-size #f))
              (ids (make-bytevector (* 4 new-size) 0))
-             (writing (make-bytevector new-size 0)))
+             (writing (make-bytevector new-size 0))
+             (once (make-bytevector new-size 0))
+             (deadlines (make-vector new-size #f)))
         (vector-move-left! (watchers-objects w) 0 size objects 0)
         (bytevector-copy! (watchers-ids w) 0 ids 0 (* 4 size))
         (bytevector-copy! (watchers-writing w) 0 writing 0 size)
+        (bytevector-copy! (watchers-once w) 0 once 0 size)
+        (vector-move-left! (watchers-deadlines w) 0 size deadlines 0)
         (set-watchers-objects! w objects)
         (set-watchers-ids! w ids)
-        (set-watchers-writing! w writing))))
+        (set-watchers-writing! w writing)
+        (set-watchers-once! w once)
+        (set-watchers-deadlines! w deadlines))))
   (let ((old (id-of w fd)))
     (unless (zero? old) (numbered-release! (watchers-handlers w) old)))
   (bytevector-u32-native-set! (watchers-ids w) (* 4 fd) id)
@@ -142,7 +155,8 @@
   "Return the watchers of a loop whose epoll descriptor is EPFD and whose
 clock NOW returns (a thunk, milliseconds)."
   (%make-watchers epfd (make-bytevector (* 4 64) 0) (make-vector 64 #f)
-                  (make-bytevector 64 0) (make-numbered #:recent 1)
+                  (make-bytevector 64 0) (make-bytevector 64 0)
+                  (make-vector 64 #f) (make-numbered #:recent 1)
                   (make-vector 64 #f) 0 now))
 
 ;; The <watchers> of the loop running in this process, or #f.
@@ -179,14 +193,19 @@ procedure, or a watcher's callback)."
   (unless (and (exact-integer? fd) (>= fd 0))
     (scm-error 'wrong-type-arg "loop-watch!" "not a descriptor: ~s" (list fd) (list fd)))
   (let* ((w (the-watchers 'loop-watch!))
-         (watched? (handlers-of w fd)))
+         (watched? (or (handlers-of w fd) (> (once-of w fd) 0))))
+    (forget-once! w fd)
     (set-entry! w fd (handlers-for w on-read on-write on-stop
                                    (not (eq? object no-object)))
                 object)
     ;; Watched again: epoll has it, maybe for EPOLLOUT too, which the new
     ;; watcher did not ask for.
     (let ((result (if watched?
-                      (epoll-modify! (watchers-epfd w) fd EPOLLIN)
+                      (let ((result (epoll-modify! (watchers-epfd w) fd EPOLLIN)))
+                        ;; a one-shot wait's file, closed since
+                        (if (= result (- ENOENT))
+                            (epoll-add! (watchers-epfd w) fd EPOLLIN)
+                            result))
                       (epoll-add! (watchers-epfd w) fd EPOLLIN))))
       (unless (zero? result)
         (set-entry! w fd 0 #f)
@@ -207,12 +226,165 @@ stop (WANT? #f); return nothing."
     (values)))
 
 (define (loop-unwatch! fd)
-  "Stop watching FD (before closing it); return nothing."
+  "Stop watching FD, and remove it from epoll's set, whether a watcher or
+`loop-await-fd!' put it there; return nothing.  Call it before FD is
+closed: epoll keeps what it watches by open file, not by number, and a
+descriptor another process shares, or a number reused at once, would
+otherwise be reported under the number of another socket."
   (let ((w (current-watchers)))
-    (when (and w (handlers-of w fd))
+    (when (and w (or (handlers-of w fd) (> (once-of w fd) 0)))
       (set-entry! w fd 0 #f)
+      (forget-once! w fd)
+      (disarm-wait! w fd)
       (epoll-remove! (watchers-epfd w) fd))
     (values)))
+
+;; One-shot waits: a handler that waits for a descriptor (plucky server
+;; suspend) leaves it in epoll's set between its waits, disarmed by
+;; EPOLLONESHOT once reported, and each wait re-arms it with one
+;; EPOLL_CTL_MOD where an ADD and a DEL per wait were two system calls
+;; (bench/instructions-proxy, bench/pg-roundtrip).  Disarmed, it reports
+;; nothing: no stale event reaches the loop while nobody waits.  Its
+;; owner removes it before closing it (`loop-unwatch!', exported as
+;; `release-descriptor!'); one that forgets costs nothing worse than a
+;; MOD that fails with ENOENT once the file is closed, then an ADD.
+
+(define (once-of w fd)
+  (let ((once (watchers-once w)))
+    (if (< fd (bytevector-length once)) (bytevector-u8-ref once fd) 0)))
+
+(define (forget-once! w fd)
+  (when (< fd (bytevector-length (watchers-once w)))
+    (bytevector-u8-set! (watchers-once w) fd 0)))
+
+(define ENOENT 2)
+(define EEXIST 17)
+
+;; A descriptor's one-shot waits share one <fd-wait>, made at its first
+;; wait: what to call, and the time-out.  A client waits for its socket
+;; with a read time-out of a minute and is answered in a millisecond: a
+;; heap entry per wait would be pushed, then left there a minute,
+;; cancelled (bench/instructions-proxy).  So a descriptor's <fd-wait> is
+;; queued in the heap at most once: a wait sets its DUE; when the heap
+;; entry comes up before DUE (a later wait moved DUE on) it is queued
+;; again for DUE, and only when DUE has passed does the wait time out.
+(define-record-type <fd-wait>
+  (make-fd-wait fd due queued on-ready object timeout-object timer)
+  fd-wait?
+  (fd fd-wait-fd)
+  (due fd-wait-due set-fd-wait-due!)          ; loop ms, or #f: no time-out
+  (queued fd-wait-queued set-fd-wait-queued!) ; due of its heap entry, or #f
+  (on-ready fd-wait-on-ready set-fd-wait-on-ready!)
+  (object fd-wait-object set-fd-wait-object!)
+  (timeout-object fd-wait-timeout-object set-fd-wait-timeout-object!)
+  (timer fd-wait-timer set-fd-wait-timer!))   ; its <timer> for the heap
+
+(define (clock-ms)
+  (quotient (get-internal-real-time) 1000000))
+
+(define (fd-wait-of w fd due)
+  ;; -> FD's <fd-wait>; a new one when its heap entry is due after DUE
+  ;; (an entry cannot be moved up)
+  (let ((old (and (< fd (vector-length (watchers-deadlines w)))
+                  (vector-ref (watchers-deadlines w) fd))))
+    (if (and old (not (and due (fd-wait-queued old) (> (fd-wait-queued old) due))))
+        old
+        (let ((wait (make-fd-wait fd #f #f #f #f #f #f)))
+          (set-fd-wait-timer! wait (make-timer (lambda () (fd-wait-due! w wait))))
+          (when (>= fd (vector-length (watchers-deadlines w)))
+            (set-entry! w fd 0 #f))     ; grows the tables
+          (vector-set! (watchers-deadlines w) fd wait)
+          wait))))
+
+(define (one-shot-handlers w)
+  ;; -> the number of the <handlers> of one-shot waits, kept once more
+  (handlers-for w fd-wait-ready! fd-wait-ready! ignore #t))
+
+(define (fd-wait-ready! wait)
+  ;; Not called: `watchers-ready!' takes one-shot waits first.
+  #f)
+
+(define (disarm-wait! w fd)
+  (let ((wait (and (< fd (vector-length (watchers-deadlines w)))
+                   (vector-ref (watchers-deadlines w) fd))))
+    (when wait
+      (set-fd-wait-due! wait #f)
+      (set-fd-wait-on-ready! wait #f)
+      (set-fd-wait-object! wait #f)
+      (set-fd-wait-timeout-object! wait #f))))
+
+(define (fd-wait-due! w wait)
+  ;; WAIT's heap entry is due.
+  (set-fd-wait-queued! wait #f)
+  (let ((due (fd-wait-due wait))
+        (fd (fd-wait-fd wait)))
+    (when (and due (eq? wait (vector-ref (watchers-deadlines w) fd)))
+      (if (< (clock-ms) due)
+          (begin
+            (set-fd-wait-queued! wait due)
+            (heap-insert! w due (fd-wait-timer wait)))
+          (let ((on-ready (fd-wait-on-ready wait))
+                (object (fd-wait-timeout-object wait)))
+            (loop-unwatch! fd)          ; still armed: out of epoll's set
+            (on-ready object))))))
+
+(define* (loop-await-fd! fd write? on-ready object
+                         #:optional (timeout-ms #f) (timeout-object #f))
+  "Call (ON-READY OBJECT) once, on the loop's thread, when FD is readable
+(writable when WRITE?), in error or hung up, in place of what watched
+FD before (as `loop-watch!' replaces); or, TIMEOUT-MS milliseconds
+passed first, forget FD (as `loop-unwatch!') and call (ON-READY
+TIMEOUT-OBJECT).  Return nothing.  FD stays in epoll's set, disarmed,
+until `loop-unwatch!'.  Raise an error when epoll refuses FD."
+  (let* ((w (the-watchers 'loop-await-fd!))
+         (epfd (watchers-epfd w))
+         (events (logior (if write? EPOLLOUT EPOLLIN) EPOLLONESHOT))
+         (registered? (> (once-of w fd) 0))
+         (due (and timeout-ms (+ (clock-ms) timeout-ms 1)))
+         (wait (fd-wait-of w fd due)))
+    (set-fd-wait-on-ready! wait on-ready)
+    (set-fd-wait-object! wait object)
+    (set-fd-wait-timeout-object! wait timeout-object)
+    ;; The shared procedures, and the descriptor's own <fd-wait>: a wait
+    ;; allocates nothing here.
+    (set-entry! w fd (one-shot-handlers w) wait)
+    (when write? (bytevector-u8-set! (watchers-writing w) fd 1))
+    (bytevector-u8-set! (watchers-once w) fd 2)
+    ;; Registered: re-arm, or, when its file was closed since (the
+    ;; kernel then dropped it), add the file that has the number now.
+    (let* ((first (if registered?
+                      (epoll-modify! epfd fd events)
+                      (epoll-add! epfd fd events)))
+           (result (cond
+                    ((zero? first) 0)
+                    ((= first (- ENOENT)) (epoll-add! epfd fd events))
+                    ((= first (- EEXIST)) (epoll-modify! epfd fd events))
+                    (else first))))
+      (unless (zero? result)
+        (set-entry! w fd 0 #f)
+        (forget-once! w fd)
+        (disarm-wait! w fd)
+        (error (format #f "loop-await-fd!: descriptor ~a: ~a" fd
+                       (errno->string result)))))
+    (when due
+      (set-fd-wait-due! wait due)
+      (unless (fd-wait-queued wait)
+        (set-fd-wait-queued! wait due)
+        (heap-insert! w due (fd-wait-timer wait))))
+    (values)))
+
+(define (loop-registered-count)
+  "Return the number of descriptors the loop of this process has in its
+epoll set for watchers and one-shot waits (not its HTTP connections)."
+  (let* ((w (the-watchers 'loop-registered-count))
+         (once (watchers-once w)))
+    (let lp ((fd 0) (n 0))
+      (if (= fd (bytevector-length once))
+          n
+          (lp (+ fd 1)
+              (if (or (> (bytevector-u8-ref once fd) 0) (> (id-of w fd) 0))
+                  (+ n 1)
+                  n))))))
 
 (define (loop-watching? fd)
   "Return true when the loop of this process watches FD."
@@ -317,6 +489,17 @@ earliest); return a timer for `loop-cancel-timer!'."
 for; return #f when nobody watches FD."
   (let ((handlers (handlers-of w fd)))
     (and handlers
+         (if (= 2 (once-of w fd))
+             ;; A one-shot wait: forgotten before ON-READY, which may
+             ;; wait again; epoll disarmed it.
+             (let* ((wait (vector-ref (watchers-objects w) fd))
+                    (on-ready (fd-wait-on-ready wait))
+                    (object (fd-wait-object wait)))
+               (bytevector-u8-set! (watchers-once w) fd 1)
+               (set-entry! w fd 0 #f)
+               (disarm-wait! w fd)
+               (on-ready object)
+               #t)
          (let ((object (vector-ref (watchers-objects w) fd)))
            (when (and (= 1 (bytevector-u8-ref (watchers-writing w) fd))
                       (logtest flags EPOLLOUT))
@@ -326,7 +509,7 @@ for; return #f when nobody watches FD."
                       (eq? handlers (handlers-of w fd))
                       (eq? object (vector-ref (watchers-objects w) fd)))
              (call-handler handlers (handlers-on-read handlers) object))
-           #t))))
+           #t)))))
 
 (define (stop-watchers! w)
   "Call every ON-STOP of W, forgetting each watcher first; return
@@ -343,9 +526,11 @@ nothing."
     (let lp ((fd 0))
       (when (< fd (vector-length objects))
         (set-entry! w fd 0 #f)
+        (forget-once! w fd)
         (lp (+ fd 1))))
     (set-watchers-timers! w (make-vector 64 #f))
     (set-watchers-timer-count! w 0)
+    (set-watchers-deadlines! w (make-vector (vector-length objects) #f))
     (for-each (lambda (entry)
                 (call-handler (car entry) (handlers-on-stop (car entry)) (cdr entry)))
               all))

@@ -20,7 +20,7 @@
   #:use-module (plucky sys foreign)
   #:use-module (rnrs bytevectors)
   #:use-module (plucky sys libc)
-  #:export (EPOLLIN EPOLLOUT EPOLLERR EPOLLHUP EPOLLRDHUP EPOLLEXCLUSIVE
+  #:export (EPOLLIN EPOLLOUT EPOLLERR EPOLLHUP EPOLLRDHUP EPOLLEXCLUSIVE EPOLLONESHOT
             epoll-create
             epoll-add!
             epoll-modify!
@@ -36,6 +36,7 @@
 (define EPOLLHUP #x010)
 (define EPOLLRDHUP #x2000)
 (define EPOLLEXCLUSIVE (ash 1 28))
+(define EPOLLONESHOT (ash 1 30))
 
 (define EPOLL_CTL_ADD 1)
 (define EPOLL_CTL_DEL 2)

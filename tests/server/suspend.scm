@@ -22,7 +22,9 @@
              (web uri)
              (tests lib harness)
              (tests lib server)
+             (ice-9 regex)
              (plucky server)
+             ((plucky server watch) #:select (loop-registered-count))
              (plucky web password))
 
 (define (path-of request) (uri-path (request-uri request)))
@@ -54,9 +56,107 @@
       (set! waiting (- waiting 1))
       value)))
 
+(define (nonblocking! fd)
+  (fcntl fd F_SETFL (logior O_NONBLOCK (fcntl fd F_GETFL))))
+
+(define (epoll-has? fd)
+  ;; True when an epoll set of this process (the worker's loop) has FD:
+  ;; the kernel's own list, /proc/self/fdinfo of each eventpoll.
+  (let ((line (make-regexp (format #f "^tfd: +~a " fd) regexp/newline)))
+    (any (lambda (entry)
+           (let ((link (false-if-exception (readlink (string-append "/proc/self/fd/" entry)))))
+             (and link (string-contains link "eventpoll")
+                  (regexp-exec line (call-with-input-file
+                                        (string-append "/proc/self/fdinfo/" entry)
+                                      get-string-all)))))
+         (scandir* "/proc/self/fd"))))
+
+;; The read end of a pipe whose wait /hold gave up, left open by its
+;; owner: its descriptor and port.
+(define held #f)
+
 (define (handler request body)
   (let ((path (path-of request)))
     (cond
+     ((string=? path "/owner-closes")
+      ;; A socket waited on, then given up by its owner.
+      (let* ((pair (socketpair AF_UNIX SOCK_STREAM 0))
+             (fd (port->fdes (car pair))))
+        (nonblocking! fd)
+        (put-u8 (cdr pair) 1)
+        (force-output (cdr pair))
+        (let* ((ready? (wait-readable fd #:timeout-ms 2000))
+               (kept? (epoll-has? fd)))
+          (get-u8 (car pair))
+          (release-descriptor! fd)
+          (let ((after? (epoll-has? fd)))
+            (close-port (car pair))
+            (close-port (cdr pair))
+            (text (format #f "~a ~a ~a" ready? (and kept? #t) (and after? #t)))))))
+     ((string=? path "/reused")
+      ;; A socket waited on and closed by an owner that did not say so,
+      ;; its file kept open by a dup; its number then names another
+      ;; socket.  Only the new socket may wake a wait on that number.
+      (let* ((a (socketpair AF_UNIX SOCK_STREAM 0))
+             (fd (port->fdes (car a)))
+             (dup (dup->fdes (car a))))
+        (nonblocking! fd)
+        (put-u8 (cdr a) 1)
+        (force-output (cdr a))
+        (let ((first? (wait-readable fd #:timeout-ms 2000)))
+          (get-u8 (car a))
+          (close-port (car a))
+          (let* ((b (socketpair AF_UNIX SOCK_STREAM 0))
+                 ;; the lowest number free is FD's: dup2 when not
+                 (own? (= fd (port->fdes (car b)))))
+            (unless own? (dup2 (port->fdes (car b)) fd))
+            (nonblocking! fd)
+            ;; the old socket readable again: its number is not its own
+            (put-u8 (cdr a) 2)
+            (force-output (cdr a))
+            (let ((stale? (wait-readable fd #:timeout-ms 300)))
+              (put-u8 (cdr b) 3)
+              (force-output (cdr b))
+              (let ((fresh? (wait-readable fd #:timeout-ms 2000)))
+                (release-descriptor! fd)
+                (unless own? (close-fdes fd))
+                (close-fdes dup)
+                (for-each close-port (list (cdr a) (car b) (cdr b)))
+                (text (format #f "~a ~a ~a" first? stale? fresh?))))))))
+     ((string=? path "/timed-waits")
+      ;; A wait with a long time-out answered at once, then short ones
+      ;; that time out: each in its own time, not the first one's.
+      (let* ((p (pipe))
+             (fd (port->fdes (car p))))
+        (nonblocking! fd)
+        (put-u8 (cdr p) 1)
+        (force-output (cdr p))
+        (let* ((long? (wait-readable fd #:timeout-ms 60000))
+               (_ (get-u8 (car p)))
+               (start (get-internal-real-time))
+               (short? (wait-readable fd #:timeout-ms 100))
+               (again? (wait-readable fd #:timeout-ms 100))
+               (ms (quotient (- (get-internal-real-time) start) 1000000)))
+          (release-descriptor! fd)
+          (close-port (car p))
+          (close-port (cdr p))
+          (text (format #f "~a ~a ~a ~a" long? short? again?
+                        (if (< 190 ms 700) "in time" ms))))))
+     ((string=? path "/hold")
+      ;; Waits on a pipe nobody writes to, until the handler timeout
+      ;; gives it up; the pipe stays open, as a pool's socket would.
+      (let ((p (pipe)))
+        (nonblocking! (car p))
+        (set! held p)
+        (wait-readable (port->fdes (car p)))
+        (text "not given up")))
+     ((string=? path "/held")
+      (let ((registered? (epoll-has? (port->fdes (car held)))))
+        (close-port (car held))
+        (close-port (cdr held))
+        (text (format #f "~a" (and registered? #t)))))
+     ((string=? path "/registered")
+      (text (number->string (loop-registered-count))))
      ((string=? path "/sleep")
       (sleep-ms (string->number (query-of request)))
       (text "slept " (query-of request)))
@@ -423,6 +523,18 @@
       (test-equal "200 answered" (make-list 200 "slept 200") replies))
     (test-assert "descriptors back to their level"
       (wait-until (lambda () (= (descriptors (server-pid server)) before)) #:timeout 5))))
+
+(test-group "a descriptor stays registered between waits"
+  (test-equal "until its owner releases it"
+    '(200 . "#t #t #f") (get port "/owner-closes"))
+  (test-equal "a number reused for another socket is woken by it alone"
+    '(200 . "#t #f #t") (get port "/reused"))
+  (test-equal "a time-out shorter than the last wait's comes in its own time"
+    '(200 . "#t #f #f in time") (get port "/timed-waits"))
+  (let ((before (get port "/registered")))
+    (test-equal "a wait given up while armed" 503 (car (get port "/hold")))
+    (test-equal "leaves no registration in epoll" '(200 . "#f") (get port "/held"))
+    (test-equal "nor in the loop's count" before (get port "/registered"))))
 
 (test-group "a drain waits for suspended requests"
   (let ((client (connect-client port)))

@@ -58,7 +58,7 @@
                           sockaddr->bytevector fd-set-tcp-nodelay!
                           errno-EAGAIN))
   #:use-module ((plucky server)
-                #:select (wait-readable wait-writable blocking))
+                #:select (wait-readable wait-writable blocking release-descriptor!))
   #:use-module (plucky web client error)
   #:export (make-timeouts
             timeouts?
@@ -163,6 +163,8 @@ dropped without close_notify, which a server's reading of a completed
 response does not need.  Return nothing."
   (unless (connection-closed? conn)
     (set-connection-closed! conn #t)
+    ;; out of the loop's epoll set first, where its waits left it
+    (release-descriptor! (connection-fd conn))
     (fd-close (connection-fd conn)))
   (values))
 
@@ -204,6 +206,7 @@ should not have)."
         (values #f 'connect-failed (strerror (- fd)))
         (let ((r (fd-connect fd (sockaddr->bytevector address))))
           (define (fail reason message)
+            (release-descriptor! fd)
             (fd-close fd)
             (values #f reason message))
           (define (result errno)
@@ -214,7 +217,7 @@ should not have)."
           (cond
            ((not (= r (- EINPROGRESS))) (result r))
            ((with-exception-handler
-                (lambda (e) (fd-close fd) (raise-exception e))
+                (lambda (e) (release-descriptor! fd) (fd-close fd) (raise-exception e))
               (lambda ()
                 (wait-writable fd #:timeout-ms (and deadline (max 0 (- deadline (now-ms))))
                                #:label label))
