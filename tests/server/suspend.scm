@@ -302,8 +302,11 @@
     (and response (cons (response-code response) (utf8->string body)))))
 
 (define (file-text file)
+  ;; -> FILE's text, or #f while it is missing or empty: the server
+  ;; creates it, then writes it
   (and (file-exists? file)
-       (call-with-input-file file (lambda (port) (get-string-all port)))))
+       (let ((text (call-with-input-file file (lambda (port) (get-string-all port)))))
+         (and (not (string-null? text)) text))))
 
 (test-runner-current (plucky-test-runner))
 (test-begin "server/suspend")
