@@ -517,6 +517,10 @@
   ;; the answers the two-worker server has given this test so far
   0)
 
+(define roots
+  ;; the requests for / the two-worker test made
+  0)
+
 (define (ask server path)
   ;; -> the body of PATH, counted in `answered'
   (let ((body (body-of server path)))
@@ -546,8 +550,20 @@
 (test-group "two workers: the pages show the whole server"
   (with-two-workers
    (lambda (server)
-     ;; a connection each: both workers get some
+     ;; a connection each: both workers get some (the kernel hands each
+     ;; to whichever accepts first: on a busy machine, more may be needed)
      (for-each (lambda (i) (ask server (if (< i 39) "/" "/missing"))) (iota 40))
+     (set! roots 39)
+     (let ((deadline (+ (now-seconds) 10)))
+       (let lp ()
+         (let ((workers (json-ref (read-json (open-input-string
+                                              (ask server "/_plucky/status.json")))
+                                  "per_worker")))
+           (when (and (< (vector-length workers) 2) (< (now-seconds) deadline))
+             (for-each (lambda (i) (ask server "/")) (iota 20))
+             (set! roots (+ roots 20))
+             (usleep 100000)
+             (lp)))))
      (let ((total expected (settled-total server "/_plucky/status.json" json-total)))
        (test-equal "status.json: every answer of both workers" expected total))
      (let ((total expected (settled-total server "/_plucky/metrics" metrics-total)))
@@ -564,7 +580,7 @@
        (test-equal "status.json: per worker adds up to the total"
          (json-ref json "requests")
          (fold + 0 (map (lambda (w) (json-ref w "requests")) workers)))
-       (test-equal "status.json: route / of both" 39 (and root (json-ref root "requests")))
+       (test-equal "status.json: route / of both" roots (and root (json-ref root "requests")))
        (test-equal "status.json: the 404 counted" 1 (json-ref json "responses" "4xx")))
      (let ((text (ask server "/_plucky/metrics")))
        (test-equal "metrics: well formed" '() (check-exposition text))
