@@ -882,6 +882,40 @@
       (wait-until (lambda () (<= (- (descriptors pid) (pools-open port)) fds-before)) #:timeout 5))
     (test-equal "the worker serves on" '(200 . "hello") (get port "/hello"))))
 
+(when-postgresql "clients that leave with requests queued for the pool lose no connection"
+  ;; A pool of two, many requests queued for it, their clients leaving
+  ;; all at once: a request the loop resumed (handed a connection, or its
+  ;; query's answer come) and that is given up before it runs is dropped
+  ;; at its next wait without unwinding; its connection must still come
+  ;; back to the pool (closed, its place freed).
+  (let* ((tiny (make-pg-pool url #:size 2 #:checkout-timeout-ms 3000))
+         (server (start-server
+                  (lambda (request body)
+                    (if (string=? (uri-path (request-uri request)) "/stats")
+                        (text 200 (format #f "~s" (pg-pool-stats tiny)))
+                        (begin
+                          (do ((i 0 (+ i 1))) ((= i 20))
+                            (pg-query tiny "SELECT $1::int" i))
+                          (text 200 "ok"))))))
+         (port (server-port server))
+         (stats (lambda () (with-input-from-string (cdr (get port "/stats")) read))))
+    (test-equal "served" '(200 . "ok") (get port "/"))
+    (do ((round 0 (+ round 1))) ((= round 10))
+      (let ((clients (send-requests port (make-list 60 "/"))))
+        (wait-until (lambda () (> (assq-ref (stats) 'waiting) 10)) #:timeout 5)
+        (for-each client-close! clients)))
+    (let ((start (now-seconds)))
+      (test-equal "a request afterwards is served" '(200 . "ok")
+        (car (get-all port (list "/") #:timeout 5)))
+      (test-assert "within the bound" (< (- (now-seconds) start) 5)))
+    (test-assert "every connection back in the pool"
+      (wait-until (lambda ()
+                    (let ((s (stats)))
+                      (and (= (assq-ref s 'open) (assq-ref s 'idle))
+                           (= 0 (assq-ref s 'waiting)))))
+                  #:timeout 5))
+    (stop-server server)))
+
 (when server (stop-server server))
 (when url
   (stop-postgresql!)

@@ -1041,4 +1041,27 @@ the tests on the benchmark documents are skipped~%"))
   (test-assert "other exceptions go on to the server"
     (eq? 'other (car (http-outcome (lambda () ((json-handler (lambda (r b) (car '()))) #f #f)))))))
 
+(test-group "encode-json's buffer, kept between calls"
+  (test-assert "a call that raised midway" (not (false-if-exception (encode-json (vector 1 2 (current-output-port))))))
+  (test-equal "leaves nothing behind for the next" "[1,2]" (utf8->string (encode-json #(1 2))))
+  (test-equal "a value past 1 MiB" (+ 2 (* 2 1024 1024))
+    (bytevector-length (encode-json (make-string (* 2 1024 1024) #\a))))
+  (test-equal "then a small one" "{\"a\":1}" (utf8->string (encode-json '(("a" . 1)))))
+  (let* ((value (lambda (k) (list->vector (map (lambda (i) `(("k" . ,k) ("i" . ,i))) (iota 50)))))
+         (threads (map (lambda (k)
+                         ((@ (ice-9 threads) call-with-new-thread)
+                          (lambda ()
+                            (let lp ((n 0))
+                              (cond ((= n 2000) #t)
+                                    ((equal? (utf8->string (encode-json (value k)))
+                                             (utf8->string (encode-json (value k))))
+                                     (if (string=? (utf8->string (encode-json (value k)))
+                                                   (string-append "[" (string-join (map (lambda (i) (format #f "{\"k\":~a,\"i\":~a}" k i)) (iota 50)) ",") "]"))
+                                         (lp (+ n 1))
+                                         #f))
+                                    (else #f))))))
+                       '(1 2 3))))
+    (test-assert "three threads at once, each its own text"
+      (every (lambda (t) ((@ (ice-9 threads) join-thread) t)) threads))))
+
 (test-end "web/json")
