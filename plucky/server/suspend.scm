@@ -278,11 +278,11 @@ next signal.  Call it from the loop's thread (a handler, a timer)."
     (for-each (lambda (waiter) (waiter value)) waiters)
     (length waiters)))
 
-(define (wait-for-value add! remove! timeout-ms default)
+(define* (wait-for-value add! remove! timeout-ms default #:optional (kind 'event) (label #f))
   ;; Suspend until the waiter given to ADD! is called with a value, and
   ;; return that value; or DEFAULT once TIMEOUT-MS passed, the waiter
   ;; then given to REMOVE!.  The wait of `event-wait' and `channel-get'.
-  (suspend 'event #f
+  (suspend kind label
            (lambda (resume)
              (let* ((waits current-waits)
                     (timer #f)
@@ -306,16 +306,17 @@ next signal.  Call it from the loop's thread (a handler, a timer)."
   (sleep-ms (or timeout-ms (* 1000 60 60 24 365)))
   default)
 
-(define* (event-wait event #:key (timeout-ms #f) (default #f))
+(define* (event-wait event #:key (timeout-ms #f) (default #f) (kind 'event) (label #f))
   "Wait until EVENT is signalled and return the value it was signalled
 with, or DEFAULT when TIMEOUT-MS milliseconds passed first.  A handler
 suspends meanwhile; elsewhere, as nobody else could signal it, this
-waits for the timeout (forever without one)."
+waits for the timeout (forever without one).  KIND and LABEL name the
+wait on the status page (as `wait-readable''s)."
   (if (suspendable?)
       (wait-for-value (lambda (waiter)
                         (set-event-waiters! event (cons waiter (event-waiters event))))
                       (lambda (waiter) (remove-waiter! event waiter))
-                      timeout-ms default)
+                      timeout-ms default kind label)
       (sleep-then default timeout-ms)))
 
 ;; A channel: values queued in order, each taken by one request.

@@ -336,7 +336,7 @@ statement in flight (libpq's transaction status: one FFI call)."
   (set-pg-conn-waiting! conn #f)
   (conn-abandoned conn))
 
-(define (wait-socket fd write? deadline abandon)
+(define* (wait-socket fd write? deadline abandon #:optional (label #f))
   ;; Wait until FD is readable (or writable, WRITE?): -> #t; or #f once
   ;; DEADLINE (now-ms, or #f: none) passed.  A handler waits on an event
   ;; the loop signals when FD is ready, rather than with `wait-readable':
@@ -365,7 +365,7 @@ statement in flight (libpq's transaction status: one FFI call)."
                            (raise-exception e))
                        (lambda ()
                          (event-wait event #:timeout-ms (and deadline (max 0 (- deadline (now-ms))))
-                                     #:default #f)))))
+                                     #:default #f #:kind 'socket #:label label)))))
           (loop-unwatch! fd)
           value))
       ((if write? wait-writable wait-readable)
@@ -397,12 +397,13 @@ statement in flight (libpq's transaction status: one FFI call)."
          (else
           (when (zero? (PQconsumeInput ptr)) (lost! conn (conn-error-message ptr)))
           (while-waiting conn (wait-socket (pg-conn-fd conn) #t (+ (now-ms) 1000)
-                                           (lambda () (abandon! conn))))
+                                           (lambda () (abandon! conn)) (pg-conn-label conn)))
           (lp #f)))))))
 
 (define (await-input! conn)
   ;; wait until the server sent something, and give it to libpq
-  (while-waiting conn (wait-socket (pg-conn-fd conn) #f #f (lambda () (abandon! conn))))
+  (while-waiting conn (wait-socket (pg-conn-fd conn) #f #f (lambda () (abandon! conn))
+                                   (pg-conn-label conn)))
   (let ((ptr (pg-conn-ptr conn)))
     (when (zero? (PQconsumeInput ptr)) (lost! conn (conn-error-message ptr)))))
 
