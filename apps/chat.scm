@@ -303,9 +303,6 @@ document.getElementById('say').onsubmit = function (e) {
 (define (chat-script request body params)
   (values '((content-type . (application/javascript (charset . "utf-8")))) script))
 
-(define (chat-script request body params)
-  (values '((content-type . (application/javascript (charset . "utf-8")))) script))
-
 (define (joining-the-room handler)
   ;; A middleware: the worker joins the room at its first request.
   (lambda (request body)
