@@ -24,7 +24,6 @@
              (rnrs bytevectors)
              (ice-9 exceptions)
              (ice-9 format)
-             (ice-9 popen)
              (ice-9 rdelim)
              (web request)
              (web response)
@@ -32,6 +31,7 @@
              (tests lib harness)
              (tests lib server)
              (tests lib command)
+             (tests lib postgresql)
              (plucky server)
              (plucky db postgresql))
 
@@ -42,43 +42,9 @@
 ;;; The server
 ;;;
 
-(define pg-bin
-  (let ((dir (opendir "/usr/lib/postgresql")))
-    (let lp ((found #f))
-      (let ((entry (readdir dir)))
-        (cond
-         ((eof-object? entry) (closedir dir) found)
-         ((file-exists? (string-append "/usr/lib/postgresql/" entry "/bin/initdb"))
-          (lp (string-append "/usr/lib/postgresql/" entry "/bin")))
-         (else (lp found)))))))
-
-(define (pg-temp command dir)
-  ;; -> the line scripts/pg-temp prints (start: the URL), or #f if it failed
-  (let* ((port (open-pipe* OPEN_READ (string-append source-root "/scripts/pg-temp") command dir))
-         (line (read-line port))
-         (status (close-pipe port)))
-    (and (zero? (status:exit-val status))
-         (if (eof-object? line) "" line))))
-
-(define scratch (and pg-bin (temporary-directory)))
-(define url (and scratch (pg-temp "start" scratch)))
-
-(define (server-pid-of dir)
-  ;; the postmaster's PID, from DIR/data/postmaster.pid
-  (false-if-exception
-   (call-with-input-file (string-append dir "/data/postmaster.pid")
-     (lambda (port) (string->number (read-line port))))))
-
-(define (stop-postgresql!)
-  ;; fast shutdown by PID, waiting until it exited
-  (pg-temp "stop" scratch))
-
-(cond
- (url #t)
- ((getenv "CI")
-  (test-assert "PostgreSQL runs (CI: scripts/install-deps check installs it)" #f))
- (else
-  (format #t "no PostgreSQL server under /usr/lib/postgresql: skipped~%")))
+(define scratch (and (postgresql-installed?) (temporary-directory)))
+(define url (and scratch (start-postgresql scratch)))
+(check-postgresql-or-skip url)
 
 (define-syntax-rule (when-postgresql name body ...)
   (if url
@@ -862,7 +828,7 @@
                   #:timeout 5))
     (pg-close other)
     (pg-close conn)
-    (stop-postgresql!)
+    (stop-postgresql scratch)
     (let ((codes (map (lambda (reply) (and reply (car reply))) (read-responses clients))))
       (test-assert (format #f "in-flight queries: 503 (or done before): ~a" codes)
         (and (every (lambda (code) (memv code '(200 503))) codes)
@@ -872,7 +838,7 @@
         (make-list 4 503)
         (map car (get-all port (make-list 4 "/fault"))))
       (test-assert "no request hangs" (< (- (now-seconds) start) 5)))
-    (test-assert "PostgreSQL back" (pg-temp "start" scratch))
+    (test-assert "PostgreSQL back" (start-postgresql scratch))
     (test-assert "the pool reconnects: 200 within 5 s"
       (wait-until (lambda () (equal? (get port "/fault") '(200 . "7"))) #:timeout 5))
     (test-equal "all served again" (make-list 8 '(200 . "7")) (get-all port (make-list 8 "/fault")))
@@ -918,8 +884,8 @@
 
 (when server (stop-server server))
 (when url
-  (stop-postgresql!)
-  (test-assert "PostgreSQL stopped" (not (server-pid-of scratch)))
+  (stop-postgresql scratch)
+  (test-assert "PostgreSQL stopped" (not (postgresql-pid scratch)))
   (remove-tree scratch))
 
 (test-end "db/postgresql")
