@@ -213,6 +213,45 @@ show_cmd() {
   echo "${out% }"
 }
 
+### Collection pauses
+
+# A plucky started with GC_PRINT_STATS=1 in its environment has libgc log
+# each collection on its stderr (the server log), with its duration on the
+# wall clock: "Complete collection took A ms B ns", measured by libgc from
+# the start of the collection to its end (marking with the world stopped,
+# then finalisation and the start of sweeping): how long the worker that
+# collects stands still.  The line is written once the collection is
+# timed, so logging it is not in the figure.  On a shared machine the
+# wall clock counts the time other processes held the CPU too: the status
+# page's figure (/_plucky/status, CPU time per collection) does not.
+
+# gc_log_mark FILE: print the number of lines in FILE now (0 if missing).
+gc_log_mark() { if [ -e "$1" ]; then wc -l <"$1"; else echo 0; fi; }
+
+# gc_pauses FILE FROM: the collections libgc logged in FILE after line
+# FROM, as "N|p50 ms|p99 ms|max ms" (the ms to two decimals); "0|||" when
+# there was none.
+gc_pauses() {
+  tail -n +"$(( $2 + 1 ))" "$1" 2>/dev/null |
+    awk '/^Complete collection took [0-9]+ ms [0-9]+ ns/ { printf "%.6f\n", $4 + $6 / 1e6 }' |
+    sort -n |
+    awk '{ v[NR] = $1 }
+      END {
+        if (NR == 0) { print "0|||"; exit }
+        printf "%d|%.2f|%.2f|%.2f\n", NR, v[int((NR - 1) * 0.50) + 1],
+               v[int((NR - 1) * 0.99) + 1], v[NR] }'
+}
+
+# gc_pauses_text FIELDS: "N collections, p50/p99/max A/B/C ms" from
+# gc_pauses's output.
+gc_pauses_text() {
+  local n p50 p99 max
+  IFS='|' read -r n p50 p99 max <<<"$1"
+  if [ "${n:-0}" = 0 ]; then echo "no collection"
+  elif [ "$n" = 1 ]; then echo "1 collection, $max ms"
+  else echo "$n collections, p50/p99/max $p50/$p99/$max ms"; fi
+}
+
 ### Contention
 
 # The CPUs are shared: other people's builds and loads may run during ours.

@@ -50,6 +50,7 @@
   #:use-module ((plucky http response) #:select (response-record?))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys signal)
+  #:use-module ((plucky sys gc) #:select (set-free-space-divisor!))
   #:use-module (plucky http parse)
   #:use-module (plucky server loop)
   #:use-module (plucky server suspend)
@@ -408,7 +409,7 @@ error naming both."
 
 Settings: every setting of (plucky server settings) whose scope is
 server, loop or parse, by its keyword: #:host, #:port, #:workers,
-#:grace-s, #:handler-timeout-s, #:user, #:group, #:access-log,
+#:grace-s, #:handler-timeout-s, #:gc-free-space-divisor, #:user, #:group, #:access-log,
 #:log-format, #:error-log, and the limits and timeouts, #:max-body-bytes,
 #:keep-alive-timeout-s … (`plucky serve --help' lists them with their
 defaults and ranges; the names before units were added, #:grace,
@@ -472,6 +473,9 @@ caller's policy (see `plucky serve')."
          (workers (setting 'workers))
          (grace (setting 'grace-s))
          (handler-timeout (setting 'handler-timeout-s))
+         ;; before the workers fork: they inherit libgc's settings
+         (_ (let ((divisor (setting 'gc-free-space-divisor)))
+              (when divisor (set-free-space-divisor! divisor))))
          (user (setting 'user))
          (group (setting 'group))
          (access-log (setting 'access-log))

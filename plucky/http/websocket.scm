@@ -44,8 +44,11 @@
   #:use-module (srfi srfi-1)
   #:use-module (srfi srfi-9)
   #:use-module (rnrs bytevectors)
-  #:use-module ((gcrypt hash) #:select (bytevector-hash hash-algorithm sha1))
-  #:use-module ((gcrypt base64) #:select (base64-encode base64-decode))
+  ;; Loaded at the first handshake: any user of (plucky http) loads this
+  ;; module, and guile-gcrypt's hash module holds some 500 KB that each
+  ;; collection would mark (the live heap in bench/hello's server log).
+  #:autoload (gcrypt hash) (bytevector-hash lookup-hash-algorithm)
+  #:autoload (gcrypt base64) (base64-encode base64-decode)
   #:export (websocket-accept
             websocket-key-valid?
             make-websocket-reader
@@ -93,7 +96,7 @@ GUID."
     (bytevector-copy! k 0 both 0 (bytevector-length k))
     (bytevector-copy! handshake-guid 0 both (bytevector-length k)
                       (bytevector-length handshake-guid))
-    (base64-encode (bytevector-hash both (hash-algorithm sha1)))))
+    (base64-encode (bytevector-hash both (lookup-hash-algorithm 'sha1)))))
 
 (define (websocket-key-valid? key)
   "Return true when KEY, a Sec-WebSocket-Key, is the base64 of 16 bytes

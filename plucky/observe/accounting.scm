@@ -32,7 +32,8 @@
 ;;;        -> its route: the total waited, a histogram per (kind . label)
 ;;;           it waited on (timer, socket "upstream …", thread, event),
 ;;;           and the time its handler computed after its first wait
-;;;   after-gc-hook -> GC count and CPU time per collection, per second
+;;;   after-gc-hook -> GC count and CPU time per collection: in all, per
+;;;        second (the time series) and per minute (`observer-gc-minutes')
 ;;;
 ;;; Each worker process has its own observer state: `make-observer' runs
 ;;; before the workers fork, and each worker then fills its own copy.
@@ -81,6 +82,8 @@
             observer-write
             observer-gc-pause
             observer-gc-count
+            observer-gc-minutes
+            gc-recent-summary
             observer-accepted
             observer-closed
             observer-requests
@@ -282,7 +285,7 @@ sampled requests, or #f when none was sampled."
 (define-record-type <observer>
   (%make-observer routes route-count max-routes route-of last-key last-route
                   write-route accept close write gc-pause gc-count gc-last-times
-                  gc-last-time tally series inbox started workers gc-hook
+                  gc-last-time gc-minute-histograms gc-minute-keys tally series inbox started workers gc-hook
                   samples-per-second every last-answered apart weight
                   share memory members)
   observer?
@@ -302,6 +305,11 @@ sampled requests, or #f when none was sampled."
   (gc-count observer-gc-count set-observer-gc-count!)
   (gc-last-times observer-gc-last-times set-observer-gc-last-times!)
   (gc-last-time observer-gc-last-time set-observer-gc-last-time!)
+  ;; The last minutes' collections, a ring indexed by the minute (seconds
+  ;; since the epoch over 60) modulo its length: a histogram of CPU ns
+  ;; per collection each, and the minute each holds (#f: none yet).
+  (gc-minute-histograms observer-gc-minute-histograms) ; vector of histograms
+  (gc-minute-keys observer-gc-minute-keys)             ; vector of minutes or #f
   ;; exact counts, kept by the loop: (plucky server tally)
   (tally observer-tally)
   (series observer-series)
@@ -356,6 +364,8 @@ whatever the rate (for benchmarks).  Installs a procedure on `after-gc-hook' tha
                                    (make-histogram) (make-histogram)
                                    0 (assq-ref stats 'gc-times)
                                    (assq-ref stats 'gc-time-taken)
+                                   (make-gc-minute-histograms series-seconds)
+                                   (make-vector (gc-minute-count series-seconds) #f)
                                    (make-tally) (make-series series-seconds)
                                    (make-inbox inbox-size) (current-time) workers #f
                                    (if sample-every (cons 'fixed sample-every) samples-per-second)
@@ -377,6 +387,59 @@ so that an observer no longer used costs nothing."
       (remove-hook! after-gc-hook hook)
       (set-observer-gc-hook! observer #f))))
 
+;;; Collections per minute.  The time series holds the GC time of each
+;;; second; the pauses' distribution needs a histogram, 2.5 KB: one a
+;;; minute, for as many minutes as the series holds seconds.
+
+(define (gc-minute-count series-seconds)
+  (max 2 (quotient series-seconds 60)))
+
+(define (make-gc-minute-histograms series-seconds)
+  (let ((ring (make-vector (gc-minute-count series-seconds))))
+    (do ((i 0 (+ i 1))) ((= i (vector-length ring)) ring)
+      (vector-set! ring i (make-histogram)))))
+
+(define (gc-minute-histogram! observer minute)
+  ;; -> the histogram of MINUTE in OBSERVER's ring, emptied first if it
+  ;; held an older minute
+  (let* ((keys (observer-gc-minute-keys observer))
+         (slot (modulo minute (vector-length keys)))
+         (histogram (vector-ref (observer-gc-minute-histograms observer) slot)))
+    (unless (eqv? (vector-ref keys slot) minute)
+      (histogram-reset! histogram)
+      (vector-set! keys slot minute))
+    histogram))
+
+(define* (observer-gc-minutes observer #:optional (now (current-time)))
+  "Return OBSERVER's collections of the last minutes, newest first: a list
+of (START . HISTOGRAM), START the minute's first second since the epoch,
+HISTOGRAM the CPU ns of each collection in that minute (empty for a
+minute without any), one entry for each minute the ring holds, the
+current one (as of NOW, seconds) first."
+  (let* ((keys (observer-gc-minute-keys observer))
+         (length (vector-length keys))
+         (minute (quotient now 60)))
+    (map (lambda (age)
+           (let* ((m (- minute age))
+                  (slot (modulo m length)))
+             (cons (* 60 m)
+                   (if (eqv? (vector-ref keys slot) m)
+                       (vector-ref (observer-gc-minute-histograms observer) slot)
+                       (make-histogram)))))
+         (iota length))))
+
+(define (gc-recent-summary minutes)
+  "Return an alist of the collections in the first two of MINUTES (as
+`observer-gc-minutes' returns them: this minute and the one before):
+count, and p50, p99 and max CPU ns per collection (#f when none)."
+  (let ((h (fold (lambda (minute into) (histogram-merge! into (cdr minute)))
+                 (make-histogram) (list-head minutes (min 2 (length minutes))))))
+    (let ((n (histogram-count h)))
+      `((count . ,n)
+        (p50 . ,(and (> n 0) (histogram-quantile h 0.5)))
+        (p99 . ,(and (> n 0) (histogram-quantile h 0.99)))
+        (max . ,(and (> n 0) (histogram-max h)))))))
+
 (define (observe-gc! observer)
   "Account for the collections since the last call: their number and GC
 CPU time (`gc-stats' gc-time-taken).  Called from `after-gc-hook'."
@@ -388,6 +451,8 @@ CPU time (`gc-stats' gc-time-taken).  Called from `after-gc-hook'."
     (when (> n 0)
       ;; Collections the hook did not run between are shared evenly.
       (histogram-add-n! (observer-gc-pause observer) (quotient ns n) n)
+      (histogram-add-n! (gc-minute-histogram! observer (quotient (now-second) 60))
+                        (quotient ns n) n)
       (set-observer-gc-count! observer (+ n (observer-gc-count observer)))
       (set-observer-gc-last-times! observer times)
       (set-observer-gc-last-time! observer taken)
@@ -772,6 +837,8 @@ are shared with the other workers."
       (write . ,(h (observer-write observer)))
       (gc-pause . ,(h (observer-gc-pause observer)))
       (gc-count . ,(observer-gc-count observer))
+      (gc-minutes . ,(map (lambda (minute) (cons (car minute) (h (cdr minute))))
+                          (observer-gc-minutes observer)))
       (series-now . ,(series-now series))
       (series . ,(series->data series sparse))
       (memory . ,(process-memory))
@@ -824,6 +891,44 @@ loop."
         (share-figures! observer)
         (merge-snapshots observer (read-shares (observer-share observer))))))
 
+(define (snapshot-gc-minutes snapshot histogram)
+  ;; -> the snapshot's (start . histogram) per minute, newest first ('()
+  ;; from a worker older than them); HISTOGRAM makes one of its data
+  (map (match-lambda ((start . data) (cons start (histogram data))))
+       (or (assq-ref snapshot 'gc-minutes) '())))
+
+;; A ring of minutes as `merge-gc-minutes' makes it: histograms and keys.
+(define gc-minutes-histograms car)
+(define gc-minutes-keys cdr)
+
+(define (merge-gc-minutes length workers-minutes)
+  ;; -> (histograms . keys), a ring of LENGTH minutes ending at the
+  ;; newest minute of WORKERS-MINUTES (a list, per worker, of what
+  ;; `snapshot-gc-minutes' returns), each the sum of the workers'
+  (let* ((histograms (make-vector length #f))
+         (keys (make-vector length #f))
+         (newest (fold (lambda (minutes newest)
+                         (if (null? minutes) newest (max newest (quotient (caar minutes) 60))))
+                       (quotient (current-time) 60) workers-minutes)))
+    (do ((i 0 (+ i 1))) ((= i length))
+      (vector-set! histograms i (make-histogram)))
+    (for-each
+     (lambda (minutes)
+       (for-each
+        (match-lambda
+          ((start . h)
+           (let ((minute (quotient start 60)))
+             (when (> minute (- newest length))
+               (let ((slot (modulo minute length)))
+                 (vector-set! keys slot minute)
+                 (histogram-merge! (vector-ref histograms slot) h))))))
+        minutes))
+     workers-minutes)
+    ;; minutes no worker had stay empty, but are this window's
+    (do ((m (- newest length -1) (+ m 1))) ((> m newest))
+      (vector-set! keys (modulo m length) m))
+    (cons histograms keys)))
+
 (define (merge-snapshots observer snapshots)
   ;; -> a new observer, the sum of SNAPSHOTS
   (let* ((get (lambda (snapshot key) (assq-ref snapshot key)))
@@ -843,6 +948,11 @@ loop."
                            (fold (lambda (s into) (histogram-merge! into (histogram (get s key))))
                                  (make-histogram) snapshots)))
          (live (filter (lambda (s) (process-alive? (get s 'pid))) snapshots))
+         ;; the per-minute histograms of all the workers, added up minute
+         ;; by minute, in a ring as long as this worker's
+         (gc-minutes (merge-gc-minutes
+                      (vector-length (observer-gc-minute-keys observer))
+                      (map (lambda (s) (snapshot-gc-minutes s histogram)) snapshots)))
          (memory-sum
           (map (lambda (key)
                  (cons key (fold (lambda (s sum) (+ sum (or (assq-ref (get s 'memory) key) 0)))
@@ -899,7 +1009,8 @@ loop."
                     (sum-histograms 'accept) (sum-histograms 'close)
                     (sum-histograms 'write) (sum-histograms 'gc-pause)
                     (fold (lambda (s sum) (+ sum (get s 'gc-count))) 0 snapshots)
-                    0 0 tally series (merge-failures observer snapshots)
+                    0 0 (gc-minutes-histograms gc-minutes) (gc-minutes-keys gc-minutes)
+                    tally series (merge-failures observer snapshots)
                     (apply min (observer-started observer)
                            (map (lambda (s) (get s 'started)) snapshots))
                     (length live) #f
@@ -910,6 +1021,8 @@ loop."
                              (requests . ,(fold + 0 (list-head (get s 'tally) 6)))
                              (time . ,(get s 'time))
                              (memory . ,(get s 'memory))
+                             (gc-recent . ,(gc-recent-summary
+                                            (snapshot-gc-minutes s histogram)))
                              (exited? . ,(not (memq s live)))))
                          (sort snapshots (lambda (a b) (< (get a 'pid) (get b 'pid))))))))
 

@@ -45,12 +45,15 @@
   #:use-module (ice-9 iconv)
   #:use-module (ice-9 match)
   #:use-module (web http)
-  #:use-module ((web client) #:select (http-get))
   #:use-module ((web response) #:select (response-code))
-  #:use-module ((web server) #:select (sanitize-response))
   #:use-module (web request)
   #:use-module (web uri)
-  #:use-module ((system repl debug) #:select (print-frames))
+  ;; Loaded when first used, by a failure or a replay, not by every
+  ;; server with a status page: each collection marks what modules
+  ;; hold (bench/hello's pauses; the live heap libgc logs).
+  #:autoload (web client) (http-get)
+  #:autoload (web server) (sanitize-response)
+  #:autoload (system repl debug) (print-frames)
   #:export (make-inbox
             inbox-of
             inbox?

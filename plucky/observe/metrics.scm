@@ -448,6 +448,7 @@ route some of whose requests suspended has `waits': where they waited."
                             (requests . ,(assq-ref member 'requests))
                             (as_of . ,(assq-ref member 'time))
                             (rss . ,(assq-ref (assq-ref member 'memory) 'rss))
+                            (gc_recent_cpu_ns . ,(or (assq-ref member 'gc-recent) '()))
                             (state . ,(if (assq-ref member 'exited?) "exited" "running"))))
                         members))))
             '())
@@ -490,7 +491,18 @@ route some of whose requests suspended has `waits': where they waited."
           (close_ns . ,(histogram-summary (observer-close observer)))))
       (write_ns_per_answer . ,(histogram-summary (observer-write observer)))
       (gc . ((collections . ,(observer-gc-count observer))
-             (cpu_ns_per_collection . ,(histogram-summary (observer-gc-pause observer)))))
+             (cpu_ns_per_collection . ,(histogram-summary (observer-gc-pause observer)))
+             ;; newest first: the current minute, then the ones before
+             (by_minute
+              . ,(list->vector
+                  (map (lambda (minute)
+                         (let ((h (cdr minute)))
+                           `((start . ,(car minute))
+                             (collections . ,(histogram-count h))
+                             (p50_cpu_ns . ,(histogram-quantile h 0.5))
+                             (p99_cpu_ns . ,(histogram-quantile h 0.99))
+                             (max_cpu_ns . ,(histogram-max h)))))
+                       (observer-gc-minutes observer))))))
       (memory . ((heap_size . ,(assq-ref memory 'heap-size))
                  (heap_free . ,(assq-ref memory 'heap-free-size))
                  (allocated_total . ,(assq-ref memory 'heap-total-allocated))

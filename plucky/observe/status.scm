@@ -505,7 +505,9 @@ if given, is carried in the page's links."
                                     (observer-gc-count observer)
                                     (format-ns (histogram-quantile gc-h 0.5))
                                     (format-ns (histogram-quantile gc-h 0.99))
-                                    (format-ns (histogram-max gc-h)))))
+                                    (format-ns (histogram-max gc-h))))
+                        ,(gc-minutes-table (observer-gc-minutes observer))
+                        (p (@ (class "hint")) "Per minute, newest first: the collections and the CPU time of each (a collection stops the worker that runs it for about as long, more on a busy machine)."))
                    (div (@ (class "card"))
                         (h2 ,(if members
                                  (format #f "Memory of the ~a workers" workers)
@@ -524,7 +526,8 @@ if given, is carried in the page's links."
               ,@(if members
                     `((div (@ (class "card"))
                            (h2 "Workers")
-                           ,(workers-table members)))
+                           ,(workers-table members)
+                           (p (@ (class "hint")) "Collections: this minute and the one before; GC p50/p99/max: the CPU time of each of them.")))
                     '())
               (div (@ (class "card"))
                    (h2 "Connections")
@@ -742,21 +745,45 @@ if given, is carried in the page's links."
                      (td ,(format-ns (histogram-max h))))))
              hs))))
 
+(define (ns-cell ns)
+  `(td ,(if ns (format-ns ns) "-")))
+
 (define (workers-table members)
   `(table
     (tr (th (@ (class "l")) "worker PID") (th "requests") (th "resident") (th "GC heap")
+        (th "collections, 2 min") (th "GC p50") (th "GC p99") (th "GC max")
         (th (@ (class "l")) "figures as of"))
     ,@(map (lambda (member)
-             (let ((memory (assq-ref member 'memory)))
+             (let ((memory (assq-ref member 'memory))
+                   (gc (or (assq-ref member 'gc-recent) '())))
                `(tr (td (@ (class "l")) ,(number->string (assq-ref member 'pid)))
                     (td ,(format-number (assq-ref member 'requests)))
                     (td ,(if (assq-ref memory 'rss) (format-bytes (assq-ref memory 'rss)) "-"))
                     (td ,(format-bytes (assq-ref memory 'heap-size)))
+                    (td ,(format-number (or (assq-ref gc 'count) 0)))
+                    ,(ns-cell (assq-ref gc 'p50))
+                    ,(ns-cell (assq-ref gc 'p99))
+                    ,(ns-cell (assq-ref gc 'max))
                     (td (@ (class "l"))
                         ,(if (assq-ref member 'exited?)
                              (format #f "~a (exited)" (time-string (assq-ref member 'time)))
                              (time-string (assq-ref member 'time)))))))
            members)))
+
+(define (gc-minutes-table minutes)
+  ;; MINUTES: (start . histogram), newest first, as `observer-gc-minutes'
+  `(table
+    (tr (th (@ (class "l")) "minute (UTC)") (th "collections")
+        (th "p50") (th "p99") (th "max"))
+    ,@(map (lambda (minute)
+             (let* ((h (cdr minute))
+                    (n (histogram-count h)))
+               `(tr (td (@ (class "l")) ,(strftime "%H:%M" (gmtime (car minute))))
+                    (td ,(format-number n))
+                    ,(ns-cell (and (> n 0) (histogram-quantile h 0.5)))
+                    ,(ns-cell (and (> n 0) (histogram-quantile h 0.99)))
+                    ,(ns-cell (and (> n 0) (histogram-max h))))))
+           minutes)))
 
 (define (connections-table observer)
   `(table

@@ -169,6 +169,12 @@ there is no master: the process serves itself")
             #:unit "seconds" #:section 'how #:scope 'server #:optional? #t
             #:doc "a handler call past S seconds ends in a 503; one blocked in C gets \
 its worker replaced (0: no limit)")
+   (setting 'gc-free-space-divisor #:range '(1 100) #:section 'how #:scope 'server
+            #:metavar "N" #:default-text "1 (GC_FREE_SPACE_DIVISOR if set)"
+            #:doc "collect once the memory allocated since the last collection reaches \
+the heap the collector marks divided by N: 1 collects least often, for a heap up to \
+about twice the live data; 3 (libgc's own default) keeps the resident memory lower \
+for about three times the collections, each as long (bench/rss)")
    (setting 'user #:type 'string #:section 'how #:scope 'server #:metavar "USER"
             #:doc "after binding as root, serve as USER; the workers switch before they \
 load FILE")

@@ -34,7 +34,11 @@
 ;;; fewer collections for a heap bigger, at its fullest, by the live
 ;;; data (bench/blog's index: its throughput, p99 and the worker's RSS,
 ;;; in bench/RESULTS.md).  A GC_FREE_SPACE_DIVISOR in the environment,
-;;; read by libgc as it starts, is left as it says.
+;;; read by libgc as it starts, is left as it says; `plucky serve
+;;; --gc-free-space-divisor N' (`run-server''s keyword) sets it anew.
+;;; The divisor does not shorten a collection, which marks the live data
+;;; whatever: it trades resident memory for how often they come
+;;; (bench/rss).
 ;;;
 ;;; Code:
 
@@ -42,6 +46,8 @@
   #:use-module (plucky sys foreign)
   #:export (reserve-heap!
             collect-less-often!
+            set-free-space-divisor!
+            free-space-divisor
             gc-total-bytes))
 
 (define gc-total-bytes
@@ -70,13 +76,27 @@ it is full; return #t on success."
 (set-procedure-property! gc-total-bytes 'documentation
   "Return the bytes libgc has allocated since the process started.")
 
+(define %set-free-space-divisor
+  (pointer->procedure void (symbol-address "GC_set_free_space_divisor")
+                      (list unsigned-long)))
+
+(define (set-free-space-divisor! n)
+  "Have libgc collect once it has allocated, since the last collection,
+the heap it scans divided by N (a positive integer; see the commentary).
+Return nothing useful."
+  (%set-free-space-divisor n))
+
+(define free-space-divisor
+  (pointer->procedure unsigned-long (symbol-address "GC_get_free_space_divisor") '()))
+
+(set-procedure-property! free-space-divisor 'documentation
+  "Return libgc's free-space divisor (see `set-free-space-divisor!').")
+
 (define (collect-less-often!)
   "Have libgc collect after allocating as much as the heap it scans (a
 free-space divisor of 1, see the commentary) unless GC_FREE_SPACE_DIVISOR
 is set in the environment.  Return nothing useful."
   (unless (getenv "GC_FREE_SPACE_DIVISOR")
-    ((pointer->procedure void (symbol-address "GC_set_free_space_divisor")
-                         (list unsigned-long))
-     1)))
+    (set-free-space-divisor! 1)))
 
 ;;; (plucky sys gc) ends here

@@ -9,7 +9,7 @@
 ;;; things, and each is easy to get subtly wrong, so they live here once:
 ;;;
 ;;;   (random-bytes n)            n bytes from libgcrypt's CSPRNG
-;;;   (hmac-sha256 key data)      a 32-byte HMAC (guile-gcrypt's (gcrypt mac))
+;;;   (hmac-sha256 key data)      a 32-byte HMAC (libgcrypt's)
 ;;;   (sha256 data)               a 32-byte digest (libgcrypt's)
 ;;;   (bytevector=?/constant-time a b)
 ;;;                               compares without leaking, through its
@@ -43,11 +43,7 @@
 (define-module (plucky web crypto)
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
-  ;; Prefixed: this module's hmac-sha256 would otherwise hide the name
-  ;; (gcrypt mac) defines for the algorithm.
-  #:use-module ((gcrypt mac) #:prefix gcrypt:)
-  ;; the libgcrypt guile-gcrypt loads (and (gcrypt mac) initialises),
-  ;; whose functions this module calls itself as well
+  ;; libgcrypt's functions, called directly (see that module for why)
   #:use-module (plucky sys gcrypt)
   #:export (random-bytes
             hmac-sha256
@@ -126,8 +122,9 @@ call, in this process or another, returns."
 (define (hmac-sha256 key data)
   "Return the 32-byte HMAC-SHA256 of DATA (a bytevector or a string,
 taken as UTF-8) under KEY (likewise)."
-  (gcrypt:sign-data (->bytevector key) (->bytevector data)
-                    #:algorithm (gcrypt:mac-algorithm gcrypt:hmac-sha256)))
+  (let ((digest (make-bytevector 32)))
+    (gcry-hmac! gcry-md-sha256 digest (->bytevector key) (->bytevector data))
+    digest))
 
 (define (sha256 data)
   "Return the 32-byte SHA-256 digest of DATA (a bytevector or a string,

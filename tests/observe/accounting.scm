@@ -255,7 +255,33 @@
        (test-assert "counted" (>= (observer-gc-count obs) 3))
        (test-equal "a pause per collection" (observer-gc-count obs)
          (histogram-count (observer-gc-pause obs)))
-       (test-assert "pauses take time" (> (histogram-sum (observer-gc-pause obs)) 0))))))
+       (test-assert "pauses take time" (> (histogram-sum (observer-gc-pause obs)) 0))
+       (let ((minutes (observer-gc-minutes obs)))
+         (test-equal "a minute per minute of the series" 5 (length minutes))
+         (test-equal "minutes newest first, a minute apart"
+           (map (lambda (age) (* 60 (- (quotient (current-time) 60) age))) (iota 5))
+           (map car minutes))
+         ;; the collections may straddle a minute: this one and the last
+         (test-equal "each collection in its minute" (observer-gc-count obs)
+           (+ (histogram-count (cdr (first minutes)))
+              (histogram-count (cdr (second minutes)))))
+         (let ((recent (gc-recent-summary minutes)))
+           (test-equal "recent: the count" (observer-gc-count obs) (assq-ref recent 'count))
+           (test-assert "recent: p50 <= p99 <= max"
+             (<= 0 (assq-ref recent 'p50) (assq-ref recent 'p99) (assq-ref recent 'max))))
+         (test-equal "minutes long gone are not shown"
+           0 (fold + 0 (map (lambda (minute) (histogram-count (cdr minute)))
+                            (observer-gc-minutes obs (+ (current-time) 600))))))))))
+
+(test-group "gc-recent-summary"
+  (test-equal "no collection" '((count . 0) (p50 . #f) (p99 . #f) (max . #f))
+    (gc-recent-summary '()))
+  (let ((a (make-histogram)) (b (make-histogram)) (c (make-histogram)))
+    (histogram-add! a 1000) (histogram-add! b 3000) (histogram-add! c 99999)
+    ;; only the first two minutes count: C is older
+    (test-equal "this minute and the last" '(2 3000)
+      (let ((recent (gc-recent-summary (list (cons 120 a) (cons 60 b) (cons 0 c)))))
+        (list (assq-ref recent 'count) (assq-ref recent 'max))))))
 
 (test-group "failures go to the inbox"
   (let* ((obs (make-observer #:inbox-size 2))

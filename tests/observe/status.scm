@@ -84,6 +84,10 @@
             ;; not a tail call, so that its frame is in the backtrace
             (fail-on-purpose path)
             (values '((content-type . (text/plain))) "not reached"))
+           ((string=? path "/collect")
+            ;; two collections in the server's process
+            (gc) (gc)
+            (values '((content-type . (text/plain))) "collected"))
            ((string=? path "/missing")
             (values (build-response #:code 404 #:headers '((content-type . (text/plain)))) "no"))
            (else (values '((content-type . (text/plain))) path)))))
@@ -326,7 +330,22 @@
                          '("read" "parse" "handler" "serialise" "write"))))
       (test-equal "json: no waits when no request waited" #f (and root (assoc "waits" root)))
       (test-assert "json: a series of requests per second"
-        (> (fold + 0 (filter number? (vector->list (json-ref json "series" "requests")))) 20)))))
+        (> (fold + 0 (filter number? (vector->list (json-ref json "series" "requests")))) 20)))
+
+    (code-of server "/collect")
+    (let* ((json (read-json (open-input-string (body-of server "/_plucky/status.json"))))
+           (minutes (vector->list (json-ref json "gc" "by_minute"))))
+      (test-equal "json: collections by minute, five" 5 (length minutes))
+      (test-equal "json: the current minute first"
+        (* 60 (quotient (current-time) 60)) (json-ref (car minutes) "start"))
+      (test-assert "json: the two collections in this minute or the last"
+        (>= (+ (json-ref (car minutes) "collections") (json-ref (cadr minutes) "collections")) 2))
+      (test-assert "json: p50 <= p99 <= max in each minute"
+        (every (lambda (m) (<= (json-ref m "p50_cpu_ns") (json-ref m "p99_cpu_ns")
+                               (json-ref m "max_cpu_ns")))
+               minutes)))
+    (test-assert "status: the collections per minute"
+      (string-contains (body-of server "/_plucky/status") "<th class=\"l\">minute (UTC)</th>"))))
 
 (define (route-json json name)
   (find (lambda (r) (equal? (json-ref r "route") name))
@@ -577,6 +596,8 @@
          (every (lambda (w) (> (json-ref w "requests") 0)) workers))
        (test-equal "status.json: both running" '("running" "running")
          (map (lambda (w) (json-ref w "state")) workers))
+       (test-assert "status.json: each worker's recent collections"
+         (every (lambda (w) (exact-integer? (json-ref w "gc_recent_cpu_ns" "count"))) workers))
        (test-equal "status.json: per worker adds up to the total"
          (json-ref json "requests")
          (fold + 0 (map (lambda (w) (json-ref w "requests")) workers)))
@@ -592,7 +613,8 @@
      (let ((page (ask server "/_plucky/status")))
        (test-assert "status: says it adds up 2 workers"
          (string-contains page "all 2 worker processes added up"))
-       (test-assert "status: a table of the workers" (string-contains page "<h2>Workers</h2>"))))))
+       (test-assert "status: a table of the workers" (string-contains page "<h2>Workers</h2>"))
+       (test-assert "status: their collections" (string-contains page "<th>GC p99</th>"))))))
 
 (test-group "two workers: the handlers' own phases, per route"
   (set! answered 0)

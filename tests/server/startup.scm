@@ -101,6 +101,30 @@
    '("1" "2"))
   (remove-tree dir))
 
+;; --gc-free-space-divisor: libgc's setting in the process that answers,
+;; a worker forked by the master with --workers 2.
+(let* ((dir (temporary-directory))
+       (app (string-append dir "/divisor.scm")))
+  (write-file app "
+(use-modules ((plucky sys gc) #:select (free-space-divisor)))
+(lambda (request body)
+  (values '((content-type . (text/plain))) (number->string (free-space-divisor))))
+")
+  (for-each
+   (lambda (flags expected)
+     (call-with-plucky
+      app (append (list "--port" "0" "--workers" "2") flags allow-root)
+      (lambda (plucky)
+        (test-equal (format #f "free-space divisor with ~s" flags) expected
+          (call-with-values
+              (lambda ()
+                (http-get (string-append "http://127.0.0.1:"
+                                         (number->string (plucky-port plucky)) "/")))
+            (lambda (response body) body))))))
+   '(() ("--gc-free-space-divisor" "3"))
+   '("1" "3"))
+  (remove-tree dir))
+
 ;; No collection between the app's load and its first answer: the heap
 ;; has room (reserve-heap!), and starting the watchdog's thread must not
 ;; set one off (plucky server watchdog).

@@ -75,7 +75,15 @@
   (test-equal "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
     (string-join (map (lambda (b) (string-pad (number->string b 16) 2 #\0))
                       (bytevector->u8-list (hmac-sha256 "Jefe" "what do ya want for nothing?")))
-                 "")))
+                 ""))
+  ;; RFC 4231, test case 6: a key longer than SHA-256's block
+  (test-equal "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"
+    (string-join (map (lambda (b) (string-pad (number->string b 16) 2 #\0))
+                      (bytevector->u8-list
+                       (hmac-sha256 (make-bytevector 131 #xaa)
+                                    "Test Using Larger Than Block-Size Key - Hash Key First")))
+                 ""))
+  (test-equal "empty data, a bytevector" 32 (bytevector-length (hmac-sha256 #vu8(1 2 3) #vu8()))))
 
 (define (hex bv)
   (string-join (map (lambda (b) (string-pad (number->string b 16) 2 #\0))
