@@ -408,7 +408,8 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
   (k task-k set-task-k!)                 ; the continuation, at its last wait
   ;; the current wait's mark: a resume whose mark is not this one is late
   (token task-token set-task-token!)
-  (undo task-undo set-task-undo!)        ; thunk: forget the current wait
+  ;; thunk: forget the current wait; 'raised once told it is given up
+  (undo task-undo set-task-undo!)
   (started task-started)                 ; loop ms when the handler first waited
   ;; (((kind . label) . ns) …): nanoseconds waited, by what, counted
   ;; when the loop has an observer
@@ -482,16 +483,40 @@ handler timeout."
       (set-task-wait-kind! task (suspension-kind suspension))
       (set-task-wait-label! task (suspension-label suspension))
       (set-task-wait-start! task (clock)))
-    (if (task-cancelled task)
-        ;; Given up, and waiting again: drop it (see `cancel-task!').
-        (set-tasks-ready! tasks (cons (cons task #f) (tasks-ready tasks)))
-        (set-task-undo!
-         task ((suspension-register suspension)
-               (lambda (thunk)
-                 (when (eq? (task-token task) suspension)
-                   (set-task-token! task #f)
-                   (set-tasks-ready! tasks (cons (cons task thunk)
-                                                 (tasks-ready tasks))))))))))
+    (cond
+     ((not (task-cancelled task))
+      (set-task-undo!
+       task ((suspension-register suspension)
+             (lambda (thunk)
+               (when (eq? (task-token task) suspension)
+                 (set-task-token! task #f)
+                 (set-tasks-ready! tasks (cons (cons task thunk)
+                                               (tasks-ready tasks))))))))
+     ((eq? (task-undo task) 'raised)
+      ;; Given up, told so, and waiting again: drop it.
+      (set-task-token! task #f)
+      (set-tasks-ready! tasks (cons (cons task #f) (tasks-ready tasks))))
+     (else
+      ;; Given up between the end of its last wait and its running on
+      ;; (its client left in the round that resumed it): tell it here,
+      ;; so that its handlers release what it holds.
+      (set-task-token! task #f)
+      (raise-cancelled! tasks task)))))
+
+(define (raise-cancelled! tasks task)
+  ;; Resume TASK raising &request-cancelled where it waits, once.
+  (let ((reason (task-cancelled task)))
+    (set-task-undo! task 'raised)
+    (set-tasks-ready!
+     tasks
+     (cons (cons task
+                 (lambda ()
+                   (raise-exception
+                    (make-exception
+                     (make-request-cancelled reason)
+                     (make-exception-with-message
+                      (format #f "request given up: ~a" reason))))))
+           (tasks-ready tasks)))))
 
 (define (note-waited! task now)
   ;; Add the wait that ended at NOW (clock ns) to TASK's account, an
@@ -513,21 +538,12 @@ wait and resume it raising &request-cancelled where it waits, so that
 its handler unwinds.  Return nothing."
   (unless (task-cancelled task)
     (set-task-cancelled! task reason)
+    ;; Not waiting now (resumed, not yet run): told at its next wait.
     (when (task-token task)
       (set-task-token! task #f)
       (let ((undo (task-undo task)))
         (when (procedure? undo) (undo)))
-      (let ((tasks (loop-tasks loop)))
-        (set-tasks-ready!
-         tasks
-         (cons (cons task
-                     (lambda ()
-                       (raise-exception
-                        (make-exception
-                         (make-request-cancelled reason)
-                         (make-exception-with-message
-                          (format #f "request given up: ~a" reason))))))
-               (tasks-ready tasks)))))))
+      (raise-cancelled! (loop-tasks loop) task))))
 
 (define (take-ready-tasks! loop)
   "Return the ((task . thunk) …) whose waits ended, in the order they
