@@ -41,7 +41,7 @@
   #:use-module (ice-9 exceptions)
   #:use-module ((plucky server)
                 #:select (suspendable? make-event event-signal! event-wait
-                          request-cancelled?))
+                          request-cancelled? worker-pid))
   #:use-module (plucky db postgresql connection)
   #:use-module (plucky db postgresql types)
   #:use-module (plucky db postgresql listen)
@@ -144,7 +144,7 @@ error with libpq's one-line reason if URL is malformed."
     pool))
 
 (define (reset-pool! pool)
-  (set-pg-pool-pid! pool (getpid))
+  (set-pg-pool-pid! pool (worker-pid))
   (set-pg-pool-idle! pool '())
   (set-pg-pool-open! pool 0)
   (set-pg-pool-waiters! pool '())
@@ -156,7 +156,7 @@ error with libpq's one-line reason if URL is malformed."
 (define (check-pid! pool)
   ;; in a process forked after the pool was used: forget the parent's
   ;; connections (they are its sessions), start afresh
-  (unless (= (pg-pool-pid pool) (getpid))
+  (unless (= (pg-pool-pid pool) (worker-pid))
     (for-each conn-forget! (pg-pool-idle pool))
     (reset-pool! pool)))
 
@@ -180,7 +180,7 @@ open or opening), idle (of those, waiting in the pool), waiting
   ;; close it, and free its place in its pool
   (let ((pool (pg-conn-pool conn)))
     (set-pg-conn-pool! conn #f)
-    (if (and pool (= (pg-pool-pid pool) (getpid)))
+    (if (and pool (= (pg-pool-pid pool) (worker-pid)))
         (discard! pool conn)
         (conn-close! conn))))
 

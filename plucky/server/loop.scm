@@ -85,6 +85,7 @@
             log-line
             current-request-peer
             current-request-scheme
+            worker-pid
             close-loop-connections!))
 
 ;;;
@@ -139,6 +140,18 @@
 
 ;; The <poller> running in this process, if any.
 (define current-poller #f)
+
+;; This process's PID while a loop runs in it, read once as the loop
+;; starts (a worker's, after its fork); #f otherwise.
+(define loop-pid #f)
+
+(define (worker-pid)
+  "Return the PID of this process: while a loop runs in it (a worker,
+which starts its loop once forked), the PID read as the loop started,
+without a system call; elsewhere getpid's.  For what a process must not
+share with its parent (a connection pool, a random state), checked once
+a request."
+  (or loop-pid (getpid)))
 
 (define (stop-loop!)
   "Ask the loop running in this process to close its connections and
@@ -556,6 +569,7 @@ a request that has not answered that long after it first suspended
                   (watch! loop conn EPOLLIN)))
               connections)
     (set! current-poller p)
+    (set! loop-pid (getpid))
     (set-current-watchers! (make-watchers epfd (lambda () (loop-now loop))))
     (install-waits! (loop-waits loop))
     (with-handler-errors-caught loop
@@ -746,7 +760,8 @@ a request that has not answered that long after it first suspended
   (fd-close (loop-epfd loop))
   (close-port (car (loop-wake-ports loop)))
   (close-port (cdr (loop-wake-ports loop)))
-  (set! current-poller #f))
+  (set! current-poller #f)
+  (set! loop-pid #f))
 
 (define (close-loop-connections!)
   "Close every connection and the epoll descriptor of the loop of this
