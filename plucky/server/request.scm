@@ -327,7 +327,8 @@ their resumption made ready in turn; return nothing."
                                                       #f #f #f)
                                      ((observer-hooks-on-wait observer)
                                       request code (task-waited task)
-                                      (task-computing task))))
+                                      (task-computing task)
+                                      (- (clock) (task-started task)))))
                                  #t)))
                    (after-task! loop conn outcome))))))))))))
 

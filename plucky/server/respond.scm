@@ -410,7 +410,9 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
   (token task-token set-task-token!)
   ;; thunk: forget the current wait; 'raised once told it is given up
   (undo task-undo set-task-undo!)
-  (started task-started)                 ; loop ms when the handler first waited
+  ;; with an observer, clock ns when the handler began (a timed
+  ;; request) or first waited (one not timed); else #f
+  (started task-started)
   ;; (((kind . label) . ns) …): nanoseconds waited, by what, counted
   ;; when the loop has an observer
   (waited task-waited set-task-waited!)
@@ -443,13 +445,15 @@ HANDLER-TIMEOUT seconds after they first wait (#f: never)."
 
 (define (suspend-request! loop conn request suspension close? started)
   "Keep the handler of REQUEST on CONN, which suspended with SUSPENSION,
-until its wait ends; return nothing.  The client's socket is watched
+until its wait ends; return nothing.  STARTED is the clock ns its handler
+began at, when it was timed, else #f.  The client's socket is watched
 only for its hanging up meanwhile, and the request's deadline is its
 handler timeout."
   (let* ((tasks (loop-tasks loop))
          (task (or (connection-task conn)
-                   (%make-task conn request close? #f #f #f (loop-now loop) '()
-                               #f #f 0 #f 0 #f))))
+                   (%make-task conn request close? #f #f #f
+                               (or started (and (loop-observer loop) (clock)))
+                               '() #f #f 0 #f 0 #f))))
     (unless (connection-task conn)
       (set-connection-task! conn task)
       (set-connection-state! conn 'suspended)
@@ -801,7 +805,7 @@ for the client themselves) it only flushes PORT."
                      (charset (and type (pair? type) (assq-ref (cdr type) 'charset)))
                      (stream (make-stream #f framing code close?
                                           (- (output-fill out) mark) 0 #f #f))
-                     (task (%make-task conn request close? #f #f #f (loop-now loop)
+                     (task (%make-task conn request close? #f #f #f #f
                                        '() #f #f 0 #f 0 stream)))
                 (set-stream-port! stream
                                   (open-loop-stream
