@@ -175,17 +175,6 @@ open or opening), idle (of those, waiting in the pool), waiting
   (set-pg-pool-open! pool (- (pg-pool-open pool) 1))
   (hand-over! pool #t))
 
-(define (abandoned! conn)
-  ;; CONN's request was dropped while it waited (see `wait-socket'):
-  ;; close it, and free its place in its pool
-  (let ((pool (pg-conn-pool conn)))
-    (set-pg-conn-pool! conn #f)
-    (if (and pool (= (pg-pool-pid pool) (worker-pid)))
-        (discard! pool conn)
-        (conn-close! conn))))
-
-(set-conn-abandoned-handler! abandoned!)
-
 (define (hand-over! pool value)
   ;; give VALUE (a connection, or #t: a place to open one) to the oldest
   ;; waiting request; -> #t if one took it
@@ -215,14 +204,9 @@ open or opening), idle (of those, waiting in the pool), waiting
     (when (< now (pg-pool-retry-ms pool))
       (raise-exception (pg-pool-last-error pool))))
   (set-pg-pool-open! pool (+ (pg-pool-open pool) 1))
-  (let* ((gone? #f)                     ; the request was dropped: counted out
-         (gone! (lambda ()
-                  (set! gone? #t)
-                  (set-pg-pool-open! pool (- (pg-pool-open pool) 1))
-                  (hand-over! pool #t)))
-         (conn (with-exception-handler
+  (let ((conn (with-exception-handler
                   (lambda (e)
-                    (unless gone? (set-pg-pool-open! pool (- (pg-pool-open pool) 1)))
+                    (set-pg-pool-open! pool (- (pg-pool-open pool) 1))
                     (when (pg-error? e)
                       (let ((failures (+ 1 (pg-pool-failures pool))))
                         (set-pg-pool-failures! pool failures)
@@ -234,8 +218,7 @@ open or opening), idle (of those, waiting in the pool), waiting
                 (lambda ()
                   (conn-open (pg-pool-url pool)
                            #:connect-timeout-ms (pg-pool-connect-timeout-ms pool)
-                           #:statement-timeout-ms (pg-pool-statement-timeout-ms pool)
-                           #:on-abandon gone!))
+                           #:statement-timeout-ms (pg-pool-statement-timeout-ms pool)))
                 #:unwind? #t)))
     (set-pg-pool-failures! pool 0)
     (set-pg-pool-pool! conn pool)
@@ -288,7 +271,6 @@ open or opening), idle (of those, waiting in the pool), waiting
   ;; give CONN back to POOL (in the process that took it out: a request
   ;; does not cross a fork)
   (cond
-   ((not (pg-conn-pool conn)))          ; abandoned: already closed, not counted
    ((or (not (pg-conn-open? conn))
         (pg-conn-busy? conn)
         (not (conn-idle? conn)))        ; in a transaction, or broken
