@@ -105,7 +105,7 @@
             clock clock-ms timed take-sample! sampling? tally-add!
             input-size never set-deadline! wake!
             connection-ref register-connection! close-connection! forget-connection!
-            watch! linger! take-over!
+            watch! take-over!
             keep-input! grow-input!
 
             file-body-fd file-body-offset set-file-body-offset! file-body-end)
@@ -556,22 +556,6 @@ handler's exception."
         (loop-unwatch! fd)
         ((transport-close transport) fd)))
     (values)))
-
-(define (linger! loop conn)
-  "Shut down CONN's sending side and read and drop what still comes for a
-short while, then close; return nothing."
-  ;; After an error answer the client may still be sending; closing at
-  ;; once would make the kernel answer its bytes with a reset, which can
-  ;; destroy our answer before the client reads it (as nginx's
-  ;; lingering_close).
-  (if (< ((transport-shutdown (connection-transport conn)) (connection-out-fd conn)) 0)
-      ;; Not a socket (inetd on a pipe): nothing to linger for.
-      (close-connection! loop conn)
-      (begin
-        (set-connection-state! conn 'lingering)
-        (set-connection-input! conn #f)
-        (set-deadline! loop conn 2000)
-        (watch! loop conn EPOLLIN))))
 
 (define (watch! loop conn events)
   "Watch CONN for EVENTS, adding it to LOOP's epoll set the first time;

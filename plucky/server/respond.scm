@@ -44,7 +44,6 @@
   #:export (with-handler-errors-caught
             call-handler
             respond!
-            refuse!
             report-response!
             observe-answer!
             hand-off!
@@ -936,23 +935,6 @@ nothing."
   (let ((on-response (loop-on-response loop)))
     (when on-response
       (on-response (connection-peer conn) request code bytes))))
-
-(define (refuse! loop conn request code reason)
-  "Answer CODE (with REASON, or the usual phrase if #f) to a request that
-never reached a handler (REQUEST, or #f when its head could not be
-read), then linger-close CONN.  Return nothing."
-  (let* ((out (loop-output loop))
-         (mark (output-fill out)))
-    (set-connection-input! conn #f)
-    (set-connection-request! conn #f)
-    (set-connection-body! conn #f)
-    (write-error-response! out (if request (request-version request) '(1 . 1))
-                           code reason (if request (request-method request) 'GET))
-    (report-response! loop conn #f code (- (output-fill out) mark))
-    (when (loop-observer loop)
-      (observe-answer! loop #f code (- (output-fill out) mark)
-                       (and (loop-parse-ns loop) 0) (and (loop-parse-ns loop) 0) #f))
-    (finish! loop conn #t #t)))
 
 (define (observe-answer! loop request code bytes handler serialise allocated)
   "Count an answer in LOOP's tally; tell the observer of it if it was

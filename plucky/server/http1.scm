@@ -1,36 +1,68 @@
-;;; (plucky server request) --- reading a connection's requests and their bodies
+;;; (plucky server http1) --- an HTTP/1 connection: every state it goes through
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
 
 ;;; Commentary:
 ;;;
-;;; The loop (plucky server loop) calls `read-ready!' when a connection
-;;; has bytes.  They are read into the loop's shared input buffer, and
-;;; `serve-input!' parses every complete request in them with (plucky
-;;; http parse), in order (pipelining), and answers each through
-;;; (plucky server respond); whatever is left (the start of the next
-;;; head) is kept in the connection (plucky server connection).  A body
+;;; The loop (plucky server loop) only waits for descriptors and timers;
+;;; what a connection does when one of them fires is decided here, and
+;;; only here: every change of a connection's state is in this module.
+;;; A request flows through these modules, in this order:
+;;;
+;;;   (plucky server loop)      epoll_wait, accept: `connection-accepted!',
+;;;                             `connection-ready!', `connection-expired!'
+;;;   this module               reads (the loop's shared buffer), parses
+;;;                             every complete request with (plucky http
+;;;                             parse), in order (pipelining)
+;;;   (plucky server respond)   `respond!' calls the handler (which may
+;;;                             suspend) and serialises its answer with
+;;;                             (plucky http response)
+;;;   this module               `after-respond!' does what the answer
+;;;                             calls for; `finish!' sends it with
+;;;                             (plucky server output), then the
+;;;                             connection closes, lingers, is handed over
+;;;                             or waits for its next request
+;;;
+;;; A connection's states (`connection-state'), and what moves it on:
+;;;
+;;;   new        accepted, nothing read yet; its first bytes choose its
+;;;              protocol (`choose-protocol'): HTTP/1 goes on here
+;;;   idle       between requests (keep-alive timeout)
+;;;   head       part of a head has come (header timeout)
+;;;   body       a Content-Length body is arriving into storage of its
+;;;              own (body timeout)
+;;;   chunked    a chunked body is arriving, decoded as it comes
+;;;   writing    answers wait for the socket (EPOLLOUT, write timeout);
+;;;              requests behind them wait in the connection's input
+;;;   suspended  its handler waits (plucky server suspend): watched for
+;;;              the client hanging up only; handler timeout
+;;;   streaming  a streamed answer's body procedure runs on the loop
+;;;   handed-off a pool thread has the connection (a body read as a port,
+;;;              a stream that blocks); out of epoll until `job-done!'
+;;;   lingering  after an error answer: reads and drops, then closes
+;;;
+;;; Requests that arrive behind one that waits (pipelined) stay in the
+;;; connection's input and are served once it is free again.  A body
 ;;; that has not all arrived gets storage of its own and is read straight
-;;; into it (state body), or decoded as it comes (state chunked); the
-;;; request is answered once it is whole.  A handler that reads bodies
-;;; from ports (`with-body-port') gets the connection on a thread instead
-;;; (`hand-off-call!').  Then `finish!' (plucky server output) sends the
-;;; answers one read produced with one write(2).
+;;; into it, or decoded as it comes (chunked); the request is answered
+;;; once it is whole.  A handler that reads bodies from ports
+;;; (`with-body-port') gets the connection on a thread instead.
 ;;;
 ;;; Code:
 
-(define-module (plucky server request)
+(define-module (plucky server http1)
   #:use-module (rnrs bytevectors)
   #:use-module ((srfi srfi-1) #:select (every))
   #:use-module (web request)
+  #:use-module ((web uri) #:select (uri-path))
   #:use-module (plucky sys libc)
-  #:use-module ((plucky sys epoll) #:select (EPOLLIN))
+  #:use-module ((plucky sys epoll) #:select (EPOLLIN EPOLLOUT EPOLLRDHUP EPOLLHUP EPOLLERR))
   #:use-module (plucky http error)
   #:use-module (plucky http parse)
   #:use-module ((plucky http response) #:select (make-output output-put-bytes!
                                                  output-put-slice! output-fill
-                                                 output-bytes))
+                                                 output-bytes write-error-response!))
   ;; Loaded by the first chunked request body, not at start-up (bench/startup).
   #:autoload (plucky http chunked) (make-chunked-decoder decode-chunked!)
   ;; Loaded by the first connection handed to a thread (bench/startup).
@@ -40,16 +72,121 @@
   #:use-module (plucky server output)
   #:use-module (plucky server pool)
   #:use-module (plucky server respond)
-  #:use-module ((plucky server hooks) #:select (observer-hooks-on-wait))
-  #:export (read-ready!
-            serve-input!
-            after-respond!
+  #:use-module ((plucky server hooks) #:select (observer-hooks-on-wait
+                                                observer-hooks-on-failure))
+  #:export (connection-accepted!
+            connection-ready!
+            connection-expired!
+            connection-idle?
+            connection-handed-off?
+            connection-waiting-task
+            job-done!
+            job-expired!
             run-ready-tasks!))
 
 ;; `parse-head' runs once per request, inlined where it is called
 ;; (plucky sys inline): bench/instructions.
 (eval-when (expand)
   (use-modules (plucky sys inline)))
+
+;;;
+;;; What the loop tells a connection
+;;;
+
+(define (connection-accepted! loop conn)
+  "Serve CONN, which LOOP has just accepted and entered in its table:
+read what it sent, and watch it if it stays open; return nothing."
+  ;; The request is usually there already (the listener defers accept
+  ;; until data arrives): serve it now rather than after another
+  ;; epoll_wait.  Only a connection that stays open is then watched (see
+  ;; `watch!'): one answered and closed here costs accept4, read, write
+  ;; and close and nothing else (bench/hello, Connection: close).
+  (read-ready! loop conn)
+  (read-pending! loop conn)
+  (when (and (eq? (connection-ref loop (connection-fd conn)) conn)
+             (not (connection-watched? conn)))
+    (watch! loop conn EPOLLIN)))
+
+(define (connection-ready! loop conn flags)
+  "Do what CONN's state calls for now that epoll reported FLAGS on its
+descriptor; return nothing."
+  (case (connection-state conn)
+    ((suspended)
+     ;; Watched for EPOLLRDHUP alone: the client left while its handler
+     ;; waits.
+     (cancel-task! loop (connection-task conn) 'client-gone))
+    ((streaming)
+     (if (logtest flags (logior EPOLLRDHUP EPOLLHUP EPOLLERR))
+         (give-up-stream! loop conn)
+         (stream-writable! loop conn)))
+    ((writing)
+     (if (zero? (logand flags EPOLLOUT))
+         ;; EPOLLERR or EPOLLHUP: the peer is gone.
+         (close-connection! loop conn)
+         (when (write-ready! loop conn)
+           (serve-input! loop conn (connection-input conn)
+                         (connection-start conn) (connection-end conn)))))
+    (else
+     (read-ready! loop conn)))
+  (read-pending! loop conn))
+
+(define (read-pending! loop conn)
+  ;; Read what CONN's transport holds that epoll cannot show (a TLS
+  ;; record larger than the last read's room), while CONN reads.
+  (let ((fd (connection-fd conn))
+        (pending? (transport-pending? (connection-transport conn))))
+    (let lp ()
+      (when (and (pending? fd)
+                 (eq? (connection-ref loop fd) conn)
+                 (not (memq (connection-state conn)
+                            '(writing handed-off suspended streaming))))
+        (read-ready! loop conn)
+        (lp)))))
+
+(define (connection-expired! loop conn)
+  "Do what CONN's state calls for now that its deadline has passed;
+return nothing."
+  (case (connection-state conn)
+    ((suspended)
+     ;; Past the handler timeout: give it up, a 503.
+     (set-connection-deadline! conn never)
+     (cancel-task! loop (connection-task conn) 'timeout))
+    ((streaming)
+     ;; The client has read nothing for the write timeout.
+     (set-connection-deadline! conn never)
+     (give-up-stream! loop conn))
+    ((head body chunked)
+     ;; A head or body that is too slow: say so if we still can.
+     (let ((request (connection-request conn)))
+       (set-connection-state! conn 'idle)
+       (refuse! loop conn request 408 #f)))
+    (else
+     (close-connection! loop conn))))
+
+(define (give-up-stream! loop conn)
+  ;; CONN streams an answer its client no longer takes: give its body
+  ;; procedure up if it waits (it unwinds, then the connection closes),
+  ;; else close now (it runs: its next write finds the connection gone).
+  (let ((task (connection-task conn)))
+    (if task
+        (cancel-task! loop task 'client-gone)
+        (close-connection! loop conn))))
+
+(define (connection-idle? conn)
+  "Return true when CONN waits for a request and holds none of one: a
+drain closes it at once."
+  (and (eq? (connection-state conn) 'idle)
+       (not (connection-input conn))))
+
+(define (connection-handed-off? conn)
+  "Return true when a thread of the pool has CONN."
+  (eq? (connection-state conn) 'handed-off))
+
+(define (connection-waiting-task conn)
+  "Return the task (plucky server respond) of CONN's handler or stream
+body when it waits, else #f."
+  (and (memq (connection-state conn) '(suspended streaming))
+       (connection-task conn)))
 
 ;;;
 ;;; Reading
@@ -239,6 +376,86 @@ connection.  Return nothing."
                   (set-connection-state! conn 'body)
                   (set-deadline! loop conn (settings-body-ms settings))
                   (finish! loop conn #f #f))))))))))))
+
+;;;
+;;; Sending, and what comes after
+;;;
+
+(define (finish! loop conn close? linger?)
+  "Send what the requests served on CONN produced; then close (CLOSE?),
+linger (LINGER? too), wait for the socket to drain, hand the connection
+over (a takeover), or wait for the next request.  Return nothing."
+  (unless (write-output! loop conn)
+    (set! close? #t)
+    (set! linger? #f))
+  (cond
+   ((pair? (connection-pending conn))
+    ;; Wait until the socket takes the rest.
+    (set-connection-close-after! conn (or close? (connection-close-after? conn)))
+    (set-connection-state! conn 'writing)
+    (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
+    (watch! loop conn EPOLLOUT))
+   ((or close? (connection-close-after? conn))
+    (if linger?
+        (linger! loop conn)
+        (close-connection! loop conn)))
+   ((connection-takeover conn)
+    (take-over! loop conn (connection-takeover conn)))))
+
+(define (write-ready! loop conn)
+  "Send CONN's queued output in order, now that the socket takes more.
+Return #t when the connection is idle again with requests of its own
+waiting (the caller serves them), else #f."
+  (case (send-pending! loop conn)
+    ((done)
+     (cond
+      ((connection-close-after? conn)
+       (close-connection! loop conn)
+       #f)
+      ((connection-takeover conn)
+       (take-over! loop conn (connection-takeover conn))
+       #f)
+      (else
+       (set-connection-state! conn 'idle)
+       (set-deadline! loop conn (settings-keep-alive-ms (loop-settings loop)))
+       (watch! loop conn EPOLLIN)
+       ;; Requests that arrived while we were writing.
+       (and (connection-input conn) #t))))
+    ((again) #f)
+    (else (close-connection! loop conn) #f)))
+
+(define (linger! loop conn)
+  "Shut down CONN's sending side and read and drop what still comes for a
+short while, then close; return nothing."
+  ;; After an error answer the client may still be sending; closing at
+  ;; once would make the kernel answer its bytes with a reset, which can
+  ;; destroy our answer before the client reads it (as nginx's
+  ;; lingering_close).
+  (if (< ((transport-shutdown (connection-transport conn)) (connection-out-fd conn)) 0)
+      ;; Not a socket (inetd on a pipe): nothing to linger for.
+      (close-connection! loop conn)
+      (begin
+        (set-connection-state! conn 'lingering)
+        (set-connection-input! conn #f)
+        (set-deadline! loop conn 2000)
+        (watch! loop conn EPOLLIN))))
+
+(define (refuse! loop conn request code reason)
+  "Answer CODE (with REASON, or the usual phrase if #f) to a request that
+never reached a handler (REQUEST, or #f when its head could not be
+read), then linger-close CONN.  Return nothing."
+  (let* ((out (loop-output loop))
+         (mark (output-fill out)))
+    (set-connection-input! conn #f)
+    (set-connection-request! conn #f)
+    (set-connection-body! conn #f)
+    (write-error-response! out (if request (request-version request) '(1 . 1))
+                           code reason (if request (request-method request) 'GET))
+    (report-response! loop conn #f code (- (output-fill out) mark))
+    (when (loop-observer loop)
+      (observe-answer! loop #f code (- (output-fill out) mark)
+                       (and (loop-parse-ns loop) 0) (and (loop-parse-ns loop) 0) #f))
+    (finish! loop conn #t #t)))
 
 ;;;
 ;;; After an answer
@@ -431,4 +648,53 @@ their resumption made ready in turn; return nothing."
                                       (and (loop-drain-deadline loop) #t))
                          #:state (loop-state loop)))))
 
-;;; (plucky server request) ends here
+;;;
+;;; Connections back from the pool
+;;;
+
+(define (job-done! loop job)
+  (let ((conn (job-conn job))
+        (observer (loop-observer loop)))
+    (when (eq? (connection-ref loop (connection-fd conn)) conn)
+      (when (and (eq? (job-kind job) 'call) (pair? (job-state job)))
+        (set-loop-state! loop (job-state job)))
+      (when (job-code job)
+        (report-response! loop conn (job-request job) (job-code job) (job-bytes job))
+        (when observer
+          (let ((failure (job-failure job)))
+            (when failure
+              ((observer-hooks-on-failure observer)
+               (job-request job) (car failure) (cdr failure))))
+          ;; Counted, never timed: a thread's time is not the loop's
+          ;; phases, and the observer weighs each timed answer by the
+          ;; sampling rate.
+          (observe-answer! loop (job-request job) (job-code job) (job-bytes job)
+                           #f #f #f)))
+      (case (job-outcome job)
+        ((keep)
+         (if (loop-drain-deadline loop)
+             (close-connection! loop conn)
+             (begin
+               (set-connection-state! conn 'idle)
+               (set-deadline! loop conn (settings-keep-alive-ms (loop-settings loop)))
+               (watch! loop conn EPOLLIN)
+               (let ((leftover (job-leftover job)))
+                 (when leftover
+                   (keep-input! conn leftover 0 (bytevector-length leftover))))
+               (let ((own (connection-input conn)))
+                 (when own
+                   (serve-input! loop conn own (connection-start conn)
+                                 (connection-end conn)))))))
+        ((linger) (linger! loop conn))
+        (else (close-connection! loop conn))))))
+
+(define (job-expired! loop job)
+  "Answer 503 to the request of JOB, which waited for a thread of the
+pool longer than it may; return nothing."
+  (let ((conn (job-conn job)))
+    ;; Answers to earlier pipelined requests go first.
+    (set-connection-pending! conn (job-pending job))
+    (set-connection-state! conn 'idle)
+    (refuse! loop conn (job-request job) 503 "no thread free to serve this request")))
+
+;;; (plucky server http1) ends here
