@@ -516,7 +516,8 @@
   ;; readable (A made ready to run) and A's client gone: A must still
   ;; unwind at its next wait, its handlers run, not be dropped there.
   (mknod (string-append cancel-dir "/fifo") 'fifo #o600 0)
-  (let ((a (connect-client port)))
+  (let ((before (descriptors (server-pid server)))
+        (a (connect-client port)))
     (client-send! a (request-text "/resumed-then-gone"))
     (test-assert "A waits on the FIFO"
       (wait-until (lambda () (file-text (string-append cancel-dir "/a-waiting"))) #:timeout 5))
@@ -537,7 +538,11 @@
         (wait-until (lambda () (file-text (string-append cancel-dir "/resumed-gone")))
                     #:timeout 5))
       (test-equal "as client-gone" "client-gone"
-        (file-text (string-append cancel-dir "/resumed-gone"))))))
+        (file-text (string-append cancel-dir "/resumed-gone")))
+      ;; A's connection closes once its handler has unwound, B's once the
+      ;; server reads its end: both after the file above is written
+      (test-assert "A's and B's descriptors closed"
+        (wait-until (lambda () (= (descriptors (server-pid server)) before)) #:timeout 5)))))
 
 (test-group "a request given up"
   (let ((before (descriptors (server-pid server)))
