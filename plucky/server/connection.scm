@@ -228,8 +228,8 @@ The counters start at zero."
   ;; "address" of the client, or #f: see `current-request-peer'
   (peer connection-peer set-connection-peer!)
   (transport connection-transport)      ; <transport>: how bytes move
-  ;; idle | head | body | chunked | writing | lingering | handed-off
-  ;; | suspended
+  ;; new | idle | head | body | chunked | writing | lingering | handed-off
+  ;; | suspended | streaming: see (plucky server http1)
   (state connection-state set-connection-state!)
   ;; #f, or a bytevector of the connection's own holding bytes not yet
   ;; served, in [start, end)
@@ -261,7 +261,7 @@ The counters start at zero."
 
 (define-syntax make-connection
   (lambda (form)
-    "Return a new idle connection: (make-connection #:fd FD [#:out-fd
+    "Return a new connection: (make-connection #:fd FD [#:out-fd
 OUT-FD] [#:peer PEER] #:deadline DEADLINE [#:transport TRANSPORT])
 reads FD and writes OUT-FD (by default FD) through TRANSPORT (by default
 `plain-transport'), from the client at PEER (or #f), to be closed at
@@ -299,7 +299,7 @@ DEADLINE (ms, loop clock) unless it makes progress."
                                form))
            #`(let ((in fd))
                (%make-connection in #,(if (syntax->datum #'out-fd) #'out-fd #'in)
-                                 peer transport 'idle #f 0 0 0 #f #f 0 0 '() #f
+                                 peer transport 'new #f 0 0 0 #f #f 0 0 '() #f
                                  deadline #f #f #f))))))))
 
 ;;;

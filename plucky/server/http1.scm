@@ -57,7 +57,8 @@
   #:use-module (web request)
   #:use-module ((web uri) #:select (uri-path))
   #:use-module (plucky sys libc)
-  #:use-module ((plucky sys epoll) #:select (EPOLLIN EPOLLOUT EPOLLRDHUP EPOLLHUP EPOLLERR))
+  #:use-module ((plucky sys epoll)
+                #:select (EPOLLIN EPOLLOUT EPOLLRDHUP EPOLLHUP EPOLLERR epoll-remove!))
   #:use-module (plucky http error)
   #:use-module (plucky http parse)
   #:use-module ((plucky http response) #:select (make-output output-put-bytes!
@@ -175,7 +176,7 @@ return nothing."
 (define (connection-idle? conn)
   "Return true when CONN waits for a request and holds none of one: a
 drain closes it at once."
-  (and (eq? (connection-state conn) 'idle)
+  (and (memq (connection-state conn) '(new idle))
        (not (connection-input conn))))
 
 (define (connection-handed-off? conn)
@@ -232,7 +233,10 @@ return nothing."
            (else (close-connection! loop conn))))
         (let ((n (read-into! loop conn (loop-input-address loop) 0 input-size)))
           (cond
-           ((> n 0) (serve-input! loop conn (loop-input loop) 0 n))
+           ((> n 0)
+            (if (eq? (connection-state conn) 'new)
+                (start-protocol! loop conn (loop-input loop) 0 n)
+                (serve-input! loop conn (loop-input loop) 0 n)))
            ((= n (- errno-EAGAIN)) #t)
            (else (close-connection! loop conn)))))))
 
@@ -272,6 +276,36 @@ return nothing."
               (serve-input! loop conn (loop-input loop) 0 0))))))
      ((= n (- errno-EAGAIN)) #t)
      (else (close-connection! loop conn)))))
+
+;;;
+;;; Where a connection's protocol is chosen
+;;;
+
+;; Here, and nowhere else, the server decides which protocol a
+;; connection speaks: once its first bytes are in, and with them, over
+;; TLS, the handshake and what ALPN agreed.  HTTP/1 is served by this
+;; module.  Another protocol (ALPN's "h2"; the preface "PRI * HTTP/2.0"
+;; of a client with prior knowledge) is for a connection module of its
+;; own to take over here, as a 101 Switching Protocols' takeover does:
+;; `take-over!' hands it the descriptor, the transport and the bytes
+;; read, and the loop forgets the connection.
+
+(define (connection-protocol conn)
+  ;; -> what CONN speaks: what TLS's ALPN agreed, or http/1.1 (plain
+  ;; HTTP, or a TLS client that offered no ALPN)
+  (or ((transport-protocol (connection-transport conn)) (connection-fd conn))
+      "http/1.1"))
+
+(define (start-protocol! loop conn bv start end)
+  ;; CONN, new, has read its first bytes, BV [START, END).
+  (let ((protocol (connection-protocol conn)))
+    (if (string=? protocol "http/1.1")
+        (begin
+          (set-connection-state! conn 'idle)
+          (serve-input! loop conn bv start end))
+        ;; Agreed on and not served: none yet, as (plucky server tls)
+        ;; offers http/1.1 alone.
+        (close-connection! loop conn))))
 
 ;;;
 ;;; Serving the requests in a run of bytes
@@ -392,15 +426,19 @@ over (a takeover), or wait for the next request.  Return nothing."
    ((pair? (connection-pending conn))
     ;; Wait until the socket takes the rest.
     (set-connection-close-after! conn (or close? (connection-close-after? conn)))
-    (set-connection-state! conn 'writing)
-    (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
-    (watch! loop conn EPOLLOUT))
+    (wait-for-socket! loop conn))
    ((or close? (connection-close-after? conn))
     (if linger?
         (linger! loop conn)
         (close-connection! loop conn)))
    ((connection-takeover conn)
     (take-over! loop conn (connection-takeover conn)))))
+
+(define (wait-for-socket! loop conn)
+  ;; CONN's answers wait for the socket to take them: state writing.
+  (set-connection-state! conn 'writing)
+  (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
+  (watch! loop conn EPOLLOUT))
 
 (define (write-ready! loop conn)
   "Send CONN's queued output in order, now that the socket takes more.
@@ -462,29 +500,80 @@ read), then linger-close CONN.  Return nothing."
 ;;;
 
 (define (after-respond! loop conn outcome bv index end)
-  "Do what OUTCOME, the result of `respond!' for a request on CONN,
-calls for; BV [INDEX, END) are the bytes that came after that request.
-Return #t when the caller is to serve those bytes now (the connection
-stays open and is free), else #f."
-  (case outcome
-    ((#f) #t)
-    ((handed-off suspended writing)
-     ;; Requests behind it wait for the thread, the wait or the socket;
-     ;; the answers before a wait leave now, or queue (see
-     ;; `finish-task!').
-     (keep-input! conn bv index end)
-     (when (eq? outcome 'suspended)
-       (write-output! loop conn))
-     #f)
-    ((takeover)
-     ;; What follows is the new protocol's: the takeover gets it.
-     (keep-input! conn bv index end)
-     (finish! loop conn #f #f)
-     #f)
-    (else
-     (set-connection-input! conn #f)
-     (finish! loop conn #t #f)
-     #f)))
+  "Do what OUTCOME, the result of `respond!' (or of a stream's body
+procedure, or of a handler resumed) for a request on CONN, calls for;
+BV [INDEX, END) are the bytes that came after that request.  Return #t
+when the caller is to serve those bytes now (the connection stays open
+and is free), else #f."
+  ;; The one place a response's outcome is dispatched on.  Requests
+  ;; behind one that waits (a thread, a handler's wait, the socket, a
+  ;; stream) wait in the connection's input (`keep-input!').
+  (cond
+   ((not outcome) #t)
+   ((eq? outcome #t)
+    (set-connection-input! conn #f)
+    (finish! loop conn #t #f)
+    #f)
+   ((symbol? outcome)
+    (case outcome
+      ((suspended)
+       ;; EPOLLRDHUP alone: what the client sends meanwhile waits in the
+       ;; kernel (pipelined requests), but its leaving wakes us.  The
+       ;; answers before the wait leave now, or queue.
+       (set-connection-state! conn 'suspended)
+       (set-connection-deadline! conn never)
+       (let ((limit (tasks-handler-ms (loop-tasks loop))))
+         (when limit (set-deadline! loop conn limit)))
+       (watch! loop conn EPOLLRDHUP)
+       (keep-input! conn bv index end)
+       (write-output! loop conn)
+       #f)
+      ((streaming)
+       ;; A stream's body procedure waits.
+       (keep-input! conn bv index end)
+       #f)
+      ((writing)
+       ;; A stream is done; its last bytes wait for the socket.
+       (wait-for-socket! loop conn)
+       (keep-input! conn bv index end)
+       #f)
+      ((stream-done)
+       (set-connection-state! conn 'idle)
+       (watch! loop conn EPOLLIN)
+       #t)
+      ((takeover)
+       ;; What follows is the new protocol's: the takeover gets it.
+       (keep-input! conn bv index end)
+       (finish! loop conn #f #f)
+       #f)))
+   ((job? outcome)
+    ;; A stream that blocks, for a thread.
+    (keep-input! conn bv index end)
+    (hand-to-thread! loop conn outcome)
+    #f)
+   (else
+    ;; A <task>: a stream whose body procedure runs on the loop.  Its
+    ;; writes go out as the socket takes them; the client hanging up
+    ;; gives it up.
+    (set-connection-state! conn 'streaming)
+    (set-connection-deadline! conn never)
+    ;; Streamed writes are small (an event at a time): Nagle's
+    ;; algorithm would hold each one until the client's delayed ACK.
+    (fd-set-tcp-nodelay! (connection-out-fd conn))
+    (watch! loop conn EPOLLRDHUP)
+    (after-respond! loop conn (run-stream! loop outcome) bv index end))))
+
+(define (hand-to-thread! loop conn job)
+  ;; Give CONN to a thread of the pool for JOB: out of epoll's set until
+  ;; `job-done!'.
+  (set-connection-state! conn 'handed-off)
+  (set-connection-deadline! conn never)
+  (when (connection-watched? conn)
+    (epoll-remove! (loop-epfd loop) (connection-fd conn))
+    (set-connection-watched?! conn #f))
+  ;; A stream's writes are small (an event at a time): see above.
+  (fd-set-tcp-nodelay! (connection-out-fd conn))
+  (hand-off! loop conn job))
 
 (define (run-ready-tasks! loop)
   "Resume every suspended handler of LOOP whose wait has ended, and those
@@ -515,7 +604,7 @@ their resumption made ready in turn; return nothing."
      ((not (eq? (connection-task conn) task)) #f)
      ((task-stream task)
       (let ((outcome (resume-stream! loop task thunk)))
-        (unless (eq? outcome 'suspended)
+        (unless (eq? outcome 'streaming)
           (after-task! loop conn outcome))))
      (else
       (call-with-values (lambda () (resume-task! loop task thunk))
@@ -642,11 +731,11 @@ their resumption made ready in turn; return nothing."
                                                 (/ (settings-write-ms settings) 1000)
                                                 (connection-transport conn)))))))
     (set-connection-input! conn #f)
-    (hand-off! loop conn
-               (make-job #:conn conn #:kind 'call #:request request #:reader reader
-                         #:close? (or (not (request-keep-alive? request))
-                                      (and (loop-drain-deadline loop) #t))
-                         #:state (loop-state loop)))))
+    (hand-to-thread! loop conn
+                     (make-job #:conn conn #:kind 'call #:request request #:reader reader
+                               #:close? (or (not (request-keep-alive? request))
+                                            (and (loop-drain-deadline loop) #t))
+                               #:state (loop-state loop)))))
 
 ;;;
 ;;; Connections back from the pool

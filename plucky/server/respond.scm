@@ -50,6 +50,7 @@
             answer!
             make-tasks
             tasks-count
+            tasks-handler-ms
             tasks-compute
             set-tasks-compute!
             task-conn
@@ -67,6 +68,7 @@
             suspended
             task-stream
             resume-stream!
+            run-stream!
             stream-writable!
             stream-on-thread
             wait-stream-drained))
@@ -282,10 +284,13 @@ as `call-handler' does."
 
 (define (respond! loop conn request body)
   "Call LOOP's handler for REQUEST and BODY on CONN and append its answer
-to the output buffer.  Return #t when the connection must close after
-the answer, 'handed-off when a thread has it, 'takeover when it is to be
-handed over once the head is sent, 'suspended when the handler waits
-(see `suspend-request!'), else #f."
+to the output buffer.  Return what is to become of CONN, for
+`after-respond!' (plucky server http1) to do: #f when it stays open for
+the next request, #t when it must close after the answer, 'takeover
+when it is to be handed over once the head is sent, 'suspended when the
+handler waits (see `suspend-request!'), a <job> to give a thread of the
+pool (a stream that blocks: see `hand-off!'), or a <task> whose stream
+is to run on the loop (see `run-stream!')."
   (let* ((out (loop-output loop))
          (mark (output-fill out))
          (observer (loop-observer loop))
@@ -354,12 +359,9 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
       (fail (if (eqv? response-body 503) 503 500)))
      ((streamed-response? response response-body)
       (if (hashq-ref thread-streams response-body #f)
-          (begin
-            ;; Sent as it is written, by a thread: see `hand-off!'.
-            (hand-off! loop conn (make-job #:conn conn #:kind 'stream
-                                           #:request request #:response response
-                                           #:body response-body #:close? close?))
-            'handed-off)
+          ;; Sent as it is written, by a thread: see `hand-off!'.
+          (make-job #:conn conn #:kind 'stream #:request request #:response response
+                    #:body response-body #:close? close?)
           (start-stream! loop conn request response response-body close? mark
                          observe!)))
      (else
@@ -445,9 +447,8 @@ HANDLER-TIMEOUT seconds after they first wait (#f: never)."
 (define (suspend-request! loop conn request suspension close? started)
   "Keep the handler of REQUEST on CONN, which suspended with SUSPENSION,
 until its wait ends; return nothing.  STARTED is the clock ns its handler
-began at, when it was timed, else #f.  The client's socket is watched
-only for its hanging up meanwhile, and the request's deadline is its
-handler timeout."
+began at, when it was timed, else #f.  The connection's state is its
+caller's (`after-respond!', plucky server http1)."
   (let* ((tasks (loop-tasks loop))
          (task (or (connection-task conn)
                    (%make-task conn request close? #f #f #f
@@ -455,14 +456,7 @@ handler timeout."
                                '() #f #f 0 #f 0 #f))))
     (unless (connection-task conn)
       (set-connection-task! conn task)
-      (set-connection-state! conn 'suspended)
-      (set-tasks-count! tasks (+ 1 (tasks-count tasks)))
-      (set-connection-deadline! conn never)
-      (let ((limit (tasks-handler-ms tasks)))
-        (when limit (set-deadline! loop conn limit)))
-      ;; EPOLLRDHUP alone: what the client sends meanwhile waits in the
-      ;; kernel (pipelined requests), but its leaving wakes us.
-      (watch! loop conn EPOLLRDHUP))
+      (set-tasks-count! tasks (+ 1 (tasks-count tasks))))
     (await! loop task suspension)))
 
 (define (suspend-stream! loop conn task suspension)
@@ -611,7 +605,7 @@ suspended #f) when it waits again; else (values response body) as
 ;; where it waits, or raises it from its next write.
 
 (define-record-type <stream>
-  (make-stream port framing code close? head sent abandoned? drained)
+  (make-stream port framing code close? head sent abandoned? drained body)
   stream?
   (port stream-port set-stream-port!)
   (framing stream-framing)              ; chunked | length | close
@@ -622,7 +616,8 @@ suspended #f) when it waits again; else (values response body) as
   (abandoned? stream-abandoned? set-stream-abandoned!)
   ;; #f, or a thunk to call once the queued bytes are below the mark
   ;; (`wait-stream-drained')
-  (drained stream-drained set-stream-drained!))
+  (drained stream-drained set-stream-drained!)
+  (body stream-body))                   ; the body procedure: port -> _
 
 (define stream-backlog-limit
   ;; bytes: a body procedure that writes faster than its client reads,
@@ -787,8 +782,9 @@ for the client themselves) it only flushes PORT."
 (define last-chunk (string->utf8 "0\r\n\r\n"))
 
 (define (start-stream! loop conn request response body close? mark observe!)
-  ;; Send the head of a streamed answer and run its body procedure on
-  ;; the loop.  -> as `respond!'
+  ;; Queue the head of a streamed answer.  -> the <task> whose stream
+  ;; runs BODY on the loop (see `run-stream!'), or close? when the
+  ;; answer has no body
   (let ((out (loop-output loop)))
     (call-with-values (lambda () (write-streamed-head! out request response))
       (lambda (framing head-close?)
@@ -803,7 +799,7 @@ for the client themselves) it only flushes PORT."
                      (type (assq-ref headers 'content-type))
                      (charset (and type (pair? type) (assq-ref (cdr type) 'charset)))
                      (stream (make-stream #f framing code close?
-                                          (- (output-fill out) mark) 0 #f #f))
+                                          (- (output-fill out) mark) 0 #f #f body))
                      (task (%make-task conn request close? #f #f #f #f
                                        '() #f #f 0 #f 0 stream)))
                 (set-stream-port! stream
@@ -819,17 +815,22 @@ for the client themselves) it only flushes PORT."
                 (when (> (output-fill out) 0)
                   (queue-output! loop conn (output-bytes out) 0 (output-fill out))
                   (output-reset! out))
-                (set-connection-state! conn 'streaming)
-                (set-connection-deadline! conn never)
-                (fd-set-tcp-nodelay! (connection-out-fd conn))
-                (watch! loop conn EPOLLRDHUP)
                 (observe! code 0)
-                (if (not (stream-send! loop conn stream))
-                    (begin
-                      (forget-stream! stream)
-                      (report-response! loop conn request code (stream-head stream))
-                      #t)
-                    (run-stream-body! loop conn request task body)))))))))
+                task)))))))
+
+(define (run-stream! loop task)
+  "Run the body procedure of TASK's stream, whose head is queued on its
+connection, which now streams; return as `respond!' what became of the
+connection: 'streaming while the body procedure waits."
+  (let ((conn (task-conn task))
+        (stream (task-stream task)))
+    (if (not (stream-send! loop conn stream))
+        (begin
+          (forget-stream! stream)
+          (report-response! loop conn (task-request task) (stream-code stream)
+                            (stream-head stream))
+          #t)
+        (run-stream-body! loop conn (task-request task) task (stream-body stream)))))
 
 (define (run-stream-body! loop conn request task body)
   ;; Call BODY, a streamed answer's procedure, with its port, under the
@@ -850,12 +851,14 @@ for the client themselves) it only flushes PORT."
 
 (define (stream-step! loop conn task result suspension)
   ;; What a stream's body procedure came to: it waits (RESULT is
-  ;; `suspended'), it is done, or it failed (#f).  -> as `respond!'
+  ;; `suspended'), it is done, or it failed (#f).  -> as `respond!':
+  ;; 'streaming (it waits), 'writing (done, its last bytes queued),
+  ;; 'stream-done (done, all sent) or #t (close)
   (let ((stream (task-stream task)))
     (cond
      ((eq? result suspended)
       (suspend-stream! loop conn task suspension)
-      'suspended)
+      'streaming)
      (else
       (forget-stream! stream)
       (when (connection-task conn)
@@ -875,14 +878,9 @@ for the client themselves) it only flushes PORT."
         ;; The last bytes wait for the socket: as any answer that does.
         (set-connection-close-after! conn (or (stream-close? stream)
                                               (and (loop-drain-deadline loop) #t)))
-        (set-connection-state! conn 'writing)
-        (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
-        (watch! loop conn EPOLLOUT)
         'writing)
-       (else
-        (set-connection-state! conn 'idle)
-        (watch! loop conn EPOLLIN)
-        (or (stream-close? stream) (and (loop-drain-deadline loop) #t))))))))
+       ((or (stream-close? stream) (loop-drain-deadline loop)) #t)
+       (else 'stream-done))))))
 
 (define (resume-stream! loop task thunk)
   "Resume the body procedure of TASK's stream with THUNK; return as
@@ -896,23 +894,15 @@ for the client themselves) it only flushes PORT."
 ;;;
 
 (define (hand-off! loop conn job)
-  "Give CONN to a thread of LOOP's pool for JOB, with the answers to
-requests that came before (pipelined) and are not sent yet, to be sent
-first.  Return nothing."
+  "Give CONN, out of the loop's epoll set, to a thread of LOOP's pool for
+JOB, with the answers to requests that came before (pipelined) and are
+not sent yet, to be sent first.  Return nothing."
   (let ((out (loop-output loop)))
     (when (> (output-fill out) 0)
       (queue-output! loop conn (output-bytes out) 0 (output-fill out))
       (output-reset! out))
     (set-job-pending! job (connection-pending conn))
     (set-connection-pending! conn '())
-    (set-connection-state! conn 'handed-off)
-    (set-connection-deadline! conn never)
-    (when (connection-watched? conn)
-      (epoll-remove! (loop-epfd loop) (connection-fd conn))
-      (set-connection-watched?! conn #f))
-    ;; Streamed writes are small (an event at a time): Nagle's algorithm
-    ;; would hold each one until the client's delayed ACK.
-    (fd-set-tcp-nodelay! (connection-out-fd conn))
     (pool-submit! (or (loop-pool loop)
                       (let* ((settings (loop-settings loop))
                              (pool (make-pool
