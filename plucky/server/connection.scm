@@ -10,12 +10,13 @@
 ;;;
 ;;;   (plucky server loop)     epoll_wait, accept, timers; dispatches a
 ;;;                            ready descriptor to its connection
-;;;   (plucky server request)  reads into a buffer and parses every
-;;;                            complete request (plucky http parse)
+;;;   (plucky server http1)    every state a connection goes through:
+;;;                            reads, parses every complete request
+;;;                            (plucky http parse), answers, sends
 ;;;   (plucky server respond)  calls the handler; (plucky http response)
 ;;;                            appends the answer to the output buffer
-;;;   (plucky server output)   sends the output (`finish!'), keeps what
-;;;                            the socket would not take
+;;;   (plucky server output)   sends the output, keeps what the socket
+;;;                            would not take
 ;;;   this module              closes (`close-connection!')
 ;;;
 ;;; Here are the records: the loop's settings, the loop's own state (one

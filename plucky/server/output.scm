@@ -5,18 +5,18 @@
 
 ;;; Commentary:
 ;;;
-;;; The last step of a request (see (plucky server connection) for the
-;;; whole flow): `finish!' sends what the requests of one read produced,
+;;; The last step of a request (see (plucky server loop) for the whole
+;;; flow): `write-output!' sends what the requests of one read produced,
 ;;; the loop's shared output buffer, with one write(2); a large body
 ;;; leaves with the head in one writev(2) (`flush-with-body!'), a file
 ;;; body after it with sendfile(2) (`flush-with-file!').  What the
 ;;; socket does not take is copied into the connection's pending list
-;;; (the shared buffer is overwritten by the next answer), the
-;;; connection waits for EPOLLOUT in state writing, and `write-ready!'
-;;; sends the rest, in order, as the socket takes it.  Then the
-;;; connection closes, lingers, is handed to a takeover, or waits for
-;;; its next request.  Bytes go through the connection's transport
-;;; (plucky server transport), never straight to libc.
+;;; (the shared buffer is overwritten by the next answer), and
+;;; `send-pending!' sends the rest, in order, as the socket takes it.
+;;; What the connection does meanwhile and then (state writing, close,
+;;; linger, takeover, next request) is (plucky server http1)'s.  Bytes
+;;; go through the connection's transport (plucky server transport),
+;;; never straight to libc.
 ;;;
 ;;; Code:
 

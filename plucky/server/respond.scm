@@ -5,19 +5,23 @@
 
 ;;; Commentary:
 ;;;
-;;; (plucky server request) has parsed a request and has its body; here
+;;; (plucky server http1) has parsed a request and has its body; here
 ;;; `respond!' calls the handler (`call-handler') and appends its answer
-;;; to the loop's output buffer with (plucky http response), which
-;;; `finish!' (plucky server output) then sends.  Bodies the buffer
-;;; does not hold: a large bytevector leaves with the head in one
-;;; writev(2); a file body with sendfile(2) after the head; a takeover
-;;; gets the connection once the head is out; a streamed answer goes to a
-;;; thread of the pool (`hand-off!', plucky server pool).
+;;; to the loop's output buffer with (plucky http response), and says
+;;; what is to become of the connection, which http1 then does (its
+;;; `after-respond!'; this module changes no connection's state).
+;;; Bodies the buffer does not hold: a large bytevector leaves with the
+;;; head in one writev(2); a file body with sendfile(2) after the head; a
+;;; takeover gets the connection once the head is out; a streamed answer
+;;; runs on the loop (`run-stream!'), or on a thread of the pool when it
+;;; blocks (`hand-off!', plucky server pool).
+;;;
+;;; A handler that waits suspends (plucky server suspend): its <task>
+;;; is kept here until its wait ends, then resumed.
 ;;;
 ;;; A handler's exception is a 500 and a logged backtrace, never a dead
-;;; worker; `refuse!' answers the requests that never reach a handler
-;;; (400s, 408, 413, 417, 503).  Both tell the access log (ON-RESPONSE)
-;;; and the observer's hooks (plucky server hooks).
+;;; worker.  Answers tell the access log (ON-RESPONSE) and the
+;;; observer's hooks (plucky server hooks).
 ;;;
 ;;; Code:
 
