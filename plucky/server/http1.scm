@@ -290,16 +290,13 @@ return nothing."
 ;; `take-over!' hands it the descriptor, the transport and the bytes
 ;; read, and the loop forgets the connection.
 
-(define (connection-protocol conn)
-  ;; -> what CONN speaks: what TLS's ALPN agreed, or http/1.1 (plain
-  ;; HTTP, or a TLS client that offered no ALPN)
-  (or ((transport-protocol (connection-transport conn)) (connection-fd conn))
-      "http/1.1"))
-
 (define (start-protocol! loop conn bv start end)
   ;; CONN, new, has read its first bytes, BV [START, END).
-  (let ((protocol (connection-protocol conn)))
-    (if (string=? protocol "http/1.1")
+  (let ((alpn ((transport-protocol (connection-transport conn)) (connection-fd conn))))
+    ;; No ALPN (plain HTTP, or a TLS client that offered none) is
+    ;; HTTP/1: compared only when there is one, as string=? costs a
+    ;; connection-per-request hello a share (bench/instructions-real).
+    (if (or (not alpn) (string=? alpn "http/1.1"))
         (begin
           (set-connection-state! conn 'idle)
           (serve-input! loop conn bv start end))
