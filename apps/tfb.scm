@@ -39,6 +39,7 @@
              (plucky web router)
              (plucky web json)
              (plucky web html)
+             ((plucky server) #:select (worker-pid))
              (plucky db postgresql))
 
 ;;;
@@ -128,14 +129,15 @@
         1)))
 
 ;; Each worker draws its own numbers: the state is made afresh in each
-;; process (the workers are forks of one), checked once a request, not
-;; once a number (getpid is a system call).
+;; process (the workers are forks of one), checked once a request by the
+;; worker's PID, which the server read once as the worker started.
 (define random-pid #f)
 (define random-state* #f)
 (define (worker-random-state)
-  (unless (eqv? random-pid (getpid))
-    (set! random-state* (random-state-from-platform))
-    (set! random-pid (getpid)))
+  (let ((pid (worker-pid)))
+    (unless (eqv? random-pid pid)
+      (set! random-state* (random-state-from-platform))
+      (set! random-pid pid)))
   random-state*)
 
 (define (random-id state)

@@ -156,6 +156,7 @@
                drain-loop!
                current-request-scheme
                current-request-peer
+               worker-pid
                open-listener
                listener-port
                supervise-workers

@@ -41,7 +41,7 @@
   #:use-module (ice-9 exceptions)
   #:use-module ((plucky server)
                 #:select (suspendable? make-event event-signal! event-wait
-                          request-cancelled?))
+                          request-cancelled? worker-pid))
   #:use-module (plucky db postgresql connection)
   #:use-module (plucky db postgresql types)
   #:use-module (plucky db postgresql listen)
@@ -144,7 +144,7 @@ error with libpq's one-line reason if URL is malformed."
     pool))
 
 (define (reset-pool! pool)
-  (set-pg-pool-pid! pool (getpid))
+  (set-pg-pool-pid! pool (worker-pid))
   (set-pg-pool-idle! pool '())
   (set-pg-pool-open! pool 0)
   (set-pg-pool-waiters! pool '())
@@ -156,7 +156,7 @@ error with libpq's one-line reason if URL is malformed."
 (define (check-pid! pool)
   ;; in a process forked after the pool was used: forget the parent's
   ;; connections (they are its sessions), start afresh
-  (unless (= (pg-pool-pid pool) (getpid))
+  (unless (= (pg-pool-pid pool) (worker-pid))
     (for-each conn-forget! (pg-pool-idle pool))
     (reset-pool! pool)))
 
@@ -174,17 +174,6 @@ open or opening), idle (of those, waiting in the pool), waiting
   (conn-close! conn)
   (set-pg-pool-open! pool (- (pg-pool-open pool) 1))
   (hand-over! pool #t))
-
-(define (abandoned! conn)
-  ;; CONN's request was dropped while it waited (see `wait-socket'):
-  ;; close it, and free its place in its pool
-  (let ((pool (pg-conn-pool conn)))
-    (set-pg-conn-pool! conn #f)
-    (if (and pool (= (pg-pool-pid pool) (getpid)))
-        (discard! pool conn)
-        (conn-close! conn))))
-
-(set-conn-abandoned-handler! abandoned!)
 
 (define (hand-over! pool value)
   ;; give VALUE (a connection, or #t: a place to open one) to the oldest
@@ -215,14 +204,9 @@ open or opening), idle (of those, waiting in the pool), waiting
     (when (< now (pg-pool-retry-ms pool))
       (raise-exception (pg-pool-last-error pool))))
   (set-pg-pool-open! pool (+ (pg-pool-open pool) 1))
-  (let* ((gone? #f)                     ; the request was dropped: counted out
-         (gone! (lambda ()
-                  (set! gone? #t)
-                  (set-pg-pool-open! pool (- (pg-pool-open pool) 1))
-                  (hand-over! pool #t)))
-         (conn (with-exception-handler
+  (let ((conn (with-exception-handler
                   (lambda (e)
-                    (unless gone? (set-pg-pool-open! pool (- (pg-pool-open pool) 1)))
+                    (set-pg-pool-open! pool (- (pg-pool-open pool) 1))
                     (when (pg-error? e)
                       (let ((failures (+ 1 (pg-pool-failures pool))))
                         (set-pg-pool-failures! pool failures)
@@ -234,8 +218,7 @@ open or opening), idle (of those, waiting in the pool), waiting
                 (lambda ()
                   (conn-open (pg-pool-url pool)
                            #:connect-timeout-ms (pg-pool-connect-timeout-ms pool)
-                           #:statement-timeout-ms (pg-pool-statement-timeout-ms pool)
-                           #:on-abandon gone!))
+                           #:statement-timeout-ms (pg-pool-statement-timeout-ms pool)))
                 #:unwind? #t)))
     (set-pg-pool-failures! pool 0)
     (set-pg-pool-pool! conn pool)
@@ -288,7 +271,6 @@ open or opening), idle (of those, waiting in the pool), waiting
   ;; give CONN back to POOL (in the process that took it out: a request
   ;; does not cross a fork)
   (cond
-   ((not (pg-conn-pool conn)))          ; abandoned: already closed, not counted
    ((or (not (pg-conn-open? conn))
         (pg-conn-busy? conn)
         (not (conn-idle? conn)))        ; in a transaction, or broken

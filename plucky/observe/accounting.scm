@@ -633,6 +633,12 @@ sums of theirs."
           (add-weighted! (route-app-phase route (caar phases)) ns weight)
           (lp (cdr phases) (+ marked ns))))))
 
+(define (add-latency! series service weight)
+  ;; Count WEIGHT requests of SERVICE ns in this second's latency buckets.
+  (let ((i (+ (coarse-base (series-slot series)) (ash (value->bucket service) -2)))
+        (latency (series-latency series)))
+    (vector-set! latency i (+ weight (vector-ref latency i)))))
+
 (define (account! observer request code read parse handler serialise allocated weight)
   (let* ((route (route-for observer (route-key observer request code)))
          (app-phases (take-handler-phases!))
@@ -658,13 +664,11 @@ sums of theirs."
     (unless (eqv? second (series-now series))
       (advance-series! series second)
       (adjust-sampling! observer))
-    (let ((slot (series-slot series))
-          (latency (series-latency series)))
+    (let ((slot (series-slot series)))
       (vector-set! (series-requests series) slot
                    (+ weight (vector-ref (series-requests series) slot)))
       (when service
-        (let ((i (+ (coarse-base slot) (ash (value->bucket service) -2))))
-          (vector-set! latency i (+ weight (vector-ref latency i)))))
+        (add-latency! series service weight))
       (when (>= code 500)
         (vector-set! (series-errors series) slot
                      (+ 1 (vector-ref (series-errors series) slot)))
@@ -684,17 +688,20 @@ sums of theirs."
 ;; accounting for a request allocates nothing: the histograms are
 ;; found by walking the route's short list, the label compared in place.
 
-(define (observe-wait! observer request code waited computing)
-  ;; WAITED: (((kind . label) . ns) …), COMPUTING: ns (see `ignore-wait'
-  ;; of (plucky server hooks)).  A 5xx was told to #:on-request just
-  ;; before, which counted it under the route it found then; any other
-  ;; code is counted here.
+(define (observe-wait! observer request code waited computing service)
+  ;; WAITED: (((kind . label) . ns) …), COMPUTING and SERVICE: ns (see
+  ;; `ignore-wait' of (plucky server hooks)).  A 5xx was told to
+  ;; #:on-request just before, which counted it under the route it found
+  ;; then; any other code is counted here.  Its service time, weight 1,
+  ;; goes with the timed requests' (the loop times none of these).
   (let ((route (if (and (>= code 500) (observer-last-route observer))
                    (observer-last-route observer)
                    (route-for observer (route-key observer request code)))))
     (unless (>= code 500)
       (count-apart! observer route code))
-    (account-waits! route waited computing)))
+    (account-waits! route waited computing)
+    (histogram-add! (route-stats-service route) service)
+    (add-latency! (observer-series observer) service 1)))
 
 (define (count-apart! observer route code)
   ;; An answer accounted for apart from the sampling, weight 1: in
@@ -796,8 +803,8 @@ are shared with the other workers."
    #:on-accept (lambda (ns) (histogram-add! (observer-accept observer) ns))
    #:on-close (lambda (ns) (histogram-add! (observer-close observer) ns))
    #:on-tick (lambda () (observer-tick! observer))
-   #:on-wait (lambda (request code waited computing)
-               (observe-wait! observer request code waited computing))))
+   #:on-wait (lambda (request code waited computing service)
+               (observe-wait! observer request code waited computing service))))
 
 ;;;
 ;;; Several workers: one server's figures (see (plucky observe share))

@@ -342,10 +342,14 @@ if given, is carried in the page's links."
                       (max 60 (+ 1 (- (current-time) (observer-started observer))))))
          (routes (observer-all-routes observer))
          (app (app-routes observer))
-         ;; the routes with timed requests: those whose requests all
-         ;; suspended have no server times (see the card of waits)
+         ;; the routes with server times: timed requests, or requests
+         ;; that suspended (their time from the handler's call)
          (timed (filter (lambda (route) (> (histogram-count (route-stats-service route)) 0))
                         app))
+         ;; of those, the routes with phases: those whose requests all
+         ;; suspended have none (see the card of waits)
+         (phased (filter (lambda (route) (> (histogram-count (route-stats-handler route)) 0))
+                         timed))
          (all-service (all-routes-histogram observer 'service))
          (all-allocated (all-routes-histogram observer 'allocated))
          (requests (histogram-count all-service))
@@ -454,7 +458,7 @@ if given, is carried in the page's links."
                         (h2 "Where a request's time goes, by route (mean µs per phase)")
                         (p (@ (class "hint")) "Each bar is one route, stretched to the full width so that the shares show whatever the route's total; the total is at its end.")
                         ,(call-with-values
-                             (lambda () (phase-bars (take timed (min 12 (length timed)))))
+                             (lambda () (phase-bars (take phased (min 12 (length phased)))))
                            (lambda (rows segments)
                              (stacked-bar-chart rows segments
                                                 #:id "chart-phases" #:unit " µs" #:normalise? #t)))
@@ -625,7 +629,7 @@ if given, is carried in the page's links."
                     ,@(map (lambda (class) `(td ,(number->string (vector-ref codes class))))
                            '(2 3 4 5))
                     ,@(if (zero? (histogram-count h))
-                          ;; none timed: all suspended, or untimed 5xx
+                          ;; none timed: untimed 5xx only
                           (make-list 6 '(td "-"))
                           `((td ,(format-ns (histogram-mean h)))
                             ,@(percentile-cells h format-ns)

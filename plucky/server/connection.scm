@@ -10,12 +10,13 @@
 ;;;
 ;;;   (plucky server loop)     epoll_wait, accept, timers; dispatches a
 ;;;                            ready descriptor to its connection
-;;;   (plucky server request)  reads into a buffer and parses every
-;;;                            complete request (plucky http parse)
+;;;   (plucky server http1)    every state a connection goes through:
+;;;                            reads, parses every complete request
+;;;                            (plucky http parse), answers, sends
 ;;;   (plucky server respond)  calls the handler; (plucky http response)
 ;;;                            appends the answer to the output buffer
-;;;   (plucky server output)   sends the output (`finish!'), keeps what
-;;;                            the socket would not take
+;;;   (plucky server output)   sends the output, keeps what the socket
+;;;                            would not take
 ;;;   this module              closes (`close-connection!')
 ;;;
 ;;; Here are the records: the loop's settings, the loop's own state (one
@@ -105,7 +106,7 @@
             clock clock-ms timed take-sample! sampling? tally-add!
             input-size never set-deadline! wake!
             connection-ref register-connection! close-connection! forget-connection!
-            watch! linger! take-over!
+            watch! take-over!
             keep-input! grow-input!
 
             file-body-fd file-body-offset set-file-body-offset! file-body-end)
@@ -228,8 +229,8 @@ The counters start at zero."
   ;; "address" of the client, or #f: see `current-request-peer'
   (peer connection-peer set-connection-peer!)
   (transport connection-transport)      ; <transport>: how bytes move
-  ;; idle | head | body | chunked | writing | lingering | handed-off
-  ;; | suspended
+  ;; new | idle | head | body | chunked | writing | lingering | handed-off
+  ;; | suspended | streaming: see (plucky server http1)
   (state connection-state set-connection-state!)
   ;; #f, or a bytevector of the connection's own holding bytes not yet
   ;; served, in [start, end)
@@ -261,7 +262,7 @@ The counters start at zero."
 
 (define-syntax make-connection
   (lambda (form)
-    "Return a new idle connection: (make-connection #:fd FD [#:out-fd
+    "Return a new connection: (make-connection #:fd FD [#:out-fd
 OUT-FD] [#:peer PEER] #:deadline DEADLINE [#:transport TRANSPORT])
 reads FD and writes OUT-FD (by default FD) through TRANSPORT (by default
 `plain-transport'), from the client at PEER (or #f), to be closed at
@@ -299,7 +300,7 @@ DEADLINE (ms, loop clock) unless it makes progress."
                                form))
            #`(let ((in fd))
                (%make-connection in #,(if (syntax->datum #'out-fd) #'out-fd #'in)
-                                 peer transport 'idle #f 0 0 0 #f #f 0 0 '() #f
+                                 peer transport 'new #f 0 0 0 #f #f 0 0 '() #f
                                  deadline #f #f #f))))))))
 
 ;;;
@@ -556,22 +557,6 @@ handler's exception."
         (loop-unwatch! fd)
         ((transport-close transport) fd)))
     (values)))
-
-(define (linger! loop conn)
-  "Shut down CONN's sending side and read and drop what still comes for a
-short while, then close; return nothing."
-  ;; After an error answer the client may still be sending; closing at
-  ;; once would make the kernel answer its bytes with a reset, which can
-  ;; destroy our answer before the client reads it (as nginx's
-  ;; lingering_close).
-  (if (< ((transport-shutdown (connection-transport conn)) (connection-out-fd conn)) 0)
-      ;; Not a socket (inetd on a pipe): nothing to linger for.
-      (close-connection! loop conn)
-      (begin
-        (set-connection-state! conn 'lingering)
-        (set-connection-input! conn #f)
-        (set-deadline! loop conn 2000)
-        (watch! loop conn EPOLLIN))))
 
 (define (watch! loop conn events)
   "Watch CONN for EVENTS, adding it to LOOP's epoll set the first time;

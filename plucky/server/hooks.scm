@@ -134,7 +134,7 @@ tally's countdown is at 1 or below)."
 second, from the loop's sweep of its timeouts."
   #f)
 
-(define (ignore-wait request code waited computing)
+(define (ignore-wait request code waited computing service)
   "Return nothing; the default #:on-wait hook.  Called, for every request
 whose handler suspended (plucky server suspend), once it is answered
 with CODE: WAITED lists where it waited, (((KIND . LABEL) . NS) …), KIND
@@ -142,7 +142,10 @@ being timer, socket, thread or event, LABEL #f or what the handler named
 (\"upstream 127.0.0.1:8080\"), NS the nanoseconds it waited so, all its
 waits of that kind and label added up; COMPUTING is the nanoseconds its
 handler ran after its first wait (the part before is the handler time
-#:on-request reports, for the requests it times)."
+#:on-request reports, for the requests it times); SERVICE is the
+nanoseconds from its handler's call to its answer serialised (from its
+first wait for a request that was not timed), the server time of a
+request that waited, which #:on-request never reports."
   #f)
 
 (define* (make-observer-hooks #:key (tally (make-tally))

@@ -6,25 +6,30 @@
 ;;; Commentary:
 ;;;
 ;;; One worker process runs one `run-loop': a single thread that asks
-;;; epoll which descriptors are ready and serves them.  A request flows
-;;; through these modules, in this order:
+;;; epoll which descriptors are ready, and says so to whom they belong.
+;;; It knows nothing of HTTP: what a connection does when its descriptor
+;;; is ready, its deadline passes or a thread gives it back is decided
+;;; by (plucky server http1), every transition of its state there.  A
+;;; request flows through these modules, in this order:
 ;;;
-;;;   here: epoll_wait -> accept-ready! (a listener)  accept4, watch
-;;;                    -> read-ready!   (a connection)
-;;;   (plucky server request)     read(2) into a buffer, `serve-input!'
-;;;                               parses every complete request with
-;;;                               (plucky http parse), in order
-;;;   (plucky server respond)     `respond!' calls the handler, and
-;;;                               (plucky http response) appends the
+;;;   here: epoll_wait -> accept-ready! (a listener): accept4, then
+;;;                       `connection-accepted!'
+;;;                    -> `connection-ready!' (a connection's descriptor)
+;;;                    -> `watchers-ready!' (a descriptor a handler or a
+;;;                       takeover waits on: plucky server watch)
+;;;   (plucky server http1)       reads, parses each request (plucky
+;;;                               http parse), calls `respond!' and does
+;;;                               what its answer calls for
+;;;   (plucky server respond)     calls the handler (which may suspend:
+;;;                               plucky server suspend) and appends its
 ;;;                               answer to the loop's output buffer
-;;;   (plucky server output)      `finish!' sends the answers one read
-;;;                               produced with one write(2), keeps what
-;;;                               the socket would not take
-;;;   (plucky server connection)  `close-connection!' closes
+;;;                               (plucky http response)
+;;;   (plucky server output)      sends it: one write(2) for the answers
+;;;                               one read produced
 ;;;
 ;;; (plucky server pool) serves on threads what cannot be answered
-;;; without blocking (bodies read from ports, streamed answers), and
-;;; gives the connection back here (`job-done!').
+;;; without blocking (bodies read from ports, streamed answers that
+;;; block), and gives the connection back here (`job-done!').
 ;;;
 ;;; Here also are the timers.  Every connection has a deadline, in
 ;;; milliseconds of a monotonic clock: idle keep-alive connections, heads
@@ -51,10 +56,9 @@
   #:use-module (plucky server hooks)
   #:use-module (plucky server transport)
   #:use-module (plucky server connection)
-  #:use-module ((plucky server output) #:select (write-ready!))
   #:use-module (plucky server pool)
   #:use-module (plucky server respond)
-  #:use-module (plucky server request)
+  #:use-module (plucky server http1)
   #:use-module (plucky server watch)
   #:use-module (plucky server suspend)
   #:use-module (plucky server compute)
@@ -85,6 +89,7 @@
             log-line
             current-request-peer
             current-request-scheme
+            worker-pid
             close-loop-connections!))
 
 ;;;
@@ -139,6 +144,18 @@
 
 ;; The <poller> running in this process, if any.
 (define current-poller #f)
+
+;; This process's PID while a loop runs in it, read once as the loop
+;; starts (a worker's, after its fork); #f otherwise.
+(define loop-pid #f)
+
+(define (worker-pid)
+  "Return the PID of this process: while a loop runs in it (a worker,
+which starts its loop once forked), the PID read as the loop started,
+without a system call; elsewhere getpid's.  For what a process must not
+share with its parent (a connection pool, a random state), checked once
+a request."
+  (or loop-pid (getpid)))
 
 (define (stop-loop!)
   "Ask the loop running in this process to close its connections and
@@ -270,17 +287,7 @@ current error port, as one line, and flush it."
                 (tally-add! loop tally-accepted 1))
               (when start
                 ((observer-hooks-on-accept (loop-observer loop)) (- (clock) start)))
-              ;; The request is usually there already (the listener
-              ;; defers accept until data arrives): serve it now rather
-              ;; than after another epoll_wait.  Only a connection that
-              ;; stays open is then watched (see `watch!'): one answered
-              ;; and closed here costs accept4, read, write and close and
-              ;; nothing else (bench/hello, Connection: close).
-              (read-ready! loop conn)
-              (read-pending! loop conn)
-              (when (and (eq? (connection-ref loop fd) conn)
-                         (not (connection-watched? conn)))
-                (watch! loop conn EPOLLIN)))
+              (connection-accepted! loop conn))
             (lp (+ n 1)))
            ((= fd (- errno-EAGAIN)) #t)
            ((or (= fd (- errno-EMFILE)) (= fd (- errno-ENFILE)))
@@ -314,29 +321,12 @@ current error port, as one line, and flush it."
       (let ((oldest (- (loop-now loop)
                        (settings-body-ms (loop-settings loop)))))
         (for-each (lambda (job)
-                    (let ((conn (job-conn job)))
-                      (log-line "no thread for ~a ~a in ~a s: 503"
-                                 (request-method (job-request job))
-                                 (uri-path (request-uri (job-request job)))
-                                 (/ (settings-body-ms (loop-settings loop)) 1000))
-                      ;; Answers to earlier pipelined requests go first.
-                      (set-connection-pending! conn (job-pending job))
-                      (set-connection-state! conn 'idle)
-                      (refuse! loop conn (job-request job) 503 "no thread free to serve this request")))
+                    (log-line "no thread for ~a ~a in ~a s: 503"
+                              (request-method (job-request job))
+                              (uri-path (request-uri (job-request job)))
+                              (/ (settings-body-ms (loop-settings loop)) 1000))
+                    (job-expired! loop job))
                   (take-expired-jobs! pool oldest))))))
-
-(define (read-pending! loop conn)
-  ;; Read what CONN's transport holds that epoll cannot show (a TLS
-  ;; record larger than the last read's room), while CONN reads.
-  (let ((fd (connection-fd conn))
-        (pending? (transport-pending? (connection-transport conn))))
-    (let lp ()
-      (when (and (pending? fd)
-                 (eq? (connection-ref loop fd) conn)
-                 (not (memq (connection-state conn)
-                            '(writing handed-off suspended streaming))))
-        (read-ready! loop conn)
-        (lp)))))
 
 (define (finish-jobs! loop)
   ;; On the loop's thread: take back the connections threads are done
@@ -344,42 +334,6 @@ current error port, as one line, and flush it."
   (let ((pool (loop-pool loop)))
     (when pool
       (for-each (lambda (job) (job-done! loop job)) (take-done-jobs! pool)))))
-
-(define (job-done! loop job)
-  (let ((conn (job-conn job))
-        (observer (loop-observer loop)))
-    (when (eq? (connection-ref loop (connection-fd conn)) conn)
-      (when (and (eq? (job-kind job) 'call) (pair? (job-state job)))
-        (set-loop-state! loop (job-state job)))
-      (when (job-code job)
-        (report-response! loop conn (job-request job) (job-code job) (job-bytes job))
-        (when observer
-          (let ((failure (job-failure job)))
-            (when failure
-              ((observer-hooks-on-failure observer)
-               (job-request job) (car failure) (cdr failure))))
-          ;; Counted, never timed: a thread's time is not the loop's
-          ;; phases, and the observer weighs each timed answer by the
-          ;; sampling rate.
-          (observe-answer! loop (job-request job) (job-code job) (job-bytes job)
-                           #f #f #f)))
-      (case (job-outcome job)
-        ((keep)
-         (if (loop-drain-deadline loop)
-             (close-connection! loop conn)
-             (begin
-               (set-connection-state! conn 'idle)
-               (set-deadline! loop conn (settings-keep-alive-ms (loop-settings loop)))
-               (watch! loop conn EPOLLIN)
-               (let ((leftover (job-leftover job)))
-                 (when leftover
-                   (keep-input! conn leftover 0 (bytevector-length leftover))))
-               (let ((own (connection-input conn)))
-                 (when own
-                   (serve-input! loop conn own (connection-start conn)
-                                 (connection-end conn)))))))
-        ((linger) (linger! loop conn))
-        (else (close-connection! loop conn))))))
 
 ;;;
 ;;; What suspended handlers wait with
@@ -408,15 +362,6 @@ current error port, as one line, and flush it."
 ;;; Timeouts
 ;;;
 
-(define (give-up-stream! loop conn)
-  ;; CONN streams an answer its client no longer takes: give its body
-  ;; procedure up if it waits (it unwinds, then the connection closes),
-  ;; else close now (it runs: its next write finds the connection gone).
-  (let ((task (connection-task conn)))
-    (if task
-        (cancel-task! loop task 'client-gone)
-        (close-connection! loop conn))))
-
 (define sweep-slack
   ;; ms: a sweep is O(connections), so the next one is at least this far
   ;; off, whatever the deadlines; a timeout fires at most this late.
@@ -432,25 +377,10 @@ current error port, as one line, and flush it."
         (let ((conn (vector-ref table fd)))
           (when conn
             (let ((deadline (connection-deadline conn)))
-              (cond
-               ((> deadline now)
-                (when (< deadline (loop-next-sweep loop))
-                  (set-loop-next-sweep! loop deadline)))
-               ((eq? (connection-state conn) 'suspended)
-                ;; Past the handler timeout: give it up, a 503.
-                (set-connection-deadline! conn never)
-                (cancel-task! loop (connection-task conn) 'timeout))
-               ((eq? (connection-state conn) 'streaming)
-                ;; The client has read nothing for the write timeout.
-                (set-connection-deadline! conn never)
-                (give-up-stream! loop conn))
-               ((memq (connection-state conn) '(head body chunked))
-                ;; A head or body that is too slow: say so if we still can.
-                (let ((request (connection-request conn)))
-                  (set-connection-state! conn 'idle)
-                  (refuse! loop conn request 408 #f)))
-               (else
-                (close-connection! loop conn))))))
+              (if (> deadline now)
+                  (when (< deadline (loop-next-sweep loop))
+                    (set-loop-next-sweep! loop deadline))
+                  (connection-expired! loop conn)))))
         (lp (+ fd 1)))))
   (set-loop-next-sweep! loop (max (loop-next-sweep loop) (+ now sweep-slack))))
 
@@ -556,6 +486,7 @@ a request that has not answered that long after it first suspended
                   (watch! loop conn EPOLLIN)))
               connections)
     (set! current-poller p)
+    (set! loop-pid (getpid))
     (set-current-watchers! (make-watchers epfd (lambda () (loop-now loop))))
     (install-waits! (loop-waits loop))
     (with-handler-errors-caught loop
@@ -580,9 +511,7 @@ a request that has not answered that long after it first suspended
         (let lp ((fd 0))
           (when (< fd (vector-length table))
             (let ((conn (vector-ref table fd)))
-              (when (and conn
-                         (eq? (connection-state conn) 'idle)
-                         (not (connection-input conn)))
+              (when (and conn (connection-idle? conn))
                 (close-connection! loop conn)))
             (lp (+ fd 1))))))))
 
@@ -641,30 +570,10 @@ a request that has not answered that long after it first suspended
                     (when grace (start-drain! p grace))))
                  (else
                   (let ((conn (connection-ref loop fd)))
-                    (if (not conn)
+                    (if conn
+                        (connection-ready! loop conn flags)
                         ;; a takeover's descriptor (plucky server watch)
-                        (watchers-ready! (current-watchers) fd flags)
-                        (begin
-                          (cond
-                           ((eq? (connection-state conn) 'suspended)
-                            ;; Watched for EPOLLRDHUP alone: the client
-                            ;; left while its handler waits.
-                            (cancel-task! loop (connection-task conn) 'client-gone))
-                           ((eq? (connection-state conn) 'streaming)
-                            (if (logtest flags (logior EPOLLRDHUP EPOLLHUP EPOLLERR))
-                                (give-up-stream! loop conn)
-                                (stream-writable! loop conn)))
-                           ((eq? (connection-state conn) 'writing)
-                            (if (zero? (logand flags EPOLLOUT))
-                                ;; EPOLLERR or EPOLLHUP: the peer is gone.
-                                (close-connection! loop conn)
-                                (when (write-ready! loop conn)
-                                  (serve-input! loop conn (connection-input conn)
-                                                (connection-start conn)
-                                                (connection-end conn)))))
-                           (else
-                            (read-ready! loop conn)))
-                          (read-pending! loop conn)))))))
+                        (watchers-ready! (current-watchers) fd flags))))))
               (lp (+ i 1))))
           (cond
            ((loop-drain-deadline loop)
@@ -703,7 +612,7 @@ a request that has not answered that long after it first suspended
     (let lp ((fd 0))
       (when (< fd (vector-length table))
         (let ((conn (vector-ref table fd)))
-          (when (and conn (eq? (connection-state conn) 'handed-off))
+          (when (and conn (connection-handed-off? conn))
             (fd-shutdown (connection-fd conn))
             (fd-shutdown (connection-out-fd conn))))
         (lp (+ fd 1)))))
@@ -716,10 +625,10 @@ a request that has not answered that long after it first suspended
   (let ((table (loop-connections loop)))
     (let lp ((fd 0))
       (when (< fd (vector-length table))
-        (let ((conn (vector-ref table fd)))
-          (when (and conn (memq (connection-state conn) '(suspended streaming))
-                     (connection-task conn))
-            (cancel-task! loop (connection-task conn) 'stopping)))
+        (let* ((conn (vector-ref table fd))
+               (task (and conn (connection-waiting-task conn))))
+          (when task
+            (cancel-task! loop task 'stopping)))
         (lp (+ fd 1)))))
   (run-ready-tasks! loop))
 
@@ -746,7 +655,8 @@ a request that has not answered that long after it first suspended
   (fd-close (loop-epfd loop))
   (close-port (car (loop-wake-ports loop)))
   (close-port (cdr (loop-wake-ports loop)))
-  (set! current-poller #f))
+  (set! current-poller #f)
+  (set! loop-pid #f))
 
 (define (close-loop-connections!)
   "Close every connection and the epoll descriptor of the loop of this

@@ -5,18 +5,18 @@
 
 ;;; Commentary:
 ;;;
-;;; The last step of a request (see (plucky server connection) for the
-;;; whole flow): `finish!' sends what the requests of one read produced,
+;;; The last step of a request (see (plucky server loop) for the whole
+;;; flow): `write-output!' sends what the requests of one read produced,
 ;;; the loop's shared output buffer, with one write(2); a large body
 ;;; leaves with the head in one writev(2) (`flush-with-body!'), a file
 ;;; body after it with sendfile(2) (`flush-with-file!').  What the
 ;;; socket does not take is copied into the connection's pending list
-;;; (the shared buffer is overwritten by the next answer), the
-;;; connection waits for EPOLLOUT in state writing, and `write-ready!'
-;;; sends the rest, in order, as the socket takes it.  Then the
-;;; connection closes, lingers, is handed to a takeover, or waits for
-;;; its next request.  Bytes go through the connection's transport
-;;; (plucky server transport), never straight to libc.
+;;; (the shared buffer is overwritten by the next answer), and
+;;; `send-pending!' sends the rest, in order, as the socket takes it.
+;;; What the connection does meanwhile and then (state writing, close,
+;;; linger, takeover, next request) is (plucky server http1)'s.  Bytes
+;;; go through the connection's transport (plucky server transport),
+;;; never straight to libc.
 ;;;
 ;;; Code:
 
@@ -33,11 +33,9 @@
   #:use-module (plucky server connection)
   #:export (queue-output!
             write-output!
-            finish!
             flush-with-body!
             flush-with-file!
-            send-pending!
-            write-ready!))
+            send-pending!))
 
 ;; Outputs record their bytes' address for the writes below: the http
 ;; layer has no FFI to find it (see `make-output').
@@ -93,27 +91,6 @@ overwrite it."
           (output-reset! out)
           (set-connection-pending! conn '())
           #f)))))))
-
-(define (finish! loop conn close? linger?)
-  "Send what the requests served on CONN produced; then close (CLOSE?),
-linger (LINGER? too), wait for the socket to drain, hand the connection
-over (a takeover), or wait for the next request.  Return nothing."
-  (unless (write-output! loop conn)
-    (set! close? #t)
-    (set! linger? #f))
-  (cond
-   ((pair? (connection-pending conn))
-    ;; Wait until the socket takes the rest.
-    (set-connection-close-after! conn (or close? (connection-close-after? conn)))
-    (set-connection-state! conn 'writing)
-    (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
-    (watch! loop conn EPOLLOUT))
-   ((or close? (connection-close-after? conn))
-    (if linger?
-        (linger! loop conn)
-        (close-connection! loop conn)))
-   ((connection-takeover conn)
-    (take-over! loop conn (connection-takeover conn)))))
 
 (define (flush-with-body! loop conn body)
   "Send the output buffer and BODY, a bytevector, on CONN with one
@@ -274,27 +251,5 @@ pushed back when some was sent) or error (the client is gone)."
               (set-deadline! loop conn (settings-write-ms (loop-settings loop))))
             'again)
            (else 'error)))))))
-
-(define (write-ready! loop conn)
-  "Send CONN's queued output in order, now that the socket takes more.
-Return #t when the connection is idle again with requests of its own
-waiting (the caller serves them), else #f."
-  (case (send-pending! loop conn)
-    ((done)
-     (cond
-      ((connection-close-after? conn)
-       (close-connection! loop conn)
-       #f)
-      ((connection-takeover conn)
-       (take-over! loop conn (connection-takeover conn))
-       #f)
-      (else
-       (set-connection-state! conn 'idle)
-       (set-deadline! loop conn (settings-keep-alive-ms (loop-settings loop)))
-       (watch! loop conn EPOLLIN)
-       ;; Requests that arrived while we were writing.
-       (and (connection-input conn) #t))))
-    ((again) #f)
-    (else (close-connection! loop conn) #f)))
 
 ;;; (plucky server output) ends here

@@ -55,7 +55,7 @@
             report-handler-error
             make-job
             ;; Procedures, not the record's macros: see <job>.
-            (%job-conn . job-conn) (%job-kind . job-kind)
+            (%job? . job?) (%job-conn . job-conn) (%job-kind . job-kind)
             (%job-request . job-request) (%job-pending . job-pending)
             (%set-job-pending! . set-job-pending!) (%job-state . job-state)
             (%job-outcome . job-outcome) (%job-code . job-code)
@@ -203,6 +203,7 @@ second); return nothing."
   ;; #f, or (exception . stack) when the application failed
   (failure job-failure set-job-failure!))
 
+(define (%job? object) "Return true when OBJECT is a job." (job? object))
 (define (%job-conn job) "Return the connection of JOB." (job-conn job))
 (define (%job-kind job) "Return the kind of JOB: call or stream." (job-kind job))
 (define (%job-request job) "Return the request JOB answers." (job-request job))

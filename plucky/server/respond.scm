@@ -5,19 +5,23 @@
 
 ;;; Commentary:
 ;;;
-;;; (plucky server request) has parsed a request and has its body; here
+;;; (plucky server http1) has parsed a request and has its body; here
 ;;; `respond!' calls the handler (`call-handler') and appends its answer
-;;; to the loop's output buffer with (plucky http response), which
-;;; `finish!' (plucky server output) then sends.  Bodies the buffer
-;;; does not hold: a large bytevector leaves with the head in one
-;;; writev(2); a file body with sendfile(2) after the head; a takeover
-;;; gets the connection once the head is out; a streamed answer goes to a
-;;; thread of the pool (`hand-off!', plucky server pool).
+;;; to the loop's output buffer with (plucky http response), and says
+;;; what is to become of the connection, which http1 then does (its
+;;; `after-respond!'; this module changes no connection's state).
+;;; Bodies the buffer does not hold: a large bytevector leaves with the
+;;; head in one writev(2); a file body with sendfile(2) after the head; a
+;;; takeover gets the connection once the head is out; a streamed answer
+;;; runs on the loop (`run-stream!'), or on a thread of the pool when it
+;;; blocks (`hand-off!', plucky server pool).
+;;;
+;;; A handler that waits suspends (plucky server suspend): its <task>
+;;; is kept here until its wait ends, then resumed.
 ;;;
 ;;; A handler's exception is a 500 and a logged backtrace, never a dead
-;;; worker; `refuse!' answers the requests that never reach a handler
-;;; (400s, 408, 413, 417, 503).  Both tell the access log (ON-RESPONSE)
-;;; and the observer's hooks (plucky server hooks).
+;;; worker.  Answers tell the access log (ON-RESPONSE) and the
+;;; observer's hooks (plucky server hooks).
 ;;;
 ;;; Code:
 
@@ -44,13 +48,13 @@
   #:export (with-handler-errors-caught
             call-handler
             respond!
-            refuse!
             report-response!
             observe-answer!
             hand-off!
             answer!
             make-tasks
             tasks-count
+            tasks-handler-ms
             tasks-compute
             set-tasks-compute!
             task-conn
@@ -68,6 +72,7 @@
             suspended
             task-stream
             resume-stream!
+            run-stream!
             stream-writable!
             stream-on-thread
             wait-stream-drained))
@@ -283,10 +288,13 @@ as `call-handler' does."
 
 (define (respond! loop conn request body)
   "Call LOOP's handler for REQUEST and BODY on CONN and append its answer
-to the output buffer.  Return #t when the connection must close after
-the answer, 'handed-off when a thread has it, 'takeover when it is to be
-handed over once the head is sent, 'suspended when the handler waits
-(see `suspend-request!'), else #f."
+to the output buffer.  Return what is to become of CONN, for
+`after-respond!' (plucky server http1) to do: #f when it stays open for
+the next request, #t when it must close after the answer, 'takeover
+when it is to be handed over once the head is sent, 'suspended when the
+handler waits (see `suspend-request!'), a <job> to give a thread of the
+pool (a stream that blocks: see `hand-off!'), or a <task> whose stream
+is to run on the loop (see `run-stream!')."
   (let* ((out (loop-output loop))
          (mark (output-fill out))
          (observer (loop-observer loop))
@@ -355,12 +363,9 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
       (fail (if (eqv? response-body 503) 503 500)))
      ((streamed-response? response response-body)
       (if (hashq-ref thread-streams response-body #f)
-          (begin
-            ;; Sent as it is written, by a thread: see `hand-off!'.
-            (hand-off! loop conn (make-job #:conn conn #:kind 'stream
-                                           #:request request #:response response
-                                           #:body response-body #:close? close?))
-            'handed-off)
+          ;; Sent as it is written, by a thread: see `hand-off!'.
+          (make-job #:conn conn #:kind 'stream #:request request #:response response
+                    #:body response-body #:close? close?)
           (start-stream! loop conn request response response-body close? mark
                          observe!)))
      (else
@@ -408,8 +413,11 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
   (k task-k set-task-k!)                 ; the continuation, at its last wait
   ;; the current wait's mark: a resume whose mark is not this one is late
   (token task-token set-task-token!)
-  (undo task-undo set-task-undo!)        ; thunk: forget the current wait
-  (started task-started)                 ; loop ms when the handler first waited
+  ;; thunk: forget the current wait; 'raised once told it is given up
+  (undo task-undo set-task-undo!)
+  ;; with an observer, clock ns when the handler began (a timed
+  ;; request) or first waited (one not timed); else #f
+  (started task-started)
   ;; (((kind . label) . ns) …): nanoseconds waited, by what, counted
   ;; when the loop has an observer
   (waited task-waited set-task-waited!)
@@ -442,23 +450,17 @@ HANDLER-TIMEOUT seconds after they first wait (#f: never)."
 
 (define (suspend-request! loop conn request suspension close? started)
   "Keep the handler of REQUEST on CONN, which suspended with SUSPENSION,
-until its wait ends; return nothing.  The client's socket is watched
-only for its hanging up meanwhile, and the request's deadline is its
-handler timeout."
+until its wait ends; return nothing.  STARTED is the clock ns its handler
+began at, when it was timed, else #f.  The connection's state is its
+caller's (`after-respond!', plucky server http1)."
   (let* ((tasks (loop-tasks loop))
          (task (or (connection-task conn)
-                   (%make-task conn request close? #f #f #f (loop-now loop) '()
-                               #f #f 0 #f 0 #f))))
+                   (%make-task conn request close? #f #f #f
+                               (or started (and (loop-observer loop) (clock)))
+                               '() #f #f 0 #f 0 #f))))
     (unless (connection-task conn)
       (set-connection-task! conn task)
-      (set-connection-state! conn 'suspended)
-      (set-tasks-count! tasks (+ 1 (tasks-count tasks)))
-      (set-connection-deadline! conn never)
-      (let ((limit (tasks-handler-ms tasks)))
-        (when limit (set-deadline! loop conn limit)))
-      ;; EPOLLRDHUP alone: what the client sends meanwhile waits in the
-      ;; kernel (pipelined requests), but its leaving wakes us.
-      (watch! loop conn EPOLLRDHUP))
+      (set-tasks-count! tasks (+ 1 (tasks-count tasks))))
     (await! loop task suspension)))
 
 (define (suspend-stream! loop conn task suspension)
@@ -482,16 +484,40 @@ handler timeout."
       (set-task-wait-kind! task (suspension-kind suspension))
       (set-task-wait-label! task (suspension-label suspension))
       (set-task-wait-start! task (clock)))
-    (if (task-cancelled task)
-        ;; Given up, and waiting again: drop it (see `cancel-task!').
-        (set-tasks-ready! tasks (cons (cons task #f) (tasks-ready tasks)))
-        (set-task-undo!
-         task ((suspension-register suspension)
-               (lambda (thunk)
-                 (when (eq? (task-token task) suspension)
-                   (set-task-token! task #f)
-                   (set-tasks-ready! tasks (cons (cons task thunk)
-                                                 (tasks-ready tasks))))))))))
+    (cond
+     ((not (task-cancelled task))
+      (set-task-undo!
+       task ((suspension-register suspension)
+             (lambda (thunk)
+               (when (eq? (task-token task) suspension)
+                 (set-task-token! task #f)
+                 (set-tasks-ready! tasks (cons (cons task thunk)
+                                               (tasks-ready tasks))))))))
+     ((eq? (task-undo task) 'raised)
+      ;; Given up, told so, and waiting again: drop it.
+      (set-task-token! task #f)
+      (set-tasks-ready! tasks (cons (cons task #f) (tasks-ready tasks))))
+     (else
+      ;; Given up between the end of its last wait and its running on
+      ;; (its client left in the round that resumed it): tell it here,
+      ;; so that its handlers release what it holds.
+      (set-task-token! task #f)
+      (raise-cancelled! tasks task)))))
+
+(define (raise-cancelled! tasks task)
+  ;; Resume TASK raising &request-cancelled where it waits, once.
+  (let ((reason (task-cancelled task)))
+    (set-task-undo! task 'raised)
+    (set-tasks-ready!
+     tasks
+     (cons (cons task
+                 (lambda ()
+                   (raise-exception
+                    (make-exception
+                     (make-request-cancelled reason)
+                     (make-exception-with-message
+                      (format #f "request given up: ~a" reason))))))
+           (tasks-ready tasks)))))
 
 (define (note-waited! task now)
   ;; Add the wait that ended at NOW (clock ns) to TASK's account, an
@@ -513,21 +539,12 @@ wait and resume it raising &request-cancelled where it waits, so that
 its handler unwinds.  Return nothing."
   (unless (task-cancelled task)
     (set-task-cancelled! task reason)
+    ;; Not waiting now (resumed, not yet run): told at its next wait.
     (when (task-token task)
       (set-task-token! task #f)
       (let ((undo (task-undo task)))
         (when (procedure? undo) (undo)))
-      (let ((tasks (loop-tasks loop)))
-        (set-tasks-ready!
-         tasks
-         (cons (cons task
-                     (lambda ()
-                       (raise-exception
-                        (make-exception
-                         (make-request-cancelled reason)
-                         (make-exception-with-message
-                          (format #f "request given up: ~a" reason))))))
-               (tasks-ready tasks)))))))
+      (raise-cancelled! (loop-tasks loop) task))))
 
 (define (take-ready-tasks! loop)
   "Return the ((task . thunk) …) whose waits ended, in the order they
@@ -592,7 +609,7 @@ suspended #f) when it waits again; else (values response body) as
 ;; where it waits, or raises it from its next write.
 
 (define-record-type <stream>
-  (make-stream port framing code close? head sent abandoned? drained)
+  (make-stream port framing code close? head sent abandoned? drained body)
   stream?
   (port stream-port set-stream-port!)
   (framing stream-framing)              ; chunked | length | close
@@ -603,7 +620,8 @@ suspended #f) when it waits again; else (values response body) as
   (abandoned? stream-abandoned? set-stream-abandoned!)
   ;; #f, or a thunk to call once the queued bytes are below the mark
   ;; (`wait-stream-drained')
-  (drained stream-drained set-stream-drained!))
+  (drained stream-drained set-stream-drained!)
+  (body stream-body))                   ; the body procedure: port -> _
 
 (define stream-backlog-limit
   ;; bytes: a body procedure that writes faster than its client reads,
@@ -768,8 +786,9 @@ for the client themselves) it only flushes PORT."
 (define last-chunk (string->utf8 "0\r\n\r\n"))
 
 (define (start-stream! loop conn request response body close? mark observe!)
-  ;; Send the head of a streamed answer and run its body procedure on
-  ;; the loop.  -> as `respond!'
+  ;; Queue the head of a streamed answer.  -> the <task> whose stream
+  ;; runs BODY on the loop (see `run-stream!'), or close? when the
+  ;; answer has no body
   (let ((out (loop-output loop)))
     (call-with-values (lambda () (write-streamed-head! out request response))
       (lambda (framing head-close?)
@@ -784,8 +803,8 @@ for the client themselves) it only flushes PORT."
                      (type (assq-ref headers 'content-type))
                      (charset (and type (pair? type) (assq-ref (cdr type) 'charset)))
                      (stream (make-stream #f framing code close?
-                                          (- (output-fill out) mark) 0 #f #f))
-                     (task (%make-task conn request close? #f #f #f (loop-now loop)
+                                          (- (output-fill out) mark) 0 #f #f body))
+                     (task (%make-task conn request close? #f #f #f #f
                                        '() #f #f 0 #f 0 stream)))
                 (set-stream-port! stream
                                   (open-loop-stream
@@ -800,17 +819,22 @@ for the client themselves) it only flushes PORT."
                 (when (> (output-fill out) 0)
                   (queue-output! loop conn (output-bytes out) 0 (output-fill out))
                   (output-reset! out))
-                (set-connection-state! conn 'streaming)
-                (set-connection-deadline! conn never)
-                (fd-set-tcp-nodelay! (connection-out-fd conn))
-                (watch! loop conn EPOLLRDHUP)
                 (observe! code 0)
-                (if (not (stream-send! loop conn stream))
-                    (begin
-                      (forget-stream! stream)
-                      (report-response! loop conn request code (stream-head stream))
-                      #t)
-                    (run-stream-body! loop conn request task body)))))))))
+                task)))))))
+
+(define (run-stream! loop task)
+  "Run the body procedure of TASK's stream, whose head is queued on its
+connection, which now streams; return as `respond!' what became of the
+connection: 'streaming while the body procedure waits."
+  (let ((conn (task-conn task))
+        (stream (task-stream task)))
+    (if (not (stream-send! loop conn stream))
+        (begin
+          (forget-stream! stream)
+          (report-response! loop conn (task-request task) (stream-code stream)
+                            (stream-head stream))
+          #t)
+        (run-stream-body! loop conn (task-request task) task (stream-body stream)))))
 
 (define (run-stream-body! loop conn request task body)
   ;; Call BODY, a streamed answer's procedure, with its port, under the
@@ -831,12 +855,14 @@ for the client themselves) it only flushes PORT."
 
 (define (stream-step! loop conn task result suspension)
   ;; What a stream's body procedure came to: it waits (RESULT is
-  ;; `suspended'), it is done, or it failed (#f).  -> as `respond!'
+  ;; `suspended'), it is done, or it failed (#f).  -> as `respond!':
+  ;; 'streaming (it waits), 'writing (done, its last bytes queued),
+  ;; 'stream-done (done, all sent) or #t (close)
   (let ((stream (task-stream task)))
     (cond
      ((eq? result suspended)
       (suspend-stream! loop conn task suspension)
-      'suspended)
+      'streaming)
      (else
       (forget-stream! stream)
       (when (connection-task conn)
@@ -856,14 +882,9 @@ for the client themselves) it only flushes PORT."
         ;; The last bytes wait for the socket: as any answer that does.
         (set-connection-close-after! conn (or (stream-close? stream)
                                               (and (loop-drain-deadline loop) #t)))
-        (set-connection-state! conn 'writing)
-        (set-deadline! loop conn (settings-write-ms (loop-settings loop)))
-        (watch! loop conn EPOLLOUT)
         'writing)
-       (else
-        (set-connection-state! conn 'idle)
-        (watch! loop conn EPOLLIN)
-        (or (stream-close? stream) (and (loop-drain-deadline loop) #t))))))))
+       ((or (stream-close? stream) (loop-drain-deadline loop)) #t)
+       (else 'stream-done))))))
 
 (define (resume-stream! loop task thunk)
   "Resume the body procedure of TASK's stream with THUNK; return as
@@ -877,23 +898,15 @@ for the client themselves) it only flushes PORT."
 ;;;
 
 (define (hand-off! loop conn job)
-  "Give CONN to a thread of LOOP's pool for JOB, with the answers to
-requests that came before (pipelined) and are not sent yet, to be sent
-first.  Return nothing."
+  "Give CONN, out of the loop's epoll set, to a thread of LOOP's pool for
+JOB, with the answers to requests that came before (pipelined) and are
+not sent yet, to be sent first.  Return nothing."
   (let ((out (loop-output loop)))
     (when (> (output-fill out) 0)
       (queue-output! loop conn (output-bytes out) 0 (output-fill out))
       (output-reset! out))
     (set-job-pending! job (connection-pending conn))
     (set-connection-pending! conn '())
-    (set-connection-state! conn 'handed-off)
-    (set-connection-deadline! conn never)
-    (when (connection-watched? conn)
-      (epoll-remove! (loop-epfd loop) (connection-fd conn))
-      (set-connection-watched?! conn #f))
-    ;; Streamed writes are small (an event at a time): Nagle's algorithm
-    ;; would hold each one until the client's delayed ACK.
-    (fd-set-tcp-nodelay! (connection-out-fd conn))
     (pool-submit! (or (loop-pool loop)
                       (let* ((settings (loop-settings loop))
                              (pool (make-pool
@@ -916,23 +929,6 @@ nothing."
   (let ((on-response (loop-on-response loop)))
     (when on-response
       (on-response (connection-peer conn) request code bytes))))
-
-(define (refuse! loop conn request code reason)
-  "Answer CODE (with REASON, or the usual phrase if #f) to a request that
-never reached a handler (REQUEST, or #f when its head could not be
-read), then linger-close CONN.  Return nothing."
-  (let* ((out (loop-output loop))
-         (mark (output-fill out)))
-    (set-connection-input! conn #f)
-    (set-connection-request! conn #f)
-    (set-connection-body! conn #f)
-    (write-error-response! out (if request (request-version request) '(1 . 1))
-                           code reason (if request (request-method request) 'GET))
-    (report-response! loop conn #f code (- (output-fill out) mark))
-    (when (loop-observer loop)
-      (observe-answer! loop #f code (- (output-fill out) mark)
-                       (and (loop-parse-ns loop) 0) (and (loop-parse-ns loop) 0) #f))
-    (finish! loop conn #t #t)))
 
 (define (observe-answer! loop request code bytes handler serialise allocated)
   "Count an answer in LOOP's tally; tell the observer of it if it was

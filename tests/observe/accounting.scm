@@ -72,13 +72,13 @@
            (observe event request code #f #f #f #f #f)
            #f)
           (else #f))))
-      ((event request code waited computing)
+      ((event request code waited computing service)
        ;; 'wait: a request whose handler suspended, answered; a 5xx is
        ;; told to #:on-request first, untimed
        (bump! (quotient code 100))
        (when (>= code 500)
          (observe 'request request code #f #f #f #f #f))
-       (observe event request code waited computing))
+       (observe event request code waited computing service))
       ((event answers ns)
        ;; only writes that carry a timed answer are timed
        (when (> batch 0)
@@ -380,12 +380,15 @@
    (lambda ()
      (let* ((obs (make-observer))
             (observe (as-the-loop obs)))
-       ;; as the loop tells it: (((kind . label) . ns) …) and computing
+       ;; as the loop tells it: (((kind . label) . ns) …), computing and
+       ;; the server time from the handler's call
        (observe 'wait (request "/up") 200
-                '(((timer . #f) . 30000000) ((socket . "upstream test") . 2000000)) 5000)
+                '(((timer . #f) . 30000000) ((socket . "upstream test") . 2000000)) 5000
+                32010000)
        (observe 'wait (request "/up") 200
-                '(((socket . "upstream test") . 4000000) ((thread . #f) . 1000)) 7000)
-       (observe 'wait (request "/up?q=1") 201 '() 100)
+                '(((socket . "upstream test") . 4000000) ((thread . #f) . 1000)) 7000
+                4020000)
+       (observe 'wait (request "/up?q=1") 201 '() 100 300)
        (let ((up (observer-route obs "/up")))
          (test-equal "each (kind . label) apart, in the order first seen"
            '(((timer . #f) 1 30000000) ((socket . "upstream test") 2 6000000)
@@ -401,6 +404,8 @@
            (count-and-sum (route-stats-computing up)))
          (test-equal "their answers counted under the route, exactly" '(3 3)
            (list (route-stats-requests up) (vector-ref (route-stats-codes up) 2)))
+         (test-equal "their server time, each request" '(3 36030300)
+           (count-and-sum (route-stats-service up)))
          (test-equal "no times of the server's phases" 0
            (histogram-count (route-stats-handler up))))
        (test-equal "a route that never waited has no waits" '()
@@ -419,7 +424,7 @@
        ;; the loop tells #:on-request of a 5xx (untimed), then #:on-wait
        (declare-route! "/named")
        (observe 'request (request "/raise") 500 #f #f #f #f #f)
-       (observe 'wait (request "/raise") 500 '(((timer . #f) . 10000000)) 10)
+       (observe 'wait (request "/raise") 500 '(((timer . #f) . 10000000)) 10 10000100)
        (let ((named (observer-route obs "/named")))
          (test-equal "once, a 5xx" '(1 1)
            (list (route-stats-requests named) (vector-ref (route-stats-codes named) 5)))
@@ -436,15 +441,15 @@
        (observe 'wait (request "/many") 200
                 (map (lambda (i) (cons (cons 'socket (format #f "db ~a" i)) 10))
                      (iota (+ max-waits 2)))
-                0)
+                0 100)
        (let ((waits (route-stats-waits (observer-route obs "/many"))))
          (test-equal "the first kept, then (other)" (+ max-waits 1) (length waits))
          (test-equal "(other) holds the rest, their ns" '(2 20)
            (count-and-sum (assoc-ref waits '(other . #f)))))
-       (observe 'wait (request "/long") 200 `(((socket . ,long) . 5)) 0)
-       (observe 'wait (request "/long") 200 `(((socket . ,(string-copy long)) . 7)) 0)
+       (observe 'wait (request "/long") 200 `(((socket . ,long) . 5)) 0 5)
+       (observe 'wait (request "/long") 200 `(((socket . ,(string-copy long)) . 7)) 0 7)
        (observe 'wait (request "/long") 200
-                `(((socket . ,(string-append (make-string 99 #\u) "v")) . 9)) 0)
+                `(((socket . ,(string-append (make-string 99 #\u) "v")) . 9)) 0 9)
        (let ((waits (route-stats-waits (observer-route obs "/long"))))
          (test-equal "a long label cut to max-wait-label-length, marked"
            (string-append (make-string (- max-wait-label-length 1) #\u) "…")
@@ -461,22 +466,22 @@
             (r (request "/up"))
             (waited '(((timer . #f) . 30000000) ((socket . "upstream test") . 2000000)))
             (long `(((socket . ,(make-string 100 #\u)) . 5))))
-       (on-wait r 200 waited 5000)
-       (on-wait r 200 long 5000)
+       (on-wait r 200 waited 5000 32005000)
+       (on-wait r 200 long 5000 5005)
        (let ((allocated
               (lambda (on-wait)
                 ;; -> bytes allocated by 2000 calls of ON-WAIT
                 (let ((before (assq-ref (gc-stats) 'heap-total-allocated)))
                   (let lp ((i 0))
                     (when (< i 1000)
-                      (on-wait r 200 waited 5000)
-                      (on-wait r 200 long 5000)
+                      (on-wait r 200 waited 5000 32005000)
+                      (on-wait r 200 long 5000 5005)
                       (lp (+ i 1))))
                   (- (assq-ref (gc-stats) 'heap-total-allocated) before)))))
          (allocated (lambda args #f))     ; warm up
          ;; this file is interpreted: its loop and calls allocate by
          ;; themselves; the hook adds nothing to that
-         (let ((baseline (allocated (lambda (request code waited computing) #f)))
+         (let ((baseline (allocated (lambda (request code waited computing service) #f)))
                (hook (allocated on-wait)))
            (test-assert (format #f "~a bytes for 2000 requests, ~a without the hook" hook baseline)
              (< hook (+ baseline 4096)))))
@@ -488,14 +493,16 @@
      (let* ((obs (make-observer #:workers 2))
             (observe (observer-procedure obs)))
        (observe 'wait (request "/up") 200
-                '(((timer . #f) . 30000000) ((socket . "upstream test") . 2000000)) 5000)
+                '(((timer . #f) . 30000000) ((socket . "upstream test") . 2000000)) 5000
+                32010000)
        (let* ((whole (observer-whole-server obs))
               (up (observer-route whole "/up")))
          (test-equal "each wait" '(((timer . #f) 1 30000000) ((socket . "upstream test") 1 2000000))
            (wait-sums up))
-         (test-equal "all waited, computing" '((1 32000000) (1 5000))
+         (test-equal "all waited, computing, server time" '((1 32000000) (1 5000) (1 32010000))
            (list (count-and-sum (route-stats-waited up))
-                 (count-and-sum (route-stats-computing up)))))
+                 (count-and-sum (route-stats-computing up))
+                 (count-and-sum (route-stats-service up)))))
        (observer-detach! obs)))))
 
 (test-end "observe/accounting")

@@ -59,8 +59,8 @@
          (test-equal "no family of waits before any request waited" #f
            (string-contains text "plucky_route_wait")))
        (on-wait (request "/up") 200 '(((timer . #f) . 30000000) ((socket . "pg \"main\"") . 10000000))
-                10000000)
-       (on-wait (request "/up") 200 '(((socket . "pg \"main\"") . 50000000)) 0)
+                10000000 50000000)
+       (on-wait (request "/up") 200 '(((socket . "pg \"main\"") . 50000000)) 0 50000000)
        (let ((text (metrics-text obs)))
          (test-assert "a histogram family" (string-contains text "# TYPE plucky_route_wait_seconds histogram"))
          (test-equal "the labelled socket: its count, the label escaped" '(2)

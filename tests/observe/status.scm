@@ -392,6 +392,12 @@
              (> (json-ref socket "share") (json-ref timer "share"))))
       (test-assert "json: all waited, at least both"
         (and route (>= (json-ref route "waits" "waited_ns" "max") 90000000)))
+      (test-equal "json: its server time counted, as the requests that did not wait"
+        1 (and route (json-ref route "service_ns" "count")))
+      (test-assert (format #f "json: its server time holds its waits (~a ns)"
+                           (and route (json-ref route "service_ns" "max")))
+        (and route (>= (json-ref route "service_ns" "max")
+                       (json-ref route "waits" "waited_ns" "max"))))
       (test-equal "json: a route that did not wait has no waits" #f
         (assoc "waits" (route-json json "/poke"))))
     (let ((page (body-of server "/_plucky/status?refresh=0")))
@@ -408,8 +414,9 @@
       (test-assert "status: the bars name what was waited on"
         (and (string-contains page "id=\"chart-waits\"")
              (string-contains page ">upstream test (socket)</text>")))
-      (test-assert "status: no server times for a route whose requests all suspended"
-        (string-contains page "<td class=\"l\">/upstream</td><td>1</td><td>1</td><td>0</td><td>0</td><td>0</td><td>-</td>"))
+      (test-assert "status: server times for a route whose requests all suspended"
+        (string-match "<td class=\"l\">/upstream</td><td>1</td><td>1</td><td>0</td><td>0</td><td>0</td><td>[0-9.]+ ms</td>"
+                      page))
       (test-assert "status: the routes table's suspended column"
         (string-match "<td>1 · [0-9.]+% waiting</td>" page)))
     (let ((text (body-of server "/_plucky/metrics")))

@@ -275,6 +275,27 @@
       (text (if (verify-password (hash-password "pw") "pw") "verified" "no")))
      ((string=? path "/suspendable")
       (text (if (suspendable?) "yes" "no")))
+     ((string=? path "/resumed-then-gone")
+      ;; Waits on the FIFO cancel-dir/fifo, then sleeps: records its
+      ;; cancellation's reason in cancel-dir/resumed-gone.
+      (let ((fifo (open (string-append cancel-dir "/fifo") (logior O_RDONLY O_NONBLOCK))))
+        (call-with-output-file (string-append cancel-dir "/a-waiting")
+          (lambda (port) (display "yes" port)))
+        (guard (e ((request-cancelled? e)
+                   (close-port fifo)
+                   (call-with-output-file (string-append cancel-dir "/resumed-gone")
+                     (lambda (port) (display (request-cancelled-reason e) port)))
+                   (raise-exception e)))
+          (wait-readable (port->fdes fifo))
+          (sleep-ms 2000)
+          (close-port fifo)
+          (text "not given up"))))
+     ((string=? path "/hold-the-loop")
+      ;; Holds the worker's loop for 300 ms, not suspending.
+      (call-with-output-file (string-append cancel-dir "/holding")
+        (lambda (port) (display "yes" port)))
+      (usleep 300000)
+      (text "held"))
      ((string=? path "/given-up")
       ;; Records its cancellation's reason in the file named by the query.
       (guard (e ((request-cancelled? e)
@@ -489,6 +510,39 @@
       (and whole (> whole (* 32 1024 1024))))
     (test-assert (format #f "32 MB written without waiting: given up at ~a bytes" cut)
       (and cut (< cut (* 32 1024 1024))))))
+
+(test-group "a request given up after its wait ended, before it ran"
+  ;; The loop, held by another request, then sees in one round A's FIFO
+  ;; readable (A made ready to run) and A's client gone: A must still
+  ;; unwind at its next wait, its handlers run, not be dropped there.
+  (mknod (string-append cancel-dir "/fifo") 'fifo #o600 0)
+  (let ((before (descriptors (server-pid server)))
+        (a (connect-client port)))
+    (client-send! a (request-text "/resumed-then-gone"))
+    (test-assert "A waits on the FIFO"
+      (wait-until (lambda () (file-text (string-append cancel-dir "/a-waiting"))) #:timeout 5))
+    (let ((writer (open (string-append cancel-dir "/fifo") (logior O_WRONLY O_NONBLOCK)))
+          (b (connect-client port)))
+      (client-send! b (request-text "/hold-the-loop"))
+      (test-assert "B holds the loop"
+        (wait-until (lambda () (file-text (string-append cancel-dir "/holding"))) #:timeout 5))
+      ;; in this order, while the loop is held: the FIFO, then the hang-up
+      (put-u8 writer 1)
+      (force-output writer)
+      (client-close! a)
+      (let ((response body (client-read-response b)))
+        (test-equal "B answered" 200 (and response (response-code response))))
+      (client-close! b)
+      (close-port writer)
+      (test-assert "A unwinds at its next wait: its handler sees the cancellation"
+        (wait-until (lambda () (file-text (string-append cancel-dir "/resumed-gone")))
+                    #:timeout 5))
+      (test-equal "as client-gone" "client-gone"
+        (file-text (string-append cancel-dir "/resumed-gone")))
+      ;; A's connection closes once its handler has unwound, B's once the
+      ;; server reads its end: both after the file above is written
+      (test-assert "A's and B's descriptors closed"
+        (wait-until (lambda () (= (descriptors (server-pid server)) before)) #:timeout 5)))))
 
 (test-group "a request given up"
   (let ((before (descriptors (server-pid server)))

@@ -34,6 +34,9 @@
              (ice-9 ftw)
              (rnrs bytevectors)
              (web response)
+             (web request)
+             (web uri)
+             ((plucky server) #:select (worker-pid))
              (tests lib harness)
              (tests lib server)
              (tests lib command)
@@ -407,7 +410,10 @@ handler
                          ((@ (web server) run-server)
                           (lambda (request body)
                             (values '((content-type . (text/plain)))
-                                    (number->string (getpid))))
+                                    (if (equal? (uri-path (request-uri request)) "/worker-pid")
+                                        ;; the PID the server read once, and getpid's
+                                        (format #f "~a ~a" (worker-pid) (getpid))
+                                        (number->string (getpid)))))
                           'plucky (list #:socket sock #:workers 2))))))
             (port (server-port server))
             (pid (server-pid server))
@@ -416,6 +422,11 @@ handler
                                  (let ((w (workers-now))) (and (= 2 (length w)) w))))))
        (test-assert "two workers" first)
        (test-assert "which answer" (member (body-of port "/") (map number->string (or first '()))))
+       (test-assert "worker-pid: the worker's own PID, not the master's"
+         (let ((pids (string-split (or (body-of port "/worker-pid") "") #\space)))
+           (and (= 2 (length pids))
+                (equal? (car pids) (cadr pids))
+                (member (car pids) (map number->string (or first '()))))))
        (test-equal "they ignore SIGHUP, SIGUSR1 and SIGUSR2, which the master passes on"
          (map (lambda (w) (list SIGHUP SIGUSR1 SIGUSR2)) (or first '()))
          (map (lambda (w) (lset-intersection = (ignored-signals w) (list SIGHUP SIGUSR1 SIGUSR2)))

@@ -43,9 +43,8 @@
   #:use-module (ice-9 exceptions)
   #:use-module (plucky sys libpq)
   #:use-module ((plucky sys libc) #:select (fd-wait))
-  #:use-module ((plucky server) #:select (wait-readable wait-writable request-cancelled?
-                                          suspendable? make-event event-signal! event-wait
-                                          loop-watch! loop-want-write! loop-unwatch!))
+  #:use-module ((plucky server) #:select (wait-readable wait-writable release-descriptor!
+                                          request-cancelled?))
   #:use-module (plucky db postgresql types)
   #:export (&pg-error
             make-pg-error
@@ -71,7 +70,6 @@
             set-pg-conn-pool!
             conn-close!
             conn-forget!
-            set-conn-abandoned-handler!
             conn-healthy?
             conn-idle?
             conn-backend-pid
@@ -198,8 +196,7 @@ string) as a connection string, else libpq's one-line reason."
   (when (zero? (pg-conn-ptr conn))
     (raise-pg-error "08003" "the connection is closed")))
 
-(define* (conn-open url #:key (connect-timeout-ms 10000) (statement-timeout-ms #f)
-                    (on-abandon (lambda () #f)))
+(define* (conn-open url #:key (connect-timeout-ms 10000) (statement-timeout-ms #f))
   "Return a new connection to URL, open.  Waits (suspends in a handler)
 at most CONNECT-TIMEOUT-MS; raises a &pg-error of SQLSTATE 08001 when no
 connection could be made."
@@ -211,15 +208,10 @@ connection could be made."
       (let ((message (conn-error-message ptr)))
         (PQfinish ptr)
         (raise-pg-error "08001" message)))
-    (let ((finished? #f))
-      (with-exception-handler
-          (lambda (e) (unless finished? (PQfinish ptr)) (raise-exception e))
-        (lambda ()
-          ;; a request dropped while it connects (see `wait-socket'):
-          ;; close, and tell the caller (ON-ABANDON)
-          (poll-connect ptr (+ (now-ms) connect-timeout-ms)
-                        (lambda () (set! finished? #t) (PQfinish ptr) (on-abandon))))
-        #:unwind? #t))
+    (with-exception-handler
+        (lambda (e) (finish! ptr) (raise-exception e))
+      (lambda () (poll-connect ptr (+ (now-ms) connect-timeout-ms)))
+      #:unwind? #t)
     (PQsetnonblocking ptr 1)
     (let* ((fd (PQsocket ptr))
            (label (string-append "postgresql " (or (parameter ptr "server_version") "")))
@@ -241,7 +233,7 @@ connection could be made."
             #:unwind? #t)))
       conn)))
 
-(define (poll-connect ptr deadline abandon)
+(define (poll-connect ptr deadline)
   ;; PQconnectPoll until the connection is made; libpq's manual: wait as
   ;; for PGRES_POLLING_WRITING before the first call.  The socket may
   ;; change from one call to the next (one address after another).
@@ -253,8 +245,8 @@ connection could be made."
      (else
       (let ((left (- deadline (now-ms))))
         (unless (and (> left 0)
-                     (wait-socket (PQsocket ptr) (not (= status PGRES_POLLING_READING))
-                                  deadline abandon))
+                     ((if (= status PGRES_POLLING_READING) wait-readable wait-writable)
+                      (PQsocket ptr) #:timeout-ms left #:label "postgresql connect"))
           (raise-pg-error "08001" "no connection within the connect timeout"))
         (lp (PQconnectPoll ptr)))))))
 
@@ -279,12 +271,19 @@ connection could be made."
                    '()))))
     (and (pair? sets) (string-join sets "; "))))
 
+(define (finish! ptr)
+  ;; PQfinish PTR, its socket first out of the loop's epoll set, where
+  ;; `wait-readable' leaves a waited descriptor between waits
+  (let ((fd (PQsocket ptr)))
+    (when (>= fd 0) (release-descriptor! fd)))
+  (PQfinish ptr))
+
 (define (conn-close! conn)
   "Close CONN (PQfinish), once; return nothing."
   (let ((ptr (pg-conn-ptr conn)))
     (unless (zero? ptr)
       (set-pg-conn-ptr! conn 0)
-      (PQfinish ptr)))
+      (finish! ptr)))
   (values))
 
 (define (conn-forget! conn)
@@ -326,51 +325,6 @@ statement in flight (libpq's transaction status: one FFI call)."
 ;;; Sending and receiving
 ;;;
 
-;; What to do with a connection whose request was dropped while it
-;; waited on its socket (see `wait-socket'): the pool sets it.
-(define conn-abandoned (lambda (conn) #f))
-(define (set-conn-abandoned-handler! proc)
-  (set! conn-abandoned proc))
-
-(define (abandon! conn)
-  (set-pg-conn-waiting! conn #f)
-  (conn-abandoned conn))
-
-(define* (wait-socket fd write? deadline abandon #:optional (label #f))
-  ;; Wait until FD is readable (or writable, WRITE?): -> #t; or #f once
-  ;; DEADLINE (now-ms, or #f: none) passed.  A handler waits on an event
-  ;; the loop signals when FD is ready, rather than with `wait-readable':
-  ;; a request given up after it was resumed and before it ran is
-  ;; dropped by the loop at its next wait without unwinding (its
-  ;; exception handlers never run), and only the event tells: signalled,
-  ;; it wakes nobody.  ABANDON, a thunk, is then called (the pool closes
-  ;; the connection and frees its place) rather than the connection
-  ;; staying in use forever.
-  (if (suspendable?)
-      (let ((event (make-event))
-            (abandoned? #f))
-        (define (ready)
-          (when (zero? (event-signal! event #t))
-            (loop-unwatch! fd)
-            ;; none waits: dropped, or its time is up (it resumes with #f)
-            (unless (and deadline (>= (now-ms) (- deadline 5)))
-              (set! abandoned? #t)
-              (abandon))))
-        (loop-watch! fd #:on-read ready #:on-write ready)
-        (when write? (loop-want-write! fd #t))
-        (let ((value (with-exception-handler
-                         (lambda (e)
-                           ;; given up: unless found abandoned (FD closed)
-                           (unless abandoned? (loop-unwatch! fd))
-                           (raise-exception e))
-                       (lambda ()
-                         (event-wait event #:timeout-ms (and deadline (max 0 (- deadline (now-ms))))
-                                     #:default #f #:kind 'socket #:label label)))))
-          (loop-unwatch! fd)
-          value))
-      ((if write? wait-writable wait-readable)
-       fd #:timeout-ms (and deadline (max 0 (- deadline (now-ms)))))))
-
 (define-syntax-rule (while-waiting conn expression)
   ;; EXPRESSION, a wait (a handler suspends there), with CONN marked as
   ;; waited on, so that another request that takes it meanwhile is told
@@ -396,14 +350,13 @@ statement in flight (libpq's transaction status: one FFI call)."
          ((< r 0) (lost! conn (conn-error-message ptr)))
          (else
           (when (zero? (PQconsumeInput ptr)) (lost! conn (conn-error-message ptr)))
-          (while-waiting conn (wait-socket (pg-conn-fd conn) #t (+ (now-ms) 1000)
-                                           (lambda () (abandon! conn)) (pg-conn-label conn)))
+          (while-waiting conn (wait-writable (pg-conn-fd conn) #:timeout-ms 1000
+                                             #:label (pg-conn-label conn)))
           (lp #f)))))))
 
 (define (await-input! conn)
   ;; wait until the server sent something, and give it to libpq
-  (while-waiting conn (wait-socket (pg-conn-fd conn) #f #f (lambda () (abandon! conn))
-                                   (pg-conn-label conn)))
+  (while-waiting conn (wait-readable (pg-conn-fd conn) #:label (pg-conn-label conn)))
   (let ((ptr (pg-conn-ptr conn)))
     (when (zero? (PQconsumeInput ptr)) (lost! conn (conn-error-message ptr)))))
 
