@@ -58,6 +58,8 @@
   #:use-module (plucky server watch)
   #:use-module (plucky server suspend)
   #:use-module (plucky server compute)
+  ;; Loaded by the first HTTP/2 connection (bench/startup).
+  #:autoload (plucky server http2) (http2-drain! http2-stop!)
   #:autoload (ice-9 threads) (current-thread)
   #:re-export (loop-watch!
                loop-want-write!
@@ -583,7 +585,9 @@ a request that has not answered that long after it first suspended
               (when (and conn
                          (eq? (connection-state conn) 'idle)
                          (not (connection-input conn)))
-                (close-connection! loop conn)))
+                (close-connection! loop conn))
+              (when (and conn (eq? (connection-state conn) 'h2))
+                (http2-drain! loop conn)))
             (lp (+ fd 1))))))))
 
 (define (refresh-date! now)
@@ -719,7 +723,9 @@ a request that has not answered that long after it first suspended
         (let ((conn (vector-ref table fd)))
           (when (and conn (memq (connection-state conn) '(suspended streaming))
                      (connection-task conn))
-            (cancel-task! loop (connection-task conn) 'stopping)))
+            (cancel-task! loop (connection-task conn) 'stopping))
+          (when (and conn (eq? (connection-state conn) 'h2))
+            (http2-stop! loop conn)))
         (lp (+ fd 1)))))
   (run-ready-tasks! loop))
 

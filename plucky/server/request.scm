@@ -41,6 +41,8 @@
   #:use-module (plucky server pool)
   #:use-module (plucky server respond)
   #:use-module ((plucky server hooks) #:select (observer-hooks-on-wait))
+  ;; Loaded by the first HTTP/2 connection, not at start-up (bench/startup).
+  #:autoload (plucky server http2) (http2-preface? start-http2! http2-ready!)
   #:export (read-ready!
             serve-input!
             after-respond!
@@ -74,6 +76,7 @@ return nothing."
     ((body) (read-body! loop conn))
     ((chunked) (read-chunked! loop conn))
     ((writing handed-off suspended streaming) #t) ; not watched for input
+    ((h2) (http2-ready! loop conn))
     (else (read-head! loop conn))))
 
 (define (read-head! loop conn)
@@ -191,8 +194,13 @@ connection.  Return nothing."
            ;; else it looks up the record type's parents, every request
            ;; (statprof: record-type-parents, 1% of a keep-alive hello).
            ((and (not (request? request)) (http-error? request))
-            (refuse! loop conn #f (http-error-status request)
-                     (http-error-reason request)))
+            ;; The one place a connection becomes HTTP/2: its preface
+            ;; is a head of version 2.0 to the HTTP/1 parser.
+            (if (and (= (http-error-status request) 505)
+                     (http2-preface? bv start end))
+                (start-http2! loop conn bv start end)
+                (refuse! loop conn #f (http-error-status request)
+                         (http-error-reason request))))
            (else
             (let ((length (request-body-length request)))
               (cond

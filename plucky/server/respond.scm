@@ -70,7 +70,12 @@
             resume-stream!
             stream-writable!
             stream-on-thread
-            wait-stream-drained))
+            wait-stream-drained
+            ;; for (plucky server http2), whose streams suspend too
+            resume-handler
+            suspension-k
+            suspension-register
+            tasks-handler-ms))
 
 ;; Procedures called once per request, inlined where they are called
 ;; (plucky sys inline): a call each is measurable in bench/instructions.

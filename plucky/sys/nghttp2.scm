@@ -44,7 +44,7 @@
                           size_t ssize_t uint64 void))
   #:use-module ((system foreign-library)
                 #:select (load-foreign-library foreign-library-pointer))
-  #:use-module ((plucky sys libc) #:select (bytevector-address))
+  #:use-module ((plucky sys libc) #:select (bytevector-address fd-pread))
   #:export (nghttp2-available?
             nghttp2-version
 
@@ -256,8 +256,11 @@
   (data events-data)                    ; (stream-id bytevector)
   (stream-close events-stream-close)    ; (stream-id error-code)
   (begin-frame events-begin-frame)      ; (type flags stream-id length)
-  ;; (stream-id buffer-address length) -> (values count flags), count a
-  ;; number of bytes put at BUFFER-ADDRESS, or NGHTTP2_ERR_DEFERRED; flags
+  ;; (stream-id length) -> (values from start count flags): the next
+  ;; COUNT (at most LENGTH) bytes of the body are FROM [START, START +
+  ;; COUNT), FROM a bytevector, or a file descriptor read at offset START;
+  ;; FROM #f sends nothing, COUNT being 0 or NGHTTP2_ERR_DEFERRED (no
+  ;; bytes yet: see `nghttp2-session-resume!'); FLAGS has
   ;; NGHTTP2_DATA_FLAG_EOF once the body ends
   (read-data events-read-data))
 
@@ -364,12 +367,24 @@
              (guarded
               (call-with-values
                   (lambda ()
-                    ((events-read-data (events-of user-data)) stream-id buf length))
-                (lambda (count flags)
-                  (unless (zero? flags)
-                    (bytevector-u32-native-set!
-                     (pointer->bytevector (make-pointer data-flags) 4) 0 flags))
-                  count))))
+                    ((events-read-data (events-of user-data)) stream-id length))
+                (lambda (from start count flags)
+                  (let ((count
+                         (cond
+                          ((bytevector? from)
+                           (bytevector-copy! from start
+                                             (pointer->bytevector (make-pointer buf) length)
+                                             0 count)
+                           count)
+                          ((integer? from)
+                           ;; a file's descriptor: COUNT bytes at START
+                           (let ((n (fd-pread from buf 0 count start)))
+                             (if (< n 0) NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE n)))
+                          (else count))))
+                    (unless (zero? flags)
+                      (bytevector-u32-native-set!
+                       (pointer->bytevector (make-pointer data-flags) 4) 0 flags))
+                    count)))))
            (list uint64 int32 uint64 size_t uint64 uint64 uint64))))
   (pointer-address read-callback))
 
@@ -459,21 +474,25 @@ negative nghttp2 error code when the session failed (the client broke
 the protocol or a limit: a GOAWAY is then queued for sending)."
   (%mem-recv (session-pointer session) address count))
 
-(define (nghttp2-session-send! session put!)
+(define (nghttp2-session-send! session put! limit)
   "Call (PUT! bytevector count) with each run of bytes SESSION has to
-send, until it has none; the bytevector is only valid during the call.
-Return the total, or a negative nghttp2 error code."
+send, until it has none or LIMIT bytes were put; the bytevector is only
+valid during the call.  Return the total, or a negative nghttp2 error
+code."
   (let ((pointer (session-pointer session))
         (out (session-out session)))
     (let lp ((total 0))
-      (let ((n (%mem-send pointer (bytevector-address out))))
-        (cond
-         ((> n 0)
-          (put! (pointer->bytevector (make-pointer (bytevector-u64-native-ref out 0)) n)
-                n)
-          (lp (+ total n)))
-         ((zero? n) total)
-         (else n))))))
+      (if (>= total limit)
+          total
+          (let ((n (%mem-send pointer (bytevector-address out))))
+            (cond
+             ((> n 0)
+              (put! (pointer->bytevector
+                     (make-pointer (bytevector-u64-native-ref out 0)) n)
+                    n)
+              (lp (+ total n)))
+             ((zero? n) total)
+             (else n)))))))
 
 (define (nghttp2-session-want-read? session)
   "Return true while SESSION still expects input from the client."
