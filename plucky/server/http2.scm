@@ -193,8 +193,11 @@ what those bytes ask; return nothing."
                    #:header-table-size (limit header-table-size)
                    #:max-header-list-size (limit max-header-list-size)
                    #:max-continuations (limit max-continuations)
-                   #:reset-burst (limit reset-burst)
-                   #:reset-rate (limit resets-per-second))))
+                   ;; nghttp2's own, where the library has it, as a
+                   ;; backstop behind ours (`on-frame'), which answers
+                   ;; ENHANCE_YOUR_CALM
+                   #:reset-burst (* 2 (limit reset-burst))
+                   #:reset-rate (* 2 (limit resets-per-second)))))
     (set! h2 (%make-h2 loop conn session (make-hash-table) '() '() (make-output 16384) 0
                        #f #f #f #f #f now (limit reset-burst) now (limit ping-burst) now 0))
     (set-connection-input! conn #f)
@@ -353,10 +356,26 @@ what those bytes ask; return nothing."
 ;;;
 
 (define (receive! h2 bv start end)
-  ;; Hand nghttp2 the bytes BV [START, END).  -> #f when the session failed
-  (>= (nghttp2-session-receive! (h2-session h2) (+ (bytevector-address bv) start)
-                                (- end start))
-      0))
+  ;; Hand nghttp2 the bytes BV [START, END).  -> #f when the session
+  ;; failed, a final GOAWAY then queued
+  (let ((n (nghttp2-session-receive! (h2-session h2) (+ (bytevector-address bv) start)
+                                     (- end start))))
+    (or (>= n 0)
+        (begin
+          ;; A callback that failed has queued its GOAWAY (`calm-down!');
+          ;; nghttp2's own limits (acknowledgements a client does not
+          ;; read, CONTINUATIONs) and a bad preface have not.
+          (unless (= n NGHTTP2_ERR_CALLBACK_FAILURE)
+            (nghttp2-session-terminate! (h2-session h2)
+                                        (if (memv n nghttp2-flood-errors)
+                                            NGHTTP2_ENHANCE_YOUR_CALM
+                                            NGHTTP2_PROTOCOL_ERROR)))
+          #f))))
+
+(define nghttp2-flood-errors
+  ;; NGHTTP2_ERR_FLOODED, NGHTTP2_ERR_TOO_MANY_CONTINUATIONS,
+  ;; NGHTTP2_ERR_TOO_MANY_SETTINGS
+  '(-904 -905 -537))
 
 (define (http2-ready! loop conn)
   "Serve CONN, an HTTP/2 connection of LOOP whose socket is readable or
