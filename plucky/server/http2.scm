@@ -17,11 +17,12 @@
 ;;;              libnghttp2, plucky sys nghttp2), whose callbacks collect
 ;;;              each stream's headers and body here (`session-events')
 ;;;           -> run-streams!      a complete request is parsed as HTTP/1's
-;;;              are (a head made of its fields, (plucky http parse)) and
-;;;              its handler called, as (plucky server respond) calls it
+;;;              are (the head its fields make, (plucky http http2), to
+;;;              (plucky http parse)) and its handler called, as (plucky
+;;;              server respond) calls it
 ;;;           -> submit!           the answer's head and body, as HTTP/1
 ;;;              would write them (plucky http response), go to nghttp2 as
-;;;              header fields and a body it pulls (`read-data')
+;;;              fields (plucky http http2) and a body it pulls (`read-data')
 ;;;           -> flush!            nghttp2-session-send! -> write(2)
 ;;;
 ;;; Streams are multiplexed: a handler that suspends (plucky server
@@ -57,9 +58,11 @@
   #:use-module ((plucky sys libc) #:select (errno-EAGAIN bytevector-address))
   #:use-module ((plucky sys epoll) #:select (EPOLLIN EPOLLOUT))
   #:use-module ((plucky http parse) #:select (parse-request-head))
+  #:use-module (plucky http http2)
   #:use-module ((plucky http error) #:select (http-error? http-error-status))
   #:use-module (plucky http response)
   #:use-module (plucky server transport)
+  #:use-module ((plucky server tally) #:select (tally-http2))
   #:use-module (plucky server connection)
   #:use-module ((plucky server watch) #:select (loop-call-after! loop-cancel-timer!))
   #:use-module ((plucky server suspend)
@@ -69,8 +72,8 @@
   #:use-module ((ice-9 exceptions) #:select (make-exception
                                              make-exception-with-message))
   #:use-module (plucky server respond)
-  #:export (http2-preface?
-            start-http2!
+  #:re-export (http2-preface?)
+  #:export (start-http2!
             http2-ready!
             http2-drain!
             http2-stop!
@@ -129,7 +132,7 @@
 (define-record-type <h2-stream>
   (%make-h2-stream id state fields field-bytes request body refusal k token undo
                    cancelled timer source offset end queue eof? deferred? port
-                   code bytes)
+                   code bytes started)
   h2-stream?
   (id stream-id)
   ;; headers | body | ready | running | suspended | streaming | answered | closed
@@ -157,28 +160,15 @@
   (deferred? stream-deferred? set-stream-deferred!) ; nghttp2 waits for `resume'
   (port stream-port set-stream-port!)         ; a streamed body's port
   (code stream-code set-stream-code!)         ; status answered
-  (bytes stream-bytes set-stream-bytes!))     ; body bytes sent
+  (bytes stream-bytes set-stream-bytes!)      ; body bytes sent
+  (started stream-started set-stream-started!)) ; clock ns of the handler call, for an observer
 
 (define (make-h2-stream id)
-  (%make-h2-stream id 'headers '() 0 #f #f #f #f #f #f #f #f #f 0 0 '() #f #f #f 0 0))
+  (%make-h2-stream id 'headers '() 0 #f #f #f #f #f #f #f #f #f 0 0 '() #f #f #f 0 0 #f))
 
 ;;;
-;;; The preface: where a connection becomes HTTP/2
+;;; Where a connection becomes HTTP/2
 ;;;
-
-(define preface-start (string->utf8 "PRI * HTTP/2.0"))
-
-(define (http2-preface? bv start end)
-  "Return true when BV [START, END) begins with the start of HTTP/2's
-connection preface (RFC 9113 §3.4), which an HTTP/1 parser refuses as a
-request of version 2.0: the client speaks HTTP/2."
-  (let ((n (bytevector-length preface-start)))
-    (and (>= (- end start) n)
-         (let lp ((i 0))
-           (or (= i n)
-               (and (= (bytevector-u8-ref bv (+ start i))
-                       (bytevector-u8-ref preface-start i))
-                    (lp (+ i 1))))))))
 
 (define (start-http2! loop conn bv start end)
   "Make CONN, whose client sent the bytes BV [START, END) beginning with
@@ -462,7 +452,11 @@ writable: send what waits, read what came, answer.  Return nothing."
              (not (nghttp2-session-want-write? (h2-session h2))))
         (close-h2! h2))
        (else
-        (watch! loop conn (if (> (output-fill (h2-out h2)) 0)
+        (watch! loop conn (if (or (> (output-fill (h2-out h2)) 0)
+                                  ;; TLS: a read waits for the socket to
+                                  ;; take the session's own bytes
+                                  ((transport-wants-write? (connection-transport conn))
+                                   (connection-fd conn)))
                               (logior EPOLLIN EPOLLOUT)
                               EPOLLIN))
         (arm-check! h2))))))
@@ -570,74 +564,9 @@ the handlers that wait, and close it; return nothing."
 ;;; Requests
 ;;;
 
-(define crlf #vu8(13 10))
-(define colon-space #vu8(58 32))
-
-(define (request-head stream)
-  ;; -> a bytevector: the HTTP/1.1 head the stream's fields make, for
-  ;; (plucky http parse), so that a handler gets the very request record
-  ;; HTTP/1 would give it; or #f when a pseudo-header is missing
-  (let ((fields (reverse (stream-fields stream)))
-        (out (make-output 1024)))
-    (define (pseudo name)
-      (let ((found (assoc (string->utf8 name) fields)))
-        (and found (cdr found))))
-    (let ((method (pseudo ":method"))
-          (path (pseudo ":path"))
-          (authority (pseudo ":authority")))
-      (and method path
-           (begin
-             (output-put-bytes! out method)
-             (output-put-bytes! out #vu8(32))
-             (output-put-bytes! out path)
-             (output-put-bytes! out (string->utf8 " HTTP/1.1\r\n"))
-             (when (and authority
-                        (not (assoc (string->utf8 "host") fields)))
-               (output-put-bytes! out (string->utf8 "host: "))
-               (output-put-bytes! out authority)
-               (output-put-bytes! out crlf))
-             ;; Cookies may come as several fields: one header, joined
-             ;; with "; " (RFC 9113 §8.2.3).
-             (let ((cookies (filter-map (lambda (field)
-                                          (and (equal? (car field) cookie-name)
-                                               (cdr field)))
-                                        fields)))
-               (unless (null? cookies)
-                 (output-put-bytes! out cookie-name)
-                 (output-put-bytes! out colon-space)
-                 (let lp ((cookies cookies) (first? #t))
-                   (unless (null? cookies)
-                     (unless first? (output-put-bytes! out #vu8(59 32)))
-                     (output-put-bytes! out (car cookies))
-                     (lp (cdr cookies) #f)))
-                 (output-put-bytes! out crlf)))
-             (for-each (lambda (field)
-                         (let ((name (car field)))
-                           (unless (or (and (> (bytevector-length name) 0)
-                                            (= (bytevector-u8-ref name 0) 58)) ; ":"
-                                       (equal? name cookie-name))
-                             (output-put-bytes! out name)
-                             (output-put-bytes! out colon-space)
-                             (output-put-bytes! out (cdr field))
-                             (output-put-bytes! out crlf))))
-                       fields)
-             (output-put-bytes! out crlf)
-             (let ((head (make-bytevector (output-fill out))))
-               (bytevector-copy! (output-bytes out) 0 head 0 (output-fill out))
-               head))))))
-
-(define cookie-name (string->utf8 "cookie"))
-
-(define (filter-map f l)
-  (let lp ((l l) (acc '()))
-    (if (null? l)
-        (reverse acc)
-        (let ((v (f (car l))))
-          (lp (cdr l) (if v (cons v acc) acc))))))
-
 (define (parse-stream-request h2 stream)
   ;; -> the request, version 2.0, or the status to refuse it with
-  (let ((head (request-head stream)))
+  (let ((head (fields->request-head (reverse (stream-fields stream)))))
     (if (not head)
         400
         (call-with-values
@@ -689,6 +618,8 @@ the handlers that wait, and close it; return nothing."
 (define (call-stream-handler! h2 stream)
   (let ((loop (h2-loop h2)))
     (set-stream-state! stream 'running)
+    (when (loop-observer loop)
+      (set-stream-started! stream (clock)))
     (set-loop-serving! loop (h2-conn h2))
     (call-with-values
         (lambda () (call-handler loop (stream-request stream) (stream-body-value h2 stream)))
@@ -799,59 +730,6 @@ the handlers that wait, and close it; return nothing."
 ;;; Answers
 ;;;
 
-(define hop-by-hop
-  ;; fields HTTP/2 forbids (RFC 9113 §8.2.2), written by the HTTP/1 head
-  (map string->utf8 '("connection" "keep-alive" "transfer-encoding" "upgrade"
-                      "proxy-connection")))
-
-(define (head->fields code head start end)
-  ;; HEAD [START, END): an HTTP/1 head, status line to blank line.  ->
-  ;; ((name . value) …) of bytevectors, :status first, names in lower case
-  (define (line-end i)
-    (let lp ((i i))
-      (if (and (< (+ i 1) end)
-               (not (and (= (bytevector-u8-ref head i) 13)
-                         (= (bytevector-u8-ref head (+ i 1)) 10))))
-          (lp (+ i 1))
-          i)))
-  (define (slice from to)
-    (let ((bv (make-bytevector (- to from))))
-      (bytevector-copy! head from bv 0 (- to from))
-      bv))
-  (define (lower! bv)
-    (let lp ((i 0))
-      (when (< i (bytevector-length bv))
-        (let ((c (bytevector-u8-ref bv i)))
-          (when (<= 65 c 90) (bytevector-u8-set! bv i (+ c 32))))
-        (lp (+ i 1))))
-    bv)
-  (let lp ((i (+ 2 (line-end start)))
-           (fields (list (cons (string->utf8 ":status")
-                               (string->utf8 (number->string code))))))
-    (let ((e (line-end i)))
-      (if (or (>= i end) (= e i))
-          (reverse fields)
-          (let* ((colon (let c ((j i))
-                          (if (or (= j e) (= (bytevector-u8-ref head j) 58)) j (c (+ j 1)))))
-                 (name (lower! (slice i colon)))
-                 (value-start (let s ((j (+ colon 1)))
-                                (if (and (< j e) (= (bytevector-u8-ref head j) 32))
-                                    (s (+ j 1))
-                                    j))))
-            (lp (+ e 2)
-                (if (member name hop-by-hop)
-                    fields
-                    (cons (cons name (slice value-start e)) fields))))))))
-
-(define (head-end bv start end)
-  ;; -> the index just past the blank line of the head in BV [START, END)
-  (let lp ((i start))
-    (if (and (<= (+ i 4) end)
-             (= (bytevector-u8-ref bv i) 13) (= (bytevector-u8-ref bv (+ i 1)) 10)
-             (= (bytevector-u8-ref bv (+ i 2)) 13) (= (bytevector-u8-ref bv (+ i 3)) 10))
-        (+ i 4)
-        (if (< (+ i 4) end) (lp (+ i 1)) end))))
-
 (define http1-version '(1 . 1))
 
 (define (submit! h2 stream response body)
@@ -871,13 +749,13 @@ the handlers that wait, and close it; return nothing."
          ((streamed-response? response body)
           (call-with-values (lambda () (write-streamed-head! out as-http1 response))
             (lambda (framing close?)
-              (let ((fields (head->fields code (output-bytes out) 0 (output-fill out))))
+              (let ((fields (response-head->fields code (output-bytes out) 0 (output-fill out))))
                 (if (eq? framing 'none)
                     (answer! h2 stream code fields #f 0)
                     (start-streamed-body! h2 stream code fields response body))))))
          ((file-body? body)
           (write-response-head! out as-http1 response (file-body-length body) #f)
-          (let ((fields (head->fields code (output-bytes out) 0 (output-fill out))))
+          (let ((fields (response-head->fields code (output-bytes out) 0 (output-fill out))))
             (if (or (eq? (request-method request) 'HEAD) (zero? (file-body-length body)))
                 (begin (close-file-body! body) (answer! h2 stream code fields #f 0))
                 (answer! h2 stream code fields body (file-body-offset body)))))
@@ -890,7 +768,7 @@ the handlers that wait, and close it; return nothing."
               (let* ((bytes (output-bytes out))
                      (fill (output-fill out))
                      (end (head-end bytes 0 fill))
-                     (fields (head->fields code bytes 0 end))
+                     (fields (response-head->fields code bytes 0 end))
                      (data (cond
                             (rest rest)
                             ((< end fill)
@@ -919,7 +797,26 @@ the handlers that wait, and close it; return nothing."
           (bytes (if (eq? source 'queue) 0 (- (stream-end stream) offset))))
       (report-response! loop (h2-conn h2) request code bytes)
       (when (loop-observer loop)
-        (observe-answer! loop request code bytes #f #f #f)))))
+        (observe-stream! loop stream request code bytes)))))
+
+(define (observe-stream! loop stream request code bytes)
+  ;; Every answer over HTTP/2 is accounted for, with the time from its
+  ;; handler's call to its answer (waits included); no read, parse or
+  ;; write time of its own (a read serves many streams).  Counted apart
+  ;; too, for the status page.
+  (let ((batch (loop-batch loop))
+        (read-ns (loop-read-ns loop))
+        (parse-ns (loop-parse-ns loop))
+        (started (stream-started stream)))
+    (tally-add! loop tally-http2 1)
+    (set-loop-read-ns! loop 0)
+    (set-loop-parse-ns! loop 0)
+    (observe-answer! loop request code bytes
+                     (if started (- (clock) started) 0) 0 #f)
+    ;; what an HTTP/1 request being timed meanwhile has counted stays its
+    (set-loop-read-ns! loop read-ns)
+    (set-loop-parse-ns! loop parse-ns)
+    (set-loop-batch! loop batch)))
 
 (define (refuse-stream! h2 stream code)
   ;; Answer CODE, plain text, for a request that never reached (or failed
@@ -935,7 +832,7 @@ the handlers that wait, and close it; return nothing."
                       (let ((bv (make-bytevector (- fill end))))
                         (bytevector-copy! bytes end bv 0 (- fill end))
                         bv))))
-      (answer! h2 stream code (head->fields code bytes 0 end) data 0))))
+      (answer! h2 stream code (response-head->fields code bytes 0 end) data 0))))
 
 (define (reset-stream! h2 stream)
   (set-stream-state! stream 'answered)

@@ -23,19 +23,6 @@
 
 (test-begin "apps/h2-browser")
 
-(define (make-certificates! dir)
-  ;; -> 0 once DIR holds ca.pem, and a leaf for 127.0.0.1: leaf.pem, leaf.key
-  (system
-   (string-append
-    "set -e; cd " dir "; exec 2>/dev/null >/dev/null;"
-    "openssl ecparam -name prime256v1 -genkey -noout -out ca.key;"
-    "openssl req -x509 -new -key ca.key -subj /CN=plucky-browser-test-ca -days 2 -out ca.pem;"
-    "openssl ecparam -name prime256v1 -genkey -noout -out leaf.key;"
-    "openssl req -new -key leaf.key -subj /CN=localhost -out leaf.csr;"
-    "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > leaf.ext;"
-    "openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
-    " -extfile leaf.ext -out leaf.pem")))
-
 (if (not (getenv "PLUCKY_BROWSER_TEST"))
     (begin
       (test-skip 1)

@@ -56,6 +56,7 @@
             proc-status-field
             has-open?
             run-browser-script
+            make-certificates!
 
             allow-root
             write-text-app))
@@ -332,6 +333,21 @@ a list of numbers, or #f."
                (closedir dir)
                #t)
               (else (lp))))))))
+
+(define (make-certificates! dir)
+  "Make in DIR, with openssl, a test CA (ca.pem) and a certificate it
+signs for localhost and 127.0.0.1 (leaf.pem, leaf.key), for a browser
+that trusts the CA as a user would; return the shell's status."
+  (system
+   (string-append
+    "set -e; cd " dir "; exec 2>/dev/null >/dev/null;"
+    "openssl ecparam -name prime256v1 -genkey -noout -out ca.key;"
+    "openssl req -x509 -new -key ca.key -subj /CN=plucky-browser-test-ca -days 2 -out ca.pem;"
+    "openssl ecparam -name prime256v1 -genkey -noout -out leaf.key;"
+    "openssl req -new -key leaf.key -subj /CN=localhost -out leaf.csr;"
+    "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > leaf.ext;"
+    "openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
+    " -extfile leaf.ext -out leaf.pem")))
 
 (define (run-browser-script script . args)
   "Run the Python SCRIPT (a file name under the source tree, with ARGS)

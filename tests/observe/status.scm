@@ -262,6 +262,12 @@
 (test-group "the pages of a server under accounting"
   (with-observed-server (server)
     (for-each (lambda (i) (code-of server "/")) (iota 20))
+    ;; three answers over HTTP/2: counted in the route table, and apart
+    (for-each (lambda (i)
+                (system* "curl" "-s" "-o" "/dev/null" "--max-time" "10"
+                         "--http2-prior-knowledge"
+                         (format #f "http://127.0.0.1:~a/" (server-port server))))
+              (iota 3))
     (code-of server "/missing")
     (code-of server "/other")
     (let ((code headers body (get server "/_plucky/status")))
@@ -276,6 +282,8 @@
       (test-assert "status: the phase bars"
         (string-contains body "class=\"bar\""))
       (test-assert "status: the route table lists /" (string-contains body "<td class=\"l\">/</td>"))
+      (test-assert "status: the answers over HTTP/2 counted"
+        (string-contains body "3 answers over HTTP/2"))
       (test-assert "status: 404s as (not found)" (string-contains body "(not found)"))
       (test-assert "status: no external resource"
         (not (string-match "(src|href)=\"(https?:)?//" body)))
@@ -292,7 +300,7 @@
       (test-equal "metrics: text/plain version 0.0.4" "0.0.4"
         (assq-ref (cdr (assq-ref headers 'content-type)) 'version))
       (test-equal "metrics: well formed" '() (check-exposition text))
-      (test-equal "metrics: 20 requests to /" '(20)
+      (test-equal "metrics: 23 requests to /, three of them over HTTP/2" '(23)
         (filter-map (lambda (s) (and (string-contains (car s) "route=\"/\"")
                                      (string-contains (car s) "code=\"2xx\"")
                                      (cdr s)))

@@ -131,7 +131,14 @@
          (h2-request! client 5 "/fail")
          (h2-request! client 7 "/echo" #:method "POST"
                       #:body (string->utf8 (make-string 40000 #\b)))
-         (let ((all (h2-get-all client '(1 3 5 7))))
+         ;; a body, then trailers that end the stream
+         (h2-send-frame! client 1 4 9 (h2-header-block '((":method" . "POST") (":scheme" . "http")
+                                                         (":authority" . "x") (":path" . "/length"))))
+         (h2-send-frame! client 0 0 9 (string->utf8 "abc"))
+         (h2-send-frame! client 1 5 9 (h2-header-block '(("x-checksum" . "1"))))
+         (let ((all (h2-get-all client '(1 3 5 7 9))))
+           (test-equal "a body with trailers: the body, answered" "3"
+             (let ((r (assv-ref all 9))) (and r (body-string r))))
            (test-equal "a GET" '(200 . "Hello, World!")
              (let ((r (assv-ref all 1))) (and r (cons (h2-response-status r) (body-string r)))))
            (test-assert "its fields in lower case, no Connection"
