@@ -57,10 +57,8 @@
             nghttp2-session-want-write?
             nghttp2-session-free!
             nghttp2-submit-response!
-            nghttp2-submit-trailer!
             nghttp2-submit-rst-stream!
             nghttp2-submit-goaway!
-            nghttp2-submit-shutdown-notice!
             nghttp2-session-terminate!
             nghttp2-session-resume!
             nghttp2-last-stream-id
@@ -75,7 +73,7 @@
             NGHTTP2_ENHANCE_YOUR_CALM
             NGHTTP2_ERR_DEFERRED NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE
             NGHTTP2_ERR_CALLBACK_FAILURE
-            NGHTTP2_DATA_FLAG_EOF NGHTTP2_DATA_FLAG_NO_END_STREAM
+            NGHTTP2_DATA_FLAG_EOF
 
             make-hpack-decoder
             hpack-decode
@@ -117,7 +115,6 @@
 (define NGHTTP2_ERR_CALLBACK_FAILURE -902)
 
 (define NGHTTP2_DATA_FLAG_EOF 1)
-(define NGHTTP2_DATA_FLAG_NO_END_STREAM 2)
 
 (define NGHTTP2_SETTINGS_HEADER_TABLE_SIZE 1)
 (define NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS 3)
@@ -166,11 +163,9 @@
   (%want-write "nghttp2_session_want_write" int (list uint64))
   (%submit-settings "nghttp2_submit_settings" int (list uint64 uint8 uint64 size_t))
   (%submit-response "nghttp2_submit_response" int (list uint64 int32 uint64 size_t uint64))
-  (%submit-trailer "nghttp2_submit_trailer" int (list uint64 int32 uint64 size_t))
   (%submit-rst-stream "nghttp2_submit_rst_stream" int (list uint64 uint8 int32 uint32))
   (%submit-goaway "nghttp2_submit_goaway" int
                   (list uint64 uint8 int32 uint32 uint64 size_t))
-  (%submit-shutdown-notice "nghttp2_submit_shutdown_notice" int (list uint64))
   (%terminate "nghttp2_session_terminate_session" int (list uint64 uint32))
   (%resume-data "nghttp2_session_resume_data" int (list uint64 int32))
   (%last-proc-stream-id "nghttp2_session_get_last_proc_stream_id" int32 (list uint64))
@@ -549,17 +544,6 @@ ends with the headers.  Return 0 or a negative nghttp2 error code."
           (bytevector-length blob)
           rv)))))
 
-(define (nghttp2-submit-trailer! session stream-id headers)
-  "Queue HEADERS as the trailer that ends STREAM-ID of SESSION, whose
-body's last read said NGHTTP2_DATA_FLAG_NO_END_STREAM.  Return 0 or a
-negative error code."
-  (call-with-values (lambda () (name-value-array headers))
-    (lambda (nva blob count)
-      (let ((rv (%submit-trailer (session-pointer session) stream-id
-                                 (bytevector-address nva) count)))
-        (bytevector-length blob)
-        rv))))
-
 (define (nghttp2-submit-rst-stream! session stream-id code)
   "Queue an RST_STREAM of error CODE for STREAM-ID of SESSION."
   (%submit-rst-stream (session-pointer session) 0 stream-id code))
@@ -568,11 +552,6 @@ negative error code."
   "Queue a GOAWAY of error CODE saying LAST-STREAM-ID is the last stream
 SESSION will process."
   (%submit-goaway (session-pointer session) 0 last-stream-id code 0 0))
-
-(define (nghttp2-submit-shutdown-notice! session)
-  "Queue a GOAWAY telling the client to open no more streams, those it
-opened so far still served (RFC 9113 §6.8's graceful shutdown)."
-  (%submit-shutdown-notice (session-pointer session)))
 
 (define (nghttp2-session-terminate! session code)
   "Queue a final GOAWAY of error CODE on SESSION; nothing more is read."
