@@ -23,29 +23,7 @@
 
 (test-begin "apps/h2-browser")
 
-(if (not (getenv "PLUCKY_BROWSER_TEST"))
-    (begin
-      (test-skip 1)
-      (test-assert "the demo over HTTP/2 in Chromium (make check-browser)" #f))
-    (let ((data (temporary-directory))
-          (certs (temporary-directory)))
-      (test-eqv "openssl made the test CA" 0
-        (status:exit-val (make-certificates! certs)))
-      (call-with-plucky
-       "apps/demo.scm"
-       (append (list "--port" "0" "--workers" "1"
-                     "--tls-cert" (string-append certs "/leaf.pem")
-                     "--tls-key" (string-append certs "/leaf.key"))
-               allow-root)
-       (lambda (plucky)
-         (test-assert "plucky serves the demo over HTTPS" (plucky-port plucky))
-         (run-browser-script "tests/apps/h2-browser.py"
-                             (format #f "https://127.0.0.1:~a/" (plucky-port plucky))
-                             (string-append certs "/ca.pem")
-                             (string-append source-root "/tests/out")))
-       #:environment (cons (string-append "PLUCKY_DATA=" data) (environ))
-       #:timeout 120)
-      (remove-tree data)
-      (remove-tree certs)))
+(browse-demo-over-https "the demo over HTTP/2 in Chromium (make check-browser)"
+                        "tests/apps/h2-browser.py" 1)
 
 (test-end "apps/h2-browser")
