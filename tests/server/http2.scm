@@ -154,6 +154,42 @@
              (let ((r (assv-ref all 7))) (and r (bytevector-length (h2-response-body r))))))
          (h2-close! client))))))
 
+(test-group "flow control, per stream and per connection"
+  (call-guarded
+   (lambda ()
+     (with-server (server)
+       ;; a stream window of 16 KiB, the connection's the default 65,535,
+       ;; and credit given back by hand
+       (let ((client (h2-connect (server-port server) #:settings '((4 . 16384))
+                                 #:auto-window? #f))
+             (got 0)
+             (ended? #f))
+         (define (read-while-coming!)
+           ;; DATA until a second passes without any
+           (let lp ()
+             (let ((f (h2-read-frame client #:timeout 1)))
+               (when (vector? f)
+                 (when (= (frame-type f) 0)
+                   (set! got (+ got (bytevector-length (frame-payload f))))
+                   (when (logtest 1 (frame-flags f)) (set! ended? #t)))
+                 (lp)))))
+         (define (credit! stream n)
+           (h2-send-frame! client 8 0 stream
+                           (u8-list->bytevector (list (ash n -24) (logand (ash n -16) 255)
+                                                      (logand (ash n -8) 255) (logand n 255)))))
+         (h2-request! client 1 "/big")
+         (read-while-coming!)
+         (test-equal "the stream's window, then nothing" 16384 got)
+         (credit! 1 100000)
+         (read-while-coming!)
+         (test-equal "more credit for the stream: the connection's window, then nothing"
+           65535 got)
+         (credit! 0 200000)
+         (credit! 1 200000)
+         (read-while-coming!)
+         (test-equal "credit for both: the whole body" '(200000 #t) (list got ended?))
+         (h2-close! client))))))
+
 (test-group "suspending handlers run side by side"
   (call-guarded
    (lambda ()
