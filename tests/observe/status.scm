@@ -323,7 +323,7 @@
       (test-equal "json: 200" 200 code)
       (test-equal "json: application/json" 'application/json (car (assq-ref headers 'content-type)))
       (test-equal "json: the worker" (server-pid server) (json-ref json "pid"))
-      (test-equal "json: / answered 20 times" 20 (and root (json-ref root "requests")))
+      (test-equal "json: / answered 23 times, three over HTTP/2" 23 (and root (json-ref root "requests")))
       (test-assert "json: percentiles in order"
         (and root
              (let ((s (json-ref root "service_ns")))
