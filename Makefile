@@ -76,11 +76,12 @@ clean:
 # The tests in headless Chromium: the status page under load
 # (tests/observe/browser.scm), the news site and the blog clicked through
 # as a newcomer would (tests/apps/news-browser.scm, blog-browser.scm),
-# the chat over HTTPS and wss:// in two tabs (tests/apps/chat-browser.scm).
+# the chat over HTTPS and wss:// in two tabs (tests/apps/chat-browser.scm),
+# the demo over HTTP/2 (tests/apps/h2-browser.scm).
 # Screenshots go to tests/out/.  Not part of `make check': Debian's
 # chromium is large and slow to install.
 .PHONY: check-browser
 check-browser: all
 	scripts/install-deps browser
 	PLUCKY_BROWSER_TEST=1 tests/run tests/observe/browser.scm tests/apps/news-browser.scm tests/apps/blog-browser.scm \
-	  tests/apps/chat-browser.scm
+	  tests/apps/chat-browser.scm tests/apps/h2-browser.scm

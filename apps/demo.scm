@@ -124,7 +124,7 @@
       (body
        (header
         (img (@ (src "/static/logo.svg") (alt "")))
-        (h1 "plucky " (small "a fast HTTP/1.1 server and web toolkit for GNU Guile")))
+        (h1 "plucky " (small "a fast HTTP/1.1 and HTTP/2 server and web toolkit for GNU Guile")))
        (p "This site is served by plucky: an epoll event loop per worker "
           "process, written in Scheme, that runs the handlers of Guile's own "
           (code "(web server)") " unchanged — "

@@ -76,7 +76,7 @@
                           note-request-route! take-request-route!))
   #:use-module ((plucky server tally)
                 #:select (make-tally tally-bytes tally-countdown tally-accepted
-                          tally-closed tally-size status-class))
+                          tally-closed tally-http2 tally-size status-class))
   #:use-module ((plucky server transport)
                 #:select (transport-read transport-write transport-close plain-transport))
   #:use-module ((plucky server numbered)
@@ -123,6 +123,7 @@
                tally-countdown
                tally-accepted
                tally-closed
+               tally-http2
                tally-size
                status-class
                ignore-signal!

@@ -57,7 +57,7 @@
   #:use-module (web uri)
   #:use-module ((plucky server)
                 #:select (make-tally tally-bytes tally-countdown tally-accepted
-                          tally-closed tally-size status-class
+                          tally-closed tally-http2 tally-size status-class
                           make-observer-hooks take-handler-phases! want-handler-phases!
                           note-request-route! take-request-route!))
   #:use-module (plucky observe histogram)
@@ -86,6 +86,7 @@
             gc-recent-summary
             observer-accepted
             observer-closed
+            observer-http2-answers
             observer-requests
             observer-answered
             observer-answered-by-class
@@ -545,6 +546,10 @@ bodies."
 (define (observer-closed observer)
   "Return the number of connections closed (exact)."
   (vector-ref (observer-tally observer) tally-closed))
+
+(define (observer-http2-answers observer)
+  "Return the number of answers given over HTTP/2 (exact)."
+  (vector-ref (observer-tally observer) tally-http2))
 
 (define (observer-memory observer)
   "Return the memory alist of OBSERVER's process (see `process-memory'),

@@ -185,10 +185,15 @@ unwind."
   ;; not parse it) is written as it came.
   (call-with-output-string
     (lambda (port)
-      (format port "~a ~a HTTP/~a.~a\r\n"
+      ;; HTTP/2 has no minor version (and its requests were fields, not
+      ;; this text: the head shows what they were parsed as)
+      (format port "~a ~a HTTP/~a\r\n"
               (request-method request)
               (request-target request)
-              (car (request-version request)) (cdr (request-version request)))
+              (if (= 2 (car (request-version request)))
+                  "2"
+                  (format #f "~a.~a" (car (request-version request))
+                          (cdr (request-version request)))))
       (for-each
        (match-lambda
          ((name . value)

@@ -424,7 +424,9 @@ if given, is carried in the page's links."
                           (format #f "resident · GC heap ~a"
                                   (format-bytes (assq-ref memory 'heap-size))))
                    ,(tile "connections" (format-number (observer-accepted observer))
-                          (format #f "accepted · ~a closed" (observer-closed observer))))
+                          (format #f "accepted · ~a closed · ~a answers over HTTP/2"
+                                  (observer-closed observer)
+                                  (format-number (observer-http2-answers observer)))))
               (div (@ (class "grid"))
                    (div (@ (class "card"))
                         (h2 "Throughput")

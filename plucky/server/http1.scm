@@ -68,6 +68,8 @@
   #:autoload (plucky http chunked) (make-chunked-decoder decode-chunked!)
   ;; Loaded by the first connection handed to a thread (bench/startup).
   #:autoload (plucky server stream) (make-body-reader write-all!)
+  ;; Loaded by the first HTTP/2 connection, not at start-up (bench/startup).
+  #:autoload (plucky server http2) (http2-preface? start-http2! http2-ready!)
   #:use-module (plucky server transport)
   #:use-module (plucky server connection)
   #:use-module (plucky server output)
@@ -81,6 +83,7 @@
             connection-idle?
             connection-handed-off?
             connection-waiting-task
+            connection-http2?
             job-done!
             job-expired!
             run-ready-tasks!))
@@ -183,6 +186,10 @@ drain closes it at once."
   "Return true when a thread of the pool has CONN."
   (eq? (connection-state conn) 'handed-off))
 
+(define (connection-http2? conn)
+  "Return true when CONN speaks HTTP/2 (plucky server http2)."
+  (eq? (connection-state conn) 'h2))
+
 (define (connection-waiting-task conn)
   "Return the task (plucky server respond) of CONN's handler or stream
 body when it waits, else #f."
@@ -212,6 +219,7 @@ return nothing."
     ((body) (read-body! loop conn))
     ((chunked) (read-chunked! loop conn))
     ((writing handed-off suspended streaming) #t) ; not watched for input
+    ((h2) (http2-ready! loop conn))
     (else (read-head! loop conn))))
 
 (define (read-head! loop conn)
@@ -281,14 +289,15 @@ return nothing."
 ;;; Where a connection's protocol is chosen
 ;;;
 
-;; Here, and nowhere else, the server decides which protocol a
-;; connection speaks: once its first bytes are in, and with them, over
-;; TLS, the handshake and what ALPN agreed.  HTTP/1 is served by this
-;; module.  Another protocol (ALPN's "h2"; the preface "PRI * HTTP/2.0"
-;; of a client with prior knowledge) is for a connection module of its
-;; own to take over here, as a 101 Switching Protocols' takeover does:
-;; `take-over!' hands it the descriptor, the transport and the bytes
-;; read, and the loop forgets the connection.
+;; Here the server decides which protocol a connection speaks: once its
+;; first bytes are in, and with them, over TLS, the handshake and what
+;; ALPN agreed.  HTTP/1 is served by this module.  HTTP/2 starts with
+;; its preface, "PRI * HTTP/2.0", whether ALPN agreed on "h2" or the
+;; client has prior knowledge on a clear-text port: to the HTTP/1
+;; parser that is a head of version 2.0, refused with a 505, and where
+;; `serve-input!' would answer that 505 it hands the connection to
+;; (plucky server http2) instead, which keeps it in the loop's table in
+;; the state `h2'.  Nothing on the HTTP/1 path pays for it.
 
 (define (start-protocol! loop conn bv start end)
   ;; CONN, new, has read its first bytes, BV [START, END).
@@ -296,12 +305,11 @@ return nothing."
     ;; No ALPN (plain HTTP, or a TLS client that offered none) is
     ;; HTTP/1: compared only when there is one, as string=? costs a
     ;; connection-per-request hello a share (bench/instructions-real).
-    (if (or (not alpn) (string=? alpn "http/1.1"))
+    (if (or (not alpn) (string=? alpn "http/1.1") (string=? alpn "h2"))
         (begin
           (set-connection-state! conn 'idle)
           (serve-input! loop conn bv start end))
-        ;; Agreed on and not served: none yet, as (plucky server tls)
-        ;; offers http/1.1 alone.
+        ;; Agreed on and not served: (plucky server tls) offers no other.
         (close-connection! loop conn))))
 
 ;;;
@@ -359,8 +367,13 @@ connection.  Return nothing."
            ;; else it looks up the record type's parents, every request
            ;; (statprof: record-type-parents, 1% of a keep-alive hello).
            ((and (not (request? request)) (http-error? request))
-            (refuse! loop conn #f (http-error-status request)
-                     (http-error-reason request)))
+            ;; The one place a connection becomes HTTP/2: its preface
+            ;; is a head of version 2.0 to the HTTP/1 parser.
+            (if (and (= (http-error-status request) 505)
+                     (http2-preface? bv start end))
+                (start-http2! loop conn bv start end)
+                (refuse! loop conn #f (http-error-status request)
+                         (http-error-reason request))))
            (else
             (let ((length (request-body-length request)))
               (cond

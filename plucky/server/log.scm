@@ -224,9 +224,12 @@ writes it, in local time: \"21/Nov/2026:13:55:36 +0000\"."
               (uri-path uri))))))
 
 (define (version-string request)
+  ;; HTTP/2 has no minor version: "HTTP/2", as nginx logs it
   (let ((version (request-version request)))
-    (string-append "HTTP/" (number->string (car version)) "."
-                   (number->string (cdr version)))))
+    (if (= (car version) 2)
+        "HTTP/2"
+        (string-append "HTTP/" (number->string (car version)) "."
+                       (number->string (cdr version))))))
 
 (define (header-text request name)
   ;; -> the header's value as text, or #f.  Referer is parsed into a URI;

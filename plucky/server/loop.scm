@@ -62,6 +62,8 @@
   #:use-module (plucky server watch)
   #:use-module (plucky server suspend)
   #:use-module (plucky server compute)
+  ;; Loaded by the first HTTP/2 connection (bench/startup).
+  #:autoload (plucky server http2) (http2-drain! http2-stop!)
   #:autoload (ice-9 threads) (current-thread)
   #:re-export (loop-watch!
                loop-want-write!
@@ -511,8 +513,9 @@ a request that has not answered that long after it first suspended
         (let lp ((fd 0))
           (when (< fd (vector-length table))
             (let ((conn (vector-ref table fd)))
-              (when (and conn (connection-idle? conn))
-                (close-connection! loop conn)))
+              (when conn
+                (cond ((connection-idle? conn) (close-connection! loop conn))
+                      ((connection-http2? conn) (http2-drain! loop conn)))))
             (lp (+ fd 1))))))))
 
 (define (refresh-date! now)
@@ -628,7 +631,9 @@ a request that has not answered that long after it first suspended
         (let* ((conn (vector-ref table fd))
                (task (and conn (connection-waiting-task conn))))
           (when task
-            (cancel-task! loop task 'stopping)))
+            (cancel-task! loop task 'stopping))
+          (when (and conn (connection-http2? conn))
+            (http2-stop! loop conn)))
         (lp (+ fd 1)))))
   (run-ready-tasks! loop))
 

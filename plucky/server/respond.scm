@@ -75,7 +75,11 @@
             run-stream!
             stream-writable!
             stream-on-thread
-            wait-stream-drained))
+            wait-stream-drained
+            ;; for (plucky server http2), whose streams suspend too
+            resume-handler
+            suspension-k
+            suspension-register))
 
 ;; Procedures called once per request, inlined where they are called
 ;; (plucky sys inline): a call each is measurable in bench/instructions.

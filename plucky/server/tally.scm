@@ -20,6 +20,7 @@
 ;;;   slot 7     the countdown: requests until the next timed one
 ;;;   slot 8     connections accepted
 ;;;   slot 9     connections closed
+;;;   slot 10    answers over HTTP/2 (of those of slots 0..5)
 ;;;
 ;;; Code:
 
@@ -29,6 +30,7 @@
             tally-countdown
             tally-accepted
             tally-closed
+            tally-http2
             tally-size
             status-class))
 
@@ -36,7 +38,8 @@
 (define-syntax tally-countdown (identifier-syntax 7))
 (define-syntax tally-accepted (identifier-syntax 8))
 (define-syntax tally-closed (identifier-syntax 9))
-(define-syntax tally-size (identifier-syntax 10))
+(define-syntax tally-http2 (identifier-syntax 10))
+(define-syntax tally-size (identifier-syntax 11))
 
 (define (make-tally)
   "Return a new tally, every count 0 and the countdown 1 (the next

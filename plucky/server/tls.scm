@@ -296,10 +296,10 @@ key and the time), the one before it is still accepted."
 ;;;
 
 (define alpn-protocols
-  ;; What the server offers, in its order of preference.  HTTP/2 will be
-  ;; "h2" before "http/1.1", once the loop speaks it: the connection
-  ;; reads the protocol agreed with `transport-protocol'.
-  '("http/1.1"))
+  ;; What the server offers, in its order of preference.  A client that
+  ;; agreed on "h2" begins with HTTP/2's connection preface, which is
+  ;; where the connection becomes HTTP/2 (plucky server http2).
+  '("h2" "http/1.1"))
 
 ;;;
 ;;; Plain HTTP on the TLS port

@@ -19,24 +19,10 @@ Exit status 0 when every check passed.
 import asyncio
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from cdp import Browser, check, run  # noqa: E402
-
-
-def trusting_home(ca):
-    """A new HOME whose NSS database trusts CA for servers."""
-    home = tempfile.mkdtemp(prefix="plucky-chromium-home-")
-    db = "sql:" + os.path.join(home, ".pki", "nssdb")
-    os.makedirs(os.path.join(home, ".pki", "nssdb"))
-    subprocess.run(["certutil", "-N", "-d", db, "--empty-password"], check=True,
-                   timeout=30)
-    subprocess.run(["certutil", "-A", "-d", db, "-n", "plucky-test-ca",
-                    "-t", "C,,", "-i", ca], check=True, timeout=30)
-    return home
+from cdp import Browser, check, run, trusting_home  # noqa: E402
 
 
 async def until(tab, expression, seconds=15):

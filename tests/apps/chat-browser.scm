@@ -24,42 +24,7 @@
 
 (test-begin "apps/chat-browser")
 
-(define (make-certificates! dir)
-  ;; -> 0 once DIR holds ca.pem, and a leaf for 127.0.0.1: leaf.pem, leaf.key
-  (system
-   (string-append
-    "set -e; cd " dir "; exec 2>/dev/null >/dev/null;"
-    "openssl ecparam -name prime256v1 -genkey -noout -out ca.key;"
-    "openssl req -x509 -new -key ca.key -subj /CN=plucky-browser-test-ca -days 2 -out ca.pem;"
-    "openssl ecparam -name prime256v1 -genkey -noout -out leaf.key;"
-    "openssl req -new -key leaf.key -subj /CN=localhost -out leaf.csr;"
-    "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > leaf.ext;"
-    "openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
-    " -extfile leaf.ext -out leaf.pem")))
-
-(if (not (getenv "PLUCKY_BROWSER_TEST"))
-    (begin
-      (test-skip 1)
-      (test-assert "chat over HTTPS in Chromium (make check-browser)" #f))
-    (let ((data (temporary-directory))
-          (certs (temporary-directory)))
-      (test-eqv "openssl made the test CA" 0
-        (status:exit-val (make-certificates! certs)))
-      (call-with-plucky
-       "apps/demo.scm"
-       (append (list "--port" "0" "--workers" "2"
-                     "--tls-cert" (string-append certs "/leaf.pem")
-                     "--tls-key" (string-append certs "/leaf.key"))
-               allow-root)
-       (lambda (plucky)
-         (test-assert "plucky serves the demo over HTTPS" (plucky-port plucky))
-         (run-browser-script "tests/apps/chat-browser.py"
-                             (format #f "https://127.0.0.1:~a/" (plucky-port plucky))
-                             (string-append certs "/ca.pem")
-                             (string-append source-root "/tests/out")))
-       #:environment (cons (string-append "PLUCKY_DATA=" data) (environ))
-       #:timeout 120)
-      (remove-tree data)
-      (remove-tree certs)))
+(browse-demo-over-https "chat over HTTPS in Chromium (make check-browser)"
+                        "tests/apps/chat-browser.py" 2)
 
 (test-end "apps/chat-browser")

@@ -68,6 +68,18 @@ def run(scenario, *args):
     sys.exit(1 if failures else 0)
 
 
+def trusting_home(ca):
+    """A new HOME whose NSS database trusts CA for servers."""
+    home = tempfile.mkdtemp(prefix="plucky-chromium-home-")
+    db = "sql:" + os.path.join(home, ".pki", "nssdb")
+    os.makedirs(os.path.join(home, ".pki", "nssdb"))
+    subprocess.run(["certutil", "-N", "-d", db, "--empty-password"], check=True,
+                   timeout=30)
+    subprocess.run(["certutil", "-A", "-d", db, "-n", "plucky-test-ca",
+                    "-t", "C,,", "-i", ca], check=True, timeout=30)
+    return home
+
+
 def find_chromium():
     for name in ("chromium", "chromium-browser"):
         path = shutil.which(name)

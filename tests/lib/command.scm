@@ -56,6 +56,8 @@
             proc-status-field
             has-open?
             run-browser-script
+            make-certificates!
+            browse-demo-over-https
 
             allow-root
             write-text-app))
@@ -332,6 +334,52 @@ a list of numbers, or #f."
                (closedir dir)
                #t)
               (else (lp))))))))
+
+(define (make-certificates! dir)
+  "Make in DIR, with openssl, a test CA (ca.pem) and a certificate it
+signs for localhost and 127.0.0.1 (leaf.pem, leaf.key), for a browser
+that trusts the CA as a user would; return the shell's status."
+  (system
+   (string-append
+    "set -e; cd " dir "; exec 2>/dev/null >/dev/null;"
+    "openssl ecparam -name prime256v1 -genkey -noout -out ca.key;"
+    "openssl req -x509 -new -key ca.key -subj /CN=plucky-browser-test-ca -days 2 -out ca.pem;"
+    "openssl ecparam -name prime256v1 -genkey -noout -out leaf.key;"
+    "openssl req -new -key leaf.key -subj /CN=localhost -out leaf.csr;"
+    "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' > leaf.ext;"
+    "openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2"
+    " -extfile leaf.ext -out leaf.pem")))
+
+(define (browse-demo-over-https what script workers)
+  "Unless PLUCKY_BROWSER_TEST is set, count the test WHAT as skipped
+(`make check-browser' sets it).  Else serve apps/demo.scm over HTTPS
+with WORKERS workers, its certificate signed by a test CA
+(`make-certificates!'), and run the Python SCRIPT with the demo's URL,
+the CA's file and tests/out (`run-browser-script')."
+  (if (not (getenv "PLUCKY_BROWSER_TEST"))
+      (begin
+        (test-skip 1)
+        (test-assert what #f))
+      (let ((data (temporary-directory))
+            (certs (temporary-directory)))
+        (test-eqv "openssl made the test CA" 0
+          (status:exit-val (make-certificates! certs)))
+        (call-with-plucky
+         "apps/demo.scm"
+         (append (list "--port" "0" "--workers" (number->string workers)
+                       "--tls-cert" (string-append certs "/leaf.pem")
+                       "--tls-key" (string-append certs "/leaf.key"))
+                 allow-root)
+         (lambda (plucky)
+           (test-assert "plucky serves the demo over HTTPS" (plucky-port plucky))
+           (run-browser-script script
+                               (format #f "https://127.0.0.1:~a/" (plucky-port plucky))
+                               (string-append certs "/ca.pem")
+                               (string-append source-root "/tests/out")))
+         #:environment (cons (string-append "PLUCKY_DATA=" data) (environ))
+         #:timeout 120)
+        (remove-tree data)
+        (remove-tree certs))))
 
 (define (run-browser-script script . args)
   "Run the Python SCRIPT (a file name under the source tree, with ARGS)

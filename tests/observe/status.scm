@@ -266,6 +266,12 @@
 (test-group "the pages of a server under accounting"
   (with-observed-server (server)
     (for-each (lambda (i) (code-of server "/")) (iota 20))
+    ;; three answers over HTTP/2: counted in the route table, and apart
+    (for-each (lambda (i)
+                (system* "curl" "-s" "-o" "/dev/null" "--max-time" "10"
+                         "--http2-prior-knowledge"
+                         (format #f "http://127.0.0.1:~a/" (server-port server))))
+              (iota 3))
     (code-of server "/missing")
     (code-of server "/other")
     (let ((code headers body (get server "/_plucky/status")))
@@ -280,6 +286,8 @@
       (test-assert "status: the phase bars"
         (string-contains body "class=\"bar\""))
       (test-assert "status: the route table lists /" (string-contains body "<td class=\"l\">/</td>"))
+      (test-assert "status: the answers over HTTP/2 counted"
+        (string-contains body "3 answers over HTTP/2"))
       (test-assert "status: 404s as (not found)" (string-contains body "(not found)"))
       (test-assert "status: no external resource"
         (not (string-match "(src|href)=\"(https?:)?//" body)))
@@ -296,7 +304,7 @@
       (test-equal "metrics: text/plain version 0.0.4" "0.0.4"
         (assq-ref (cdr (assq-ref headers 'content-type)) 'version))
       (test-equal "metrics: well formed" '() (check-exposition text))
-      (test-equal "metrics: 20 requests to /" '(20)
+      (test-equal "metrics: 23 requests to /, three of them over HTTP/2" '(23)
         (filter-map (lambda (s) (and (string-contains (car s) "route=\"/\"")
                                      (string-contains (car s) "code=\"2xx\"")
                                      (cdr s)))
@@ -319,7 +327,7 @@
       (test-equal "json: 200" 200 code)
       (test-equal "json: application/json" 'application/json (car (assq-ref headers 'content-type)))
       (test-equal "json: the worker" (server-pid server) (json-ref json "pid"))
-      (test-equal "json: / answered 20 times" 20 (and root (json-ref root "requests")))
+      (test-equal "json: / answered 23 times, three over HTTP/2" 23 (and root (json-ref root "requests")))
       (test-assert "json: percentiles in order"
         (and root
              (let ((s (json-ref root "service_ns")))

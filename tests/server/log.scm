@@ -170,6 +170,27 @@
                       ",\"referer\":null,\"user_agent\":\"a \\\\\"b\\\\\" \\\\\\\\c\"\\}$")
                      (car lines)))))))))))
 
+(test-group "the protocol of each request: HTTP/1.0, HTTP/1.1, HTTP/2"
+  (call-guarded
+   (lambda ()
+     (let ((file (string-append dir "/protocols.log")))
+       (call-with-plucky app (append (list "--port" "0" "--workers" "1" "--access-log" file
+                                           "--log-format" "common")
+                                     allow-root)
+         (lambda (plucky)
+           (let ((url (format #f "http://127.0.0.1:~a/p" (plucky-port plucky))))
+             (for-each (lambda (flag)
+                         (system* "curl" "-s" "-o" "/dev/null" "--max-time" "10" flag url))
+                       '("--http1.0" "--http1.1" "--http2-prior-knowledge"))
+             (let ((lines (wait-for-lines file 3)))
+               (test-equal "as the client spoke"
+                 '("HTTP/1.0" "HTTP/1.1" "HTTP/2")
+                 (and lines
+                      (map (lambda (line)
+                             (let ((m (string-match "\"GET /p (HTTP/[0-9.]+)\"" line)))
+                               (and m (match:substring m 1))))
+                           lines)))))))))))
+
 ;;;
 ;;; No line lost
 ;;;

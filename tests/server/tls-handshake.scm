@@ -279,7 +279,7 @@ print('%.1f' % statistics.median(times), resumed)
 (test-group "ALPN, groups, plain HTTP, Nagle"
   (with-serve (process port "app.scm" "--tls-cert" (tls-file "ec.pem")
                        "--tls-key" (tls-file "ec.key"))
-    (let ((status out err (run "curl" (list "-s" "-v" "--max-time" "10" "-o" "/dev/null"
+    (let ((status out err (run "curl" (list "-s" "-v" "--http1.1" "--max-time" "10" "-o" "/dev/null"
                                             "--cacert" (tls-file "ca.pem")
                                             "--resolve" (resolve port) (https port "/")))))
       (test-assert "curl -v: ALPN: server accepted http/1.1"
@@ -303,8 +303,25 @@ print('%.1f' % statistics.median(times), resumed)
                           "")))
           (and (> (string-length marks) 1)
                (string-every #\r marks)))))
-    (test-assert "s_client -alpn h2 only: no ALPN (HTTP/2 is not offered yet)"
-      (string-contains (s-client port "-alpn h2" #:path "/") "No ALPN negotiated"))
+    (test-assert "s_client -alpn h2,http/1.1: h2, the server's preference"
+      (string-contains (s-client port "-alpn h2,http/1.1" #:path "/")
+                       "ALPN protocol: h2"))
+    (test-assert "s_client -alpn http/1.1 only: http/1.1"
+      (string-contains (s-client port "-alpn http/1.1" #:path "/")
+                       "ALPN protocol: http/1.1"))
+    (let ((status out err (run "curl" (list "-s" "-v" "--http2" "--max-time" "10"
+                                            "-w" "%{http_version}"
+                                            "--cacert" (tls-file "ca.pem")
+                                            "--resolve" (resolve port) (https port "/")))))
+      (test-assert "curl --http2: ALPN: server accepted h2"
+        (string-contains err "ALPN: server accepted h2"))
+      (test-equal "and the answer comes over HTTP/2" "Hello, World!2" out))
+    (let ((status out err (run "curl" (list "-s" "--http2" "--max-time" "10"
+                                            "-o" "/dev/null" "-w" "%{size_download} %{http_version}"
+                                            "--cacert" (tls-file "ca.pem")
+                                            "--resolve" (resolve port) (https port "/file")))))
+      (test-equal "a file body over HTTP/2 and TLS, past the first windows"
+        "300000 2" out))
     (let ((hellos ok? key (client-hellos port "X25519")))
       (test-equal "an X25519-only client: one ClientHello, no HelloRetryRequest" 1 hellos)
       (test-assert "and the handshake is done" ok?)

@@ -1,0 +1,67 @@
+;;; tests/http/http2.scm --- (plucky http http2)
+
+;; Copyright (C) 2026 the plucky authors
+;; SPDX-License-Identifier: LGPL-3.0-or-later
+
+(use-modules (srfi srfi-64)
+             (rnrs bytevectors)
+             (tests lib harness)
+             (plucky http http2))
+
+(test-runner-current (plucky-test-runner))
+(test-begin "http/http2")
+
+(define (fields . pairs)
+  (map (lambda (p) (cons (string->utf8 (car p)) (string->utf8 (cdr p)))) pairs))
+
+(define (head . pairs)
+  (let ((bv (fields->request-head (apply fields pairs))))
+    (and bv (utf8->string bv))))
+
+(test-group "http2-preface?"
+  (define (preface? text)
+    (let ((bv (string->utf8 text))) (http2-preface? bv 0 (bytevector-length bv))))
+  (test-assert "the whole preface" (preface? "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+  (test-assert "its start, the rest to come" (preface? "PRI * HTTP/2.0\r\n"))
+  (test-assert "too short to tell" (not (preface? "PRI * HTTP/2")))
+  (test-assert "an HTTP/1 request" (not (preface? "GET / HTTP/1.1\r\n\r\n")))
+  (test-assert "at an offset"
+    (let ((bv (string->utf8 "xxPRI * HTTP/2.0\r\n"))) (http2-preface? bv 2 (bytevector-length bv)))))
+
+(test-group "fields->request-head"
+  (test-equal "a GET, :authority as Host"
+    "GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\n\r\n"
+    (head '(":method" . "GET") '(":scheme" . "https") '(":authority" . "example.com")
+          '(":path" . "/a?b=1") '("accept" . "*/*")))
+  (test-equal "a host field wins over :authority"
+    "GET / HTTP/1.1\r\nhost: b\r\n\r\n"
+    (head '(":method" . "GET") '(":authority" . "a") '(":path" . "/") '("host" . "b")))
+  (test-equal "cookie fields joined into one"
+    "GET / HTTP/1.1\r\ncookie: a=1; b=2; c=3\r\nx: y\r\n\r\n"
+    (head '(":method" . "GET") '(":path" . "/") '("cookie" . "a=1") '("x" . "y")
+          '("cookie" . "b=2") '("cookie" . "c=3")))
+  (test-equal "no :path: #f" #f (head '(":method" . "GET") '(":authority" . "a")))
+  (test-equal "no :method: #f" #f (head '(":path" . "/"))))
+
+(test-group "response-head->fields"
+  (define (from text code)
+    (let ((bv (string->utf8 text)))
+      (map (lambda (f) (cons (utf8->string (car f)) (utf8->string (cdr f))))
+           (response-head->fields code bv 0 (head-end bv 0 (bytevector-length bv))))))
+  (test-equal "status first, names in lower case, no Connection"
+    '((":status" . "200") ("content-type" . "text/plain") ("content-length" . "5"))
+    (from "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello" 200))
+  (test-equal "no Transfer-Encoding, Keep-Alive, Upgrade"
+    '((":status" . "404") ("date" . "x"))
+    (from "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\nKeep-Alive: timeout=5\r\nUpgrade: h2c\r\nDate: x\r\n\r\n" 404))
+  (test-equal "a value's inner spaces kept"
+    '((":status" . "200") ("x" . "a  b"))
+    (from "HTTP/1.1 200 OK\r\nX:   a  b\r\n\r\n" 200)))
+
+(test-group "head-end"
+  (let ((bv (string->utf8 "HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody")))
+    (test-equal "past the blank line" 25 (head-end bv 0 (bytevector-length bv))))
+  (let ((bv (string->utf8 "HTTP/1.1 200 OK\r\nA: b\r\n")))
+    (test-equal "none: the end" (bytevector-length bv) (head-end bv 0 (bytevector-length bv)))))
+
+(test-end "http/http2")
