@@ -86,11 +86,13 @@
 ;;; request (an SQLite connection must not cross a fork, and `plucky
 ;;; serve' loads the app in the master before forking the workers).
 
-(define* (seed-news-db! location #:key (seed? #t))
+(define* (seed-news-db! location #:key (seed? #t) (size '()))
   "Create the news database at LOCATION (an SQLite file, or a
 postgresql:// URL: see `open-news-db') if it is missing, apply its
 migrations and, when SEED? and it has no user yet, seed it with
-`seed-news!'; close it again.  Two processes (or hosts) starting on a
+`seed-news!' (SIZE: its keywords #:users, #:stories, #:comments and
+their numbers, default its own); close it again.  Two processes (or
+hosts) starting on a
 fresh database seed it once: the check and the seeding are one
 transaction under the site's lock."
   (let ((db (open-news-db location)))
@@ -100,8 +102,8 @@ transaction under the site's lock."
           (when (zero? (user-count db))
             ;; The seeded users' password is random and thrown away:
             ;; they exist to have written the site, not to log in.
-            (seed-news! db #:password-hash
-                        (hash-password (random-password)))))))
+            (apply seed-news! db #:password-hash (hash-password (random-password))
+                   size)))))
     (close-news-db db)))
 
 (define (random-password)

@@ -3,7 +3,8 @@
 ;;; The data lives in $PLUCKY_DATA/news.db (default ./var/news.db), or,
 ;;; when DATABASE_URL is set (postgresql://user@host:port/db), in that
 ;;; PostgreSQL database, which several hosts may share; either is
-;;; created (migrated) and seeded on the first start.  The demo site
+;;; created (migrated) and seeded on the first start: 1,000 stories, or
+;;; 30 with PLUCKY_NEWS_SEED=small, none with PLUCKY_NEWS_SEED=none.  The demo site
 ;;; (apps/demo.scm) serves the same app under /news/.
 
 ;; The (news …) modules are in this directory, under apps/: known when
@@ -23,7 +24,11 @@
 
 (define news-database
   (or (getenv "DATABASE_URL") (string-append data-directory "/news.db")))
-(seed-news-db! news-database)           ; created and seeded on the first start
+(seed-news-db! news-database            ; created and seeded on the first start
+               #:seed? (not (equal? (getenv "PLUCKY_NEWS_SEED") "none"))
+               #:size (if (equal? (getenv "PLUCKY_NEWS_SEED") "small")
+                          '(#:users 20 #:stories 30 #:comments 100)
+                          '()))
 (wrap (make-news-app #:database news-database
                      ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
                      #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1"))
