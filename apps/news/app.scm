@@ -851,13 +851,12 @@ carries them in a Server-Timing header too."
             ;; worker as they are needed)
             (pool (and (database-url? location) (make-pg-pool location)))
             (site (make-site location pool #f #f #f (make-hash-table) (make-hash-table)
-                             (if pool
-                                 (make-rate-limit #:store (pg-rate-limit-store pool)
-                                                  #:name "news-login" #:limit login-failures
-                                                  #:window login-window)
-                                 (make-rate-limit #:db (lambda () (news-db-handle (site-db site)))
-                                                  #:name "news-login" #:limit login-failures
-                                                  #:window login-window))
+                             (make-rate-limit #:store (if pool
+                                                          (pg-rate-limit-store pool)
+                                                          (sqlite-rate-limit-store
+                                                           (lambda () (news-db-handle (site-db site)))))
+                                              #:name "news-login" #:limit login-failures
+                                              #:window login-window)
                              (and origin (string-trim-right origin #\/)))))
     (mounted-under
      prefix
@@ -866,9 +865,10 @@ carries them in a Server-Timing header too."
                         #:not-found (lambda (request body)
                                       (not-found site request "No such page."))))
           (with-server-timing #:header? server-timing?)
-          (if pool
-              (session-middleware #:store (pg-session-store pool))
-              (session-middleware #:db (lambda () (news-db-handle (site-db site)))))
+          (session-middleware #:store (if pool
+                                          (pg-session-store pool)
+                                          (sqlite-session-store
+                                           (lambda () (news-db-handle (site-db site))))))
           ;; POST only: a DELETE is the router's 405, not a refusal
           (csrf-middleware #:methods '(POST) #:refuse (refuse-forged site))
           (lambda (handler)
