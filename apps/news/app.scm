@@ -857,7 +857,8 @@ carries them in a Server-Timing header too."
                                                            (lambda () (news-db-handle (site-db site)))))
                                               #:name "news-login" #:limit login-failures
                                               #:window login-window)
-                             (and origin (string-trim-right origin #\/)))))
+                             (and origin (string-trim-right origin #\/))
+                             (make-hash-table))))
     (mounted-under
      prefix
      (wrap (router-handler

@@ -19,16 +19,22 @@
 
 (define data-directory (or (getenv "PLUCKY_DATA") "var"))
 
-(unless (file-exists? data-directory)
-  (mkdir data-directory #o700))         ; the server's user's alone
-
 (define news-database
   (or (getenv "DATABASE_URL") (string-append data-directory "/news.db")))
+
+(unless (or (getenv "DATABASE_URL") (file-exists? data-directory))
+  (mkdir data-directory #o700))         ; the server's user's alone
+
+(define seed-size
+  ;; PLUCKY_NEWS_SEED: full (the default), small or none
+  (let ((size (or (getenv "PLUCKY_NEWS_SEED") "full")))
+    (cond ((assoc size '(("full" . ()) ("small" . (#:users 20 #:stories 30 #:comments 100))
+                         ("none" . #f)))
+           => cdr)
+          (else (error (format #f "PLUCKY_NEWS_SEED is full, small or none, not ~s" size))))))
+
 (seed-news-db! news-database            ; created and seeded on the first start
-               #:seed? (not (equal? (getenv "PLUCKY_NEWS_SEED") "none"))
-               #:size (if (equal? (getenv "PLUCKY_NEWS_SEED") "small")
-                          '(#:users 20 #:stories 30 #:comments 100)
-                          '()))
+               #:seed? (and seed-size #t) #:size (or seed-size '()))
 (wrap (make-news-app #:database news-database
                      ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
                      #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1"))

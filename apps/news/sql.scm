@@ -186,16 +186,8 @@ vectors; NULL is #f."
 
 (define (execute! sql text . args)
   "Run TEXT with ARGS on SQL for its effect; return unspecified."
-  (with-phase 'db
-    (lambda ()
-      (case (sql-backend sql)
-        ((sqlite)
-         (let ((stmt (sqlite-prepare (sql-handle sql) text #:cache? #t)))
-           (apply sqlite-bind-arguments stmt args)
-           (sqlite-step stmt)
-           (sqlite-reset stmt)))
-        (else
-         (apply pg-execute (pg-target sql) (numbered-sql text) (pg-arguments args)))))))
+  (apply query sql text args)
+  (if #f #f))
 
 ;;; Transactions.
 
