@@ -1,4 +1,4 @@
-;;; (plucky web limit) --- rate limits shared by all workers, in SQLite
+;;; (plucky web limit) --- rate limits shared by all workers, in SQLite or a store
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
