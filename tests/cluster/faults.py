@@ -250,8 +250,11 @@ class Client(threading.Thread):
 
 
 def psql(sql):
-    out = subprocess.run(["psql", db_url, "-X", "-At", "-F", "\t", "-c", sql],
-                         check=True, capture_output=True, text=True, timeout=60).stdout
+    done = subprocess.run(["psql", db_url, "-X", "-At", "-F", "\t", "-c", sql],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise SystemExit("faults: psql: %s: %s" % (sql, done.stderr.strip()))
+    out = done.stdout
     return [line.split("\t") for line in out.splitlines() if line]
 
 
