@@ -2,7 +2,8 @@
 ;;;
 ;;;   /           a page that says what plucky is and links to the rest
 ;;;   /news/      the news site (apps/news/), on SQLite under the data
-;;;               directory ($PLUCKY_DATA, default ./var), seeded on the
+;;;               directory ($PLUCKY_DATA, default ./var), or on the
+;;;               PostgreSQL database DATABASE_URL names, seeded on the
 ;;;               first start
 ;;;   /blog/      the blog (apps/blog/), whose database is the git
 ;;;               repository var/blog.git, made with a sample blog on the
@@ -69,9 +70,10 @@
 (unless (file-exists? data-directory)
   (mkdir data-directory #o700))         ; the server's user's alone
 
-(define news-file (string-append data-directory "/news.db"))
-(seed-news-db! news-file)              ; created and seeded on the first start
-(define news (make-news-app #:file news-file
+(define news-database
+  (or (getenv "DATABASE_URL") (string-append data-directory "/news.db")))
+(seed-news-db! news-database)          ; created and seeded on the first start
+(define news (make-news-app #:database news-database
                            ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
                            #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1")))
 

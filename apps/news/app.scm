@@ -42,6 +42,8 @@
   #:use-module (plucky web session)
   #:use-module (plucky web password)
   #:use-module (plucky web limit)
+  #:use-module ((plucky db postgresql) #:select (make-pg-pool))
+  #:use-module ((plucky db state) #:select (pg-session-store pg-rate-limit-store))
   #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?
                                             csrf-middleware))
   #:use-module (news rank)
@@ -84,14 +86,16 @@
 ;;; request (an SQLite connection must not cross a fork, and `plucky
 ;;; serve' loads the app in the master before forking the workers).
 
-(define* (seed-news-db! file #:key (seed? #t))
-  "Create the news database FILE if it is missing and, when SEED? and it
-has no user yet, seed it with `seed-news!'; close it again.  Two
-processes starting on a fresh file seed it once: the check and the
-seeding are one transaction."
-  (let ((db (open-news-db file)))
+(define* (seed-news-db! location #:key (seed? #t))
+  "Create the news database at LOCATION (an SQLite file, or a
+postgresql:// URL: see `open-news-db') if it is missing, apply its
+migrations and, when SEED? and it has no user yet, seed it with
+`seed-news!'; close it again.  Two processes (or hosts) starting on a
+fresh database seed it once: the check and the seeding are one
+transaction under the site's lock."
+  (let ((db (open-news-db location)))
     (when seed?
-      (call-with-transaction db
+      (call-with-exclusive-transaction db
         (lambda ()
           (when (zero? (user-count db))
             ;; The seeded users' password is random and thrown away:
@@ -823,10 +827,13 @@ seeding are one transaction."
                       #:user (current-user site) #:title "Refused"
                       #:message "Your form was stale or forged (no valid CSRF token). Please go back, reload and try again."))))
 
-(define* (make-news-app #:key file (prefix "/") (address peer-address)
+(define* (make-news-app #:key database file (prefix "/") (address peer-address)
                        (origin #f) (server-timing? #f))
-  "Return the handler of the news site over the database FILE (see
-`seed-news-db!'), serving the paths under PREFIX: \"/\", or a prefix
+  "Return the handler of the news site over DATABASE (see
+`seed-news-db!'): an SQLite file, whose sessions and rate limits are
+kept in it too, or a postgresql:// URL, where they are kept too, shared
+by every host serving the site (FILE is DATABASE's name of old).
+Serving the paths under PREFIX: \"/\", or a prefix
 (\"/news/\") it is then mounted under.  A site of several apps rather
 mounts it itself (`mount' of (plucky web router)); its session cookie is
 for the prefix it is mounted under.
@@ -836,11 +843,20 @@ votes and rate limits count by.  The RSS feed's links start with ORIGIN
 origin (its scheme, its Host), the feed then cached under it.  Each request's phases db and render
 are timed for the status page; with SERVER-TIMING? true, its response
 carries them in a Server-Timing header too."
-  (letrec ((site (make-site file #f #f #f (make-hash-table) (make-hash-table)
-                            (make-rate-limit #:db (lambda () (news-db-handle (site-db site)))
-                                             #:name "news-login" #:limit login-failures
-                                             #:window login-window)
-                            (and origin (string-trim-right origin #\/)))))
+  (letrec* ((location (or database file))
+            ;; PostgreSQL: one pool a process for the pages, the sessions
+            ;; and the limits (made now, it opens connections in each
+            ;; worker as they are needed)
+            (pool (and (database-url? location) (make-pg-pool location)))
+            (site (make-site location pool #f #f #f (make-hash-table) (make-hash-table)
+                             (if pool
+                                 (make-rate-limit #:store (pg-rate-limit-store pool)
+                                                  #:name "news-login" #:limit login-failures
+                                                  #:window login-window)
+                                 (make-rate-limit #:db (lambda () (news-db-handle (site-db site)))
+                                                  #:name "news-login" #:limit login-failures
+                                                  #:window login-window))
+                             (and origin (string-trim-right origin #\/)))))
     (mounted-under
      prefix
      (wrap (router-handler
@@ -848,7 +864,9 @@ carries them in a Server-Timing header too."
                         #:not-found (lambda (request body)
                                       (not-found site request "No such page."))))
           (with-server-timing #:header? server-timing?)
-          (session-middleware #:db (lambda () (news-db-handle (site-db site))))
+          (if pool
+              (session-middleware #:store (pg-session-store pool))
+              (session-middleware #:db (lambda () (news-db-handle (site-db site)))))
           ;; POST only: a DELETE is the router's 405, not a refusal
           (csrf-middleware #:methods '(POST) #:refuse (refuse-forged site))
           (lambda (handler)

@@ -1,8 +1,10 @@
 ;;; apps/news/main.scm --- the news site alone: bin/plucky serve apps/news/main.scm
 ;;;
-;;; The data lives in $PLUCKY_DATA/news.db (default ./var/news.db),
-;;; created and seeded on the first start.  The demo site (apps/demo.scm)
-;;; serves the same app under /news/.
+;;; The data lives in $PLUCKY_DATA/news.db (default ./var/news.db), or,
+;;; when DATABASE_URL is set (postgresql://user@host:port/db), in that
+;;; PostgreSQL database, which several hosts may share; either is
+;;; created (migrated) and seeded on the first start.  The demo site
+;;; (apps/demo.scm) serves the same app under /news/.
 
 ;; The (news …) modules are in this directory, under apps/: known when
 ;; this file is compiled too, hence `current-filename'; Guile gives #f
@@ -39,9 +41,10 @@
                       (and (< 0 (string-length last) 46) last)))))
         peer)))
 
-(define news-file (string-append data-directory "/news.db"))
-(seed-news-db! news-file)               ; created and seeded on the first start
-(wrap (make-news-app #:file news-file #:address client-address
+(define news-database
+  (or (getenv "DATABASE_URL") (string-append data-directory "/news.db")))
+(seed-news-db! news-database)           ; created and seeded on the first start
+(wrap (make-news-app #:database news-database #:address client-address
                      ;; PLUCKY_SERVER_TIMING=1: a Server-Timing header
                      #:server-timing? (equal? (getenv "PLUCKY_SERVER_TIMING") "1"))
       (with-security-headers))

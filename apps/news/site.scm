@@ -49,6 +49,7 @@
             make-site
             site?
             site-file
+            site-pool
             site-origin*
             site-logins
             site-db
@@ -119,9 +120,10 @@
 ;;; The app.
 
 (define-record-type <site>
-  (make-site file connection ranked ranked-key pages threads logins origin)
+  (make-site file pool connection ranked ranked-key pages threads logins origin)
   site?
-  (file site-file)
+  (file site-file)                               ; an SQLite file, or a PostgreSQL URL
+  (pool site-pool)                               ; PostgreSQL: this app's pool, or #f
   (origin site-origin*)                          ; "https://host", or #f: the request's
   (logins site-logins)                           ; <rate-limit>: failed logins
   (connection site-connection set-site-connection!) ; (pid . <news-db>)
@@ -136,7 +138,7 @@
   (let ((connection (site-connection site)))
     (if (and connection (eqv? (car connection) (getpid)))
         (cdr connection)
-        (let ((db (open-news-db (site-file site))))
+        (let ((db (open-news-db (site-file site) #:pool (site-pool site))))
           (set-site-connection! site (cons (getpid) db))
           (set-site-ranked-key! site #f)
           (hash-clear! (site-pages site))

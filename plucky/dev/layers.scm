@@ -62,7 +62,9 @@
 ;; and the public web modules (one level: (plucky web json), not (plucky
 ;; web json read)).  db (the database clients) is web's sibling: the
 ;; server's waits through (plucky server), JSON through (plucky web
-;; json), its C library through sys.  apps use the public web and db
+;; json), its C library through sys; and it fills the store seams of
+;; (plucky web session) and (plucky web limit) (records of procedures:
+;; web never imports db).  apps use the public web and db
 ;; modules and (plucky server) only; the drop-in, (plucky server).  The command and
 ;; the developers' tools wire everything together.
 (define layers
@@ -75,7 +77,8 @@
     (observe ("plucky/observe/")                    (plucky observe ...) (plucky http)
                                                     (plucky server) (plucky web _) (plucky sys ...))
     (db      ("plucky/db/")                         (plucky db ...) (plucky server)
-                                                    (plucky web json) (plucky sys ...))
+                                                    (plucky web json) (plucky web session)
+                                                    (plucky web limit) (plucky sys ...))
     (apps    ("apps/")                              (plucky server) (plucky web _) (plucky db _))
     (drop-in ("web/server/")                        (plucky server))
     (tools   ("plucky/dev/" "plucky/command.scm" "plucky/launch.scm" "bin/")

@@ -36,6 +36,11 @@
 ;;; `with-sessions'.  The threads of a process (handlers on the pool)
 ;;; take turns: a connection holds one transaction at a time.
 ;;;
+;;; Where the events are counted is a store, a record of four procedures
+;;; (`make-rate-limit-store'); #:db makes the SQLite one, and #:store
+;;; takes another: (plucky db postgresql)'s `pg-rate-limit-store' counts
+;;; in PostgreSQL, shared by every host of a site.
+;;;
 ;;; Code:
 
 (define-module (plucky web limit)
@@ -52,12 +57,33 @@
             rate-limit-hit!
             rate-limit-take!
             rate-limit-clear!
+            make-rate-limit-store
+            rate-limit-store?
             too-many-requests))
 
+(define-record-type <rate-limit-store>
+  (%make-rate-limit-store retry-after hit! take! clear!)
+  rate-limit-store?
+  (retry-after store-retry-after)       ; NAME KEY LIMIT WINDOW NOW -> #f or seconds
+  (hit! store-hit!)                     ; NAME KEY WINDOW NOW: one event counted
+  (take! store-take!)                   ; NAME KEY LIMIT WINDOW NOW -> as retry-after, counting on #f
+  (clear! store-clear!))                ; NAME KEY: its events forgotten
+
+(define* (make-rate-limit-store #:key retry-after hit! take! clear!)
+  "Return a rate-limit store: where `make-rate-limit's limits count
+their events, as four procedures.  (RETRY-AFTER NAME KEY LIMIT WINDOW
+NOW) returns #f when KEY has had fewer than LIMIT events of the limit
+NAME in the WINDOW seconds before NOW, else the seconds (at least 1)
+until one leaves the window; (HIT! NAME KEY WINDOW NOW) counts one event
+(and may forget those older than WINDOW); (TAKE! NAME KEY LIMIT WINDOW
+NOW) is RETRY-AFTER and, when that is #f, HIT!, atomically across every
+process sharing the store; (CLEAR! NAME KEY) forgets KEY's events."
+  (%make-rate-limit-store retry-after hit! take! clear!))
+
 (define-record-type <rate-limit>
-  (%make-rate-limit connection name limit window clock)
+  (%make-rate-limit store name limit window clock)
   rate-limit?
-  (connection rate-limit-connection)    ; -> this process's database
+  (store rate-limit-store)              ; <rate-limit-store>
   (name rate-limit-name)                ; string: this limit's rows
   (limit rate-limit-limit)              ; events allowed…
   (window rate-limit-window)            ; …in this many seconds
@@ -87,29 +113,55 @@
         (set! pid (getpid)))
       db)))
 
-(define* (make-rate-limit #:key db (name "default") (limit 10) (window 900)
-                          (clock current-time))
-  "Return a rate limit that allows LIMIT events per key in any WINDOW
-seconds, counted in the table plucky_rate_events of DB under NAME (so
-that limits share a database).  DB is an open (sqlite3) database, or a
-procedure of no argument that returns one, then called once in each
-process.  CLOCK returns the time in seconds."
-  (unless (or (sqlite-db? db) (procedure? db))
-    (error "make-rate-limit: #:db is neither an open sqlite3 database nor a procedure that opens one:"
-           db))
-  (unless (and (exact-integer? limit) (positive? limit)
-               (exact-integer? window) (positive? window))
-    (error "make-rate-limit: LIMIT and WINDOW must be positive integers:" limit window))
-  (when (sqlite-db? db) (prepare! db))
-  (%make-rate-limit (if (procedure? db) (per-process-connection db) (lambda () db))
-                    name limit window clock))
-
 ;; A connection holds one transaction at a time: this process's
 ;; threads take turns at the limits' statements.
 (define statements-mutex (make-recursive-mutex))
 
 (define-syntax-rule (exclusively body ...)
   (with-mutex statements-mutex body ...))
+
+(define* (make-rate-limit #:key db store (name "default") (limit 10) (window 900)
+                          (clock current-time))
+  "Return a rate limit that allows LIMIT events per key in any WINDOW
+seconds, counted under NAME (so that limits share a store) in STORE (see
+`make-rate-limit-store'), or else in the table plucky_rate_events of DB.
+DB is an open (sqlite3) database, or a procedure of no argument that
+returns one, then called once in each process.  CLOCK returns the time
+in seconds."
+  (when (and store (not (rate-limit-store? store)))
+    (error "make-rate-limit: #:store is not a rate-limit store (make-rate-limit-store):" store))
+  (unless (and (exact-integer? limit) (positive? limit)
+               (exact-integer? window) (positive? window))
+    (error "make-rate-limit: LIMIT and WINDOW must be positive integers:" limit window))
+  (%make-rate-limit (or store (sqlite-rate-limit-store db)) name limit window clock))
+
+(define (sqlite-rate-limit-store db)
+  ;; -> the store of the table plucky_rate_events of DB (see
+  ;; `make-rate-limit')
+  (unless (or (sqlite-db? db) (procedure? db))
+    (error "make-rate-limit: #:db is neither an open sqlite3 database nor a procedure that opens one:"
+           db))
+  (when (sqlite-db? db) (prepare! db))
+  (let ((connect (if (procedure? db) (per-process-connection db) (lambda () db))))
+    (make-rate-limit-store
+     #:retry-after (lambda (name key limit window now)
+                     (exclusively (retry-after (connect) name key limit window now)))
+     #:hit! (lambda (name key window now)
+              (exclusively
+               (let ((db (connect)))
+                 (call-with-write-transaction db
+                   (lambda () (count! db name key window now))))))
+     #:take! (lambda (name key limit window now)
+               (exclusively
+                (let ((db (connect)))
+                  (call-with-write-transaction db
+                    (lambda ()
+                      (or (retry-after db name key limit window now)
+                          (begin (count! db name key window now) #f)))))))
+     #:clear! (lambda (name key)
+                (exclusively
+                 (run (connect) "DELETE FROM plucky_rate_events WHERE name = ? AND key = ?"
+                      name key))))))
 
 (define (run db sql . args)
   ;; -> the first row of SQL with ARGS bound, or #f; the statement reset
@@ -136,61 +188,52 @@ process.  CLOCK returns the time in seconds."
         (sqlite-exec db "COMMIT")
         result))))
 
-(define (retry-after limit db key now)
-  ;; -> #f when KEY has had fewer than the limit's events in its window
-  ;; at NOW, else the seconds until one of them leaves it
-  (let* ((since (- now (rate-limit-window limit)))
+(define (retry-after db name key limit window now)
+  ;; -> #f when KEY has had fewer than LIMIT events of NAME in the
+  ;; WINDOW before NOW, else the seconds until one of them leaves it
+  (let* ((since (- now window))
          (count (vector-ref (run db "SELECT count(*) FROM plucky_rate_events
                                      WHERE name = ? AND key = ? AND time > ?"
-                                 (rate-limit-name limit) key since)
+                                 name key since)
                             0)))
-    (and (>= count (rate-limit-limit limit))
+    (and (>= count limit)
          ;; the event whose leaving brings the count below the limit
          (let ((row (run db "SELECT time FROM plucky_rate_events
                              WHERE name = ? AND key = ? AND time > ?
                              ORDER BY time LIMIT 1 OFFSET ?"
-                         (rate-limit-name limit) key since
-                         (- count (rate-limit-limit limit)))))
-           (max 1 (- (+ (vector-ref row 0) (rate-limit-window limit)) now))))))
+                         name key since (- count limit))))
+           (max 1 (- (+ (vector-ref row 0) window) now))))))
 
-(define (count! limit db key now)
+(define (count! db name key window now)
   (run db "DELETE FROM plucky_rate_events WHERE name = ? AND time <= ?"
-       (rate-limit-name limit) (- now (rate-limit-window limit)))
+       name (- now window))
   (run db "INSERT INTO plucky_rate_events (name, key, time) VALUES (?, ?, ?)"
-       (rate-limit-name limit) key now))
+       name key now))
 
 (define (rate-limit-retry-after limit key)
   "Return #f if KEY (a string) has had fewer than LIMIT's events in its
 window, else the whole seconds, at least 1, until it may have one more."
-  (exclusively
-   (retry-after limit ((rate-limit-connection limit)) key ((rate-limit-clock limit)))))
+  ((store-retry-after (rate-limit-store limit))
+   (rate-limit-name limit) key (rate-limit-limit limit) (rate-limit-window limit)
+   ((rate-limit-clock limit))))
 
 (define (rate-limit-hit! limit key)
   "Count one event of KEY (a string) against LIMIT; return unspecified."
-  (exclusively
-   (let ((db ((rate-limit-connection limit))))
-     (call-with-write-transaction db
-       (lambda () (count! limit db key ((rate-limit-clock limit))))))))
+  ((store-hit! (rate-limit-store limit))
+   (rate-limit-name limit) key (rate-limit-window limit) ((rate-limit-clock limit))))
 
 (define (rate-limit-take! limit key)
   "Return #f and count one event of KEY against LIMIT if KEY is within
 it, else the seconds until it may have one (as `rate-limit-retry-after'),
 counting nothing.  The check and the count are one transaction: workers
 racing on KEY never let more than the limit through."
-  (exclusively
-   (let ((db ((rate-limit-connection limit)))
-         (now ((rate-limit-clock limit))))
-     (call-with-write-transaction db
-       (lambda ()
-         (or (retry-after limit db key now)
-             (begin (count! limit db key now) #f)))))))
+  ((store-take! (rate-limit-store limit))
+   (rate-limit-name limit) key (rate-limit-limit limit) (rate-limit-window limit)
+   ((rate-limit-clock limit))))
 
 (define (rate-limit-clear! limit key)
   "Forget the events of KEY counted against LIMIT; return unspecified."
-  (exclusively
-   (run ((rate-limit-connection limit))
-        "DELETE FROM plucky_rate_events WHERE name = ? AND key = ?"
-        (rate-limit-name limit) key)))
+  ((store-clear! (rate-limit-store limit)) (rate-limit-name limit) key))
 
 (define* (too-many-requests seconds #:key (content-type '(text/plain (charset . "utf-8"))))
   "Return the head of a 429 Too Many Requests response that asks the

@@ -54,6 +54,13 @@
 ;;; is 64 bits of entropy; 128 put guessing out of reach even for an
 ;;; attacker who can try a billion ids a second for years.
 ;;;
+;;; Where the rows live is a store: a record of procedures
+;;; (`make-session-store') that load, insert, update and delete them.
+;;; #:db makes the SQLite one below; #:store takes another, such as the
+;;; PostgreSQL store of (plucky db postgresql) (`pg-session-store'),
+;;; which every host of a site shares.  The store sees only the hash of
+;;; an id and the data as text.
+;;;
 ;;; Concurrency.  `prepare-session-database!' (which `with-sessions'
 ;;; calls) puts the database in WAL mode, so readers never wait for a
 ;;; writer, and sets a busy timeout on the connection, so a writer waits
@@ -86,6 +93,9 @@
             session-regenerate!
             session-destroy!
             session-active?
+            make-session-store
+            session-store?
+            sqlite-session-store
             prepare-session-database!
             purge-expired-sessions!))
 
@@ -135,24 +145,85 @@ table plucky_sessions if it is not there.  `with-sessions' calls it."
                    ) WITHOUT ROWID")
   db)
 
-(define* (purge-expired-sessions! db #:key (idle-timeout #f) (now (current-time)))
-  "Return the number of sessions deleted from DB: those past their
-expiry at NOW, and, if IDLE-TIMEOUT (seconds) is given, those not seen
-for that long.  `with-sessions' refuses them anyway; this reclaims their
-rows, from time to time."
-  (run db "DELETE FROM plucky_sessions WHERE expires <= ? OR seen <= ?"
-       now (if idle-timeout (- now idle-timeout) -1))
-  (vector-ref (run db "SELECT changes()") 0))
-
 
 ;;;
 ;;; The session of a request
 ;;;
 
+(define-record-type <session-store>
+  (%make-session-store load insert! update! remove! replace! purge!)
+  session-store?
+  (load session-store-load)             ; HASH -> #(DATA CREATED SEEN EXPIRES), or #f
+  (insert! session-store-insert!)       ; HASH DATA CREATED EXPIRES: a new row, seen CREATED
+  (update! session-store-update!)       ; HASH DATA-OR-#f SEEN: the data (unless #f) and seen
+  (remove! session-store-remove!)       ; HASH: the row deleted
+  (replace! session-store-replace!)     ; OLD NEW DATA CREATED EXPIRES: remove! OLD, insert! NEW, atomically
+  (purge! session-store-purge!))        ; NOW IDLE-CUTOFF -> rows deleted: expires <= NOW or seen <= CUTOFF
+
+(define* (make-session-store #:key load insert! update! remove! replace! purge!)
+  "Return a session store: where `with-sessions' keeps its rows, as six
+procedures.  Each row is keyed by HASH, the SHA-256 of the session's id
+(a bytevector), and holds DATA (a string), CREATED, SEEN and EXPIRES
+(seconds since the epoch).  (LOAD HASH) returns #(DATA CREATED SEEN
+EXPIRES) or #f; (INSERT! HASH DATA CREATED EXPIRES) adds a row seen at
+CREATED; (UPDATE! HASH DATA SEEN) stores DATA (unless it is #f) and
+SEEN; (REMOVE! HASH) deletes the row; (REPLACE! OLD NEW DATA CREATED
+EXPIRES) deletes OLD and inserts NEW in one transaction; (PURGE! NOW
+CUTOFF) deletes the rows that expire at or before NOW or were last seen
+at or before CUTOFF, and returns how many."
+  (%make-session-store load insert! update! remove! replace! purge!))
+
+(define (sqlite-session-store db)
+  "Return the session store (see `make-session-store') of the table
+plucky_sessions in DB: an open (sqlite3) database, prepared by
+`prepare-session-database!' now, or a procedure of no argument that
+opens one, then called once in each process (an SQLite connection must
+not cross a fork) and prepared."
+  (let ((connect (cond
+                  ((sqlite-db? db) (prepare-session-database! db) (lambda () db))
+                  ((procedure? db) (per-process-connection db))
+                  (else
+                   (error "with-sessions: #:db is neither an open sqlite3 database nor a procedure that opens one:"
+                          db)))))
+    (make-session-store
+     #:load (lambda (hash)
+              (run (connect) "SELECT data, created, seen, expires FROM plucky_sessions WHERE id_hash = ?"
+                   hash))
+     #:insert! (lambda (hash data created expires)
+                 (run (connect) "INSERT INTO plucky_sessions (id_hash, data, created, seen, expires)
+                                 VALUES (?, ?, ?, ?, ?)" hash data created created expires))
+     #:update! (lambda (hash data seen)
+                 (if data
+                     (run (connect) "UPDATE plucky_sessions SET data = ?, seen = ? WHERE id_hash = ?"
+                          data seen hash)
+                     (run (connect) "UPDATE plucky_sessions SET seen = ? WHERE id_hash = ?" seen hash)))
+     #:remove! (lambda (hash)
+                 (run (connect) "DELETE FROM plucky_sessions WHERE id_hash = ?" hash))
+     #:replace! (lambda (old new data created expires)
+                  (let ((db (connect)))
+                    (call-with-write-transaction db
+                      (lambda ()
+                        (run db "DELETE FROM plucky_sessions WHERE id_hash = ?" old)
+                        (run db "INSERT INTO plucky_sessions (id_hash, data, created, seen, expires)
+                                 VALUES (?, ?, ?, ?, ?)" new data created created expires)))))
+     #:purge! (lambda (now cutoff)
+                (let ((db (connect)))
+                  (run db "DELETE FROM plucky_sessions WHERE expires <= ? OR seen <= ?" now cutoff)
+                  (vector-ref (run db "SELECT changes()") 0))))))
+
+(define* (purge-expired-sessions! db #:key (idle-timeout #f) (now (current-time)))
+  "Return the number of sessions deleted from DB (an open (sqlite3)
+database, or a session store): those past their expiry at NOW, and, if
+IDLE-TIMEOUT (seconds) is given, those not seen for that long.
+`with-sessions' refuses them anyway; this reclaims their rows, from
+time to time."
+  ((session-store-purge! (if (session-store? db) db (sqlite-session-store db)))
+   now (if idle-timeout (- now idle-timeout) -1)))
+
 (define-record-type <store>
-  (make-store connect cookie-name max-age idle-timeout touch-interval cookie-options)
+  (make-store backend cookie-name max-age idle-timeout touch-interval cookie-options)
   store?
-  (connect store-connect)                ; -> this process's database
+  (backend store-backend)                ; <session-store>
   (cookie-name store-cookie-name)
   (max-age store-max-age)                ; seconds from creation
   (idle-timeout store-idle-timeout)      ; seconds since last seen
@@ -193,14 +264,12 @@ rows, from time to time."
 (define (load-session store request now)
   (let* ((cookie (request-cookie request (store-cookie-name store)))
          (hash (and cookie (id-hash cookie)))
-         (row (and hash (run ((store-connect store))
-                             "SELECT data, created, seen, expires FROM plucky_sessions WHERE id_hash = ?"
-                             hash))))
+         (row (and hash ((session-store-load (store-backend store)) hash))))
     (cond
      ((not row) (make-session store #f '() now now (and cookie #t)))
      ((or (>= now (vector-ref row 3))
           (>= (- now (vector-ref row 2)) (store-idle-timeout store)))
-      (run ((store-connect store)) "DELETE FROM plucky_sessions WHERE id_hash = ?" hash)
+      ((session-store-remove! (store-backend store)) hash)
       (make-session store #f '() now now #t))
      (else
       (make-session store hash (string->data (vector-ref row 0)) (vector-ref row 1)
@@ -213,29 +282,25 @@ rows, from time to time."
 (define (save-session! session now request)
   ;; -> the headers to add to the response to REQUEST
   (let* ((store (session-store session))
-         (db ((store-connect store)))
+         (backend (store-backend store))
          (hash (session-row-hash session))
          (id (session-new-id session))
          ;; made only for a response that sets or drops the cookie
          (options (lambda () (cookie-options store request))))
-    (define (write!)
-      (when (and hash (or id (session-destroyed? session)))
-        (run db "DELETE FROM plucky_sessions WHERE id_hash = ?" hash))
-      (cond
-       (id
-        (run db "INSERT INTO plucky_sessions (id_hash, data, created, seen, expires) VALUES (?, ?, ?, ?, ?)"
-             (id-hash id) (data->string (session-data session)) now now
-             (+ now (store-max-age store))))
-       ((not hash))
-       ((session-destroyed? session))
-       ((session-dirty? session)
-        (run db "UPDATE plucky_sessions SET data = ?, seen = ? WHERE id_hash = ?"
-             (data->string (session-data session)) now hash))
-       ((>= (- now (session-seen session)) (store-touch-interval store))
-        (run db "UPDATE plucky_sessions SET seen = ? WHERE id_hash = ?" now hash))))
-    (if (and hash id)
-        (call-with-write-transaction db write!)
-        (write!))
+    (cond
+     ((and hash id)
+      ((session-store-replace! backend) hash (id-hash id) (data->string (session-data session))
+       now (+ now (store-max-age store))))
+     (id
+      ((session-store-insert! backend) (id-hash id) (data->string (session-data session))
+       now (+ now (store-max-age store))))
+     ((not hash))
+     ((session-destroyed? session)
+      ((session-store-remove! backend) hash))
+     ((session-dirty? session)
+      ((session-store-update! backend) hash (data->string (session-data session)) now))
+     ((>= (- now (session-seen session)) (store-touch-interval store))
+      ((session-store-update! backend) hash #f now)))
     (cond
      (id (list (apply set-cookie (store-cookie-name store) id #:max-age (store-max-age store)
                       (options))))
@@ -422,13 +487,14 @@ starts a new session."
         (set! pid (getpid)))
       db)))
 
-(define* (with-sessions handler #:key db (cookie-name "session")
+(define* (with-sessions handler #:key db store (cookie-name "session")
                         (max-age (* 14 24 3600)) (idle-timeout (* 2 24 3600))
                         (touch-interval 60) (path #f) (secure? (secure-cookies?))
                         (same-site 'lax) (clock current-time))
   "Return a handler that calls HANDLER with `current-session' bound to
 the session of the request (see the commentary) and saves the session
-after it, in DB, adding the Set-Cookie the response needs.  DB is an
+after it, in STORE (see `make-session-store') or DB, adding the
+Set-Cookie the response needs.  DB is an
 open (sqlite3) database, or a procedure of no argument that opens one,
 which is then called once in each process, at its first request: the
 form for a handler made before `run-server' forks its workers, since an
@@ -441,14 +507,11 @@ A session lasts at most MAX-AGE seconds from its creation (default 14
 days) and IDLE-TIMEOUT seconds from the last request that used it
 (default 2 days; the time it was last seen is written at most once every
 TOUCH-INTERVAL seconds).  CLOCK returns the time in seconds."
-  (unless (or (sqlite-db? db) (procedure? db))
-    (error "with-sessions: #:db is neither an open sqlite3 database nor a procedure that opens one:"
-           db))
+  (when (and store (not (session-store? store)))
+    (error "with-sessions: #:store is not a session store (make-session-store):" store))
   (unless (cookie-name? cookie-name)
     (error "with-sessions: the cookie name is not a token:" cookie-name))
-  (when (sqlite-db? db)
-    (prepare-session-database! db))
-  (let ((store (make-store (if (procedure? db) (per-process-connection db) (lambda () db))
+  (let ((store (make-store (or store (sqlite-session-store db))
                            cookie-name max-age idle-timeout touch-interval
                            (list #:path path #:secure? secure? #:same-site same-site))))
     (lambda (request body . state)

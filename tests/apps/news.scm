@@ -29,15 +29,18 @@
              (tests lib harness)
              ((plucky web json) #:select (decode-json))
              ((plucky server hooks) #:select (take-handler-phases! want-handler-phases!))
-             (sqlite3)
              (news db)
              (news app))
 
 (define dir (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp") "/plucky-news-app-XXXXXX")))
 (define db-file (string-append dir "/news.db"))
-(seed-news-db! db-file #:seed? #f)
-(define db (open-news-db db-file))      ; the test's own, to check what was stored
-(define app (make-news-app #:file db-file #:prefix "/"
+;; tests/apps/news-pg.scm loads this file after defining
+;; `news-test-database', a PostgreSQL URL: the same tests, on PostgreSQL
+(define database
+  (if (defined? 'news-test-database) news-test-database db-file))
+(seed-news-db! database #:seed? #f)
+(define db (open-news-db database))     ; the test's own, to check what was stored
+(define app (make-news-app #:database database #:prefix "/"
                            #:address (lambda (request)
                                        (assq-ref (request-headers request) 'x-test-peer))))
 
@@ -377,7 +380,7 @@
     (car (login! guesser "heidi" "heidi's long password")))
   (test-equal "another account from elsewhere: logs in" 303
     (car (login! (make-visitor) "heidi" "heidi's long password")))
-  (let ((other-worker (make-news-app #:file db-file #:prefix "/"
+  (let ((other-worker (make-news-app #:database database #:prefix "/"
                                      #:address (lambda (request)
                                                  (assq-ref (request-headers request) 'x-test-peer)))))
     ;; another app on the same database: another worker's state and
@@ -534,8 +537,7 @@
     (test-equal "not an admin: 403" 403 (status-of mod 'GET "/flagged"))
     (test-equal "nor may kill: 403" 403
       (post-form mod "/moderate" `(("id" . ,(number->string victim)) ("action" . "kill"))))
-    (sqlite-exec (news-db-handle db) "UPDATE users SET admin = 1 WHERE name = 'mod'")
-    (sqlite-exec (news-db-handle db) "UPDATE meta SET version = version + 1")
+    (set-user-admin! db "mod" #t)
     (test-assert "an admin: the page, linked from the top bar"
       (let ((status headers text (call mod 'GET "/flagged")))
         (and (= status 200) (string-contains text "href=\"flagged\""))))
@@ -550,7 +552,7 @@
     (test-assert "alive" (not (item-dead? (item-ref db victim))))
     (test-equal "an unknown action: 404" 404
       (post-form mod "/moderate" `(("id" . ,(number->string victim)) ("action" . "explode"))))
-    (sqlite-exec (news-db-handle db) "UPDATE users SET admin = 0 WHERE name = 'mod'")))
+    (set-user-admin! db "mod" #f)))
 
 (test-group "issue 25m: downvotes and unvote"
   (let* ((voter (make-visitor))
@@ -610,7 +612,7 @@
         (after (text-of anonymous 'GET "/rss")))
     (test-assert "a forged Host: its own links" (string-contains forged "http://evil.example/"))
     (test-assert "not in anyone else's feed" (not (string-contains after "evil.example"))))
-  (let ((canonical (make-news-app #:file db-file #:origin "https://news.example.org/"
+  (let ((canonical (make-news-app #:database database #:origin "https://news.example.org/"
                                   #:address (lambda (request) "192.0.2.200"))))
     (test-assert "a configured origin: its links whatever the Host"
       (let ((this-app app))
