@@ -35,6 +35,17 @@
 ;;; must be running to watch the socket), and asks the others for their
 ;;; history, so that its first client sees the same last messages.
 ;;;
+;;; Hosts.  With DATABASE_URL set (postgresql://…), the room is a
+;;; PostgreSQL database instead, which the workers of several hosts
+;;; share: what is said is a row of the table plucky_chat (the history a
+;;; joining worker reads) and a NOTIFY on the channel plucky_chat, in one
+;;; statement; each worker LISTENs (`pg-listen', on its loop) and hears
+;;; every message, its own too, from there.  A worker whose listening
+;;; connection was lost hears nothing said until it is back (PostgreSQL
+;;; keeps no notification for it).  A WebSocket's message is said from
+;;; the loop's callback, where the statement's round trip blocks the
+;;; worker (a POST /say suspends only its request).
+;;;
 ;;; WebSocket callbacks run on the worker's loop thread, and so do POST
 ;;; /say (a plain handler), the room's socket and the event streams: a
 ;;; stream waits for the next message with `event-wait', which suspends
@@ -52,6 +63,9 @@
              (web response)
              (rnrs bytevectors)
              ((srfi srfi-1) #:select (every))
+             ((plucky db postgresql)
+              #:select (make-pg-pool pg-execute pg-query pg-query-row pg-listen
+                        pg-notification-payload call-with-pg-connection with-transaction))
              (ice-9 ftw))
 
 (define max-text 500)
@@ -83,10 +97,56 @@
             sockets))
 
 (define (say! text)
-  ;; TEXT is said on this worker: to its clients and the other workers.
+  ;; TEXT is said on this worker: to its clients and the other workers
+  ;; (and hosts, through the database: see the commentary).
   (let ((text (if (> (string-length text) max-text) (substring text 0 max-text) text)))
-    (hear! text)
-    (tell-others! `(say ,text))))
+    (if database
+        (say-to-database! text)
+        (begin
+          (hear! text)
+          (tell-others! `(say ,text))))))
+
+;;;
+;;; The room across hosts: a PostgreSQL database
+;;;
+
+(define database-url (getenv "DATABASE_URL"))
+(define database (and database-url (make-pg-pool database-url #:size 2)))
+(define kept-rows 1000)                 ; the table's rows, about
+
+(define (say-to-database! text)
+  ;; the row and the notification, committed together; now and then
+  ;; the rows past the last `kept-rows' go
+  (let ((id (vector-ref (pg-query-row database
+                                      "WITH m AS (INSERT INTO plucky_chat (text) VALUES ($1) RETURNING id)
+                                       SELECT id, pg_notify('plucky_chat', $1) FROM m"
+                                      text)
+                        0)))
+    (when (zero? (modulo id 100))
+      (pg-execute database "DELETE FROM plucky_chat WHERE id <= $1" (- id kept-rows)))))
+
+(define (join-database!)
+  ;; the table made if need be (under a lock: two hosts starting at
+  ;; once would race in the catalog), then LISTEN
+  (call-with-pg-connection database
+    (lambda (conn)
+      (with-transaction conn
+        (pg-execute conn "SELECT pg_advisory_xact_lock(7203947)")
+        (pg-execute conn "SET LOCAL client_min_messages = warning")
+        (pg-execute conn "CREATE TABLE IF NOT EXISTS plucky_chat (
+                            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                            text TEXT NOT NULL)"))))
+  (pg-listen database-url "plucky_chat"
+             (lambda (notification) (hear! (pg-notification-payload notification)))
+             #:on-connect
+             (lambda ()
+               ;; the first time: the last messages, as a worker of the
+               ;; room of datagrams asks the others for them
+               (when (null? history)
+                 (for-each (lambda (row) (hear! (vector-ref row 0)))
+                           (reverse (pg-query database "SELECT text FROM plucky_chat
+                                                        ORDER BY id DESC LIMIT $1"
+                                              history-size)))))))
 
 ;;;
 ;;; The room: a datagram socket per worker
@@ -109,34 +169,42 @@
   ;; On the loop's thread, at each request: the first one joins.
   (unless (eqv? room-pid (getpid))
     (set! room-pid (getpid))
-    (catch #t
-      (lambda ()
-        (let ((directory (room-directory))
-              (path (room-path (getpid)))
-              (s (socket AF_UNIX SOCK_DGRAM 0)))
-          (false-if-exception (mkdir directory #o700))
-          ;; Only a directory of ours that no one else may write to.
-          (let ((st (stat directory)))
-            (unless (and (= (stat:uid st) (getuid))
-                         (zero? (logand (stat:perms st) #o077)))
-              (error "room directory not private" directory)))
-          (false-if-exception (delete-file path))
-          (bind s AF_UNIX path)
-          (fcntl s F_SETFL (logior O_NONBLOCK (fcntl s F_GETFL)))
-          (set! room s)
-          (loop-watch! (port->fdes s)
-                       #:on-read listen!
-                       #:on-stop (lambda ()
-                                   (loop-unwatch! (port->fdes s))
-                                   (close-port s)
-                                   (false-if-exception (delete-file path))
-                                   ;; The last worker out removes it.
-                                   (false-if-exception (rmdir directory))))
-          (tell-others! `(history? ,(getpid)))))
-      (lambda args
-        ;; Alone, then: this worker's clients still talk among themselves.
-        (log-line "chat: no room across workers: ~s" args)
-        (set! room #f)))))
+    (if database
+        (catch #t
+          join-database!
+          (lambda args
+            (log-line "chat: no room across hosts: ~s" args)))
+        (join-socket-room!))))
+
+(define (join-socket-room!)
+  (catch #t
+    (lambda ()
+      (let ((directory (room-directory))
+            (path (room-path (getpid)))
+            (s (socket AF_UNIX SOCK_DGRAM 0)))
+        (false-if-exception (mkdir directory #o700))
+        ;; Only a directory of ours that no one else may write to.
+        (let ((st (stat directory)))
+          (unless (and (= (stat:uid st) (getuid))
+                       (zero? (logand (stat:perms st) #o077)))
+            (error "room directory not private" directory)))
+        (false-if-exception (delete-file path))
+        (bind s AF_UNIX path)
+        (fcntl s F_SETFL (logior O_NONBLOCK (fcntl s F_GETFL)))
+        (set! room s)
+        (loop-watch! (port->fdes s)
+                     #:on-read listen!
+                     #:on-stop (lambda ()
+                                 (loop-unwatch! (port->fdes s))
+                                 (close-port s)
+                                 (false-if-exception (delete-file path))
+                                 ;; The last worker out removes it.
+                                 (false-if-exception (rmdir directory))))
+        (tell-others! `(history? ,(getpid)))))
+    (lambda args
+      ;; Alone, then: this worker's clients still talk among themselves.
+      (log-line "chat: no room across workers: ~s" args)
+      (set! room #f))))
 
 (define (send-to! pid datum)
   ;; Send DATUM to the worker PID; forget a worker that is gone.
