@@ -52,16 +52,17 @@ run_id = "%04x" % random.randrange(0x10000)
 password = "plk-cluster-test-password"
 
 def address_pool():
-    # "10.231.0.100-249" -> a generator of those addresses, round and round
+    # "10.231.1-4.1-254" -> a generator of those addresses, round and round
     spec = os.environ.get("PLK_CLIENT_ADDRESSES")
     if not spec:
         while True:
             yield None
-    prefix, _, span = spec.rpartition(".")
-    first, last = (int(x) for x in span.split("-"))
+    a, b, c, d = spec.split(".")
+    span = lambda part: range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)
     while True:
-        for i in range(first, last + 1):
-            yield "%s.%d" % (prefix, i)
+        for third in span(c):
+            for fourth in span(d):
+                yield "%s.%s.%d.%d" % (a, b, third, fourth)
 
 
 addresses = address_pool()
@@ -89,15 +90,18 @@ class Ledger:
         self.acked = {"accounts": set(), "comments": set(), "votes": set()}
         self.errors = []                 # (time, what)
         self.requests = 0
+        self.slow = []                   # (time, seconds): requests over a second
         self.sessions_lost = []          # (time, user, what)
 
     def ack(self, kind, key):
         with self.lock:
             self.acked[kind].add(key)
 
-    def request(self):
+    def request(self, seconds):
         with self.lock:
             self.requests += 1
+            if seconds > 1:
+                self.slow.append((time.monotonic(), seconds))
 
     def error(self, what):
         with self.lock:
@@ -110,7 +114,7 @@ class Ledger:
     def snapshot(self):
         with self.lock:
             return ({k: set(v) for k, v in self.acked.items()}, list(self.errors),
-                    self.requests, list(self.sessions_lost))
+                    self.requests, list(self.sessions_lost), list(self.slow))
 
 
 class Unexpected(Exception):
@@ -135,7 +139,13 @@ class Client(threading.Thread):
 
     # HTTP, one keep-alive connection, reopened after any failure
     def call(self, method, path, form=None):
-        self.ledger.request()
+        start = time.monotonic()
+        try:
+            return self.call_timed(method, path, form)
+        finally:
+            self.ledger.request(time.monotonic() - start)
+
+    def call_timed(self, method, path, form):
         if self.conn is None:
             self.conn = http.client.HTTPConnection(
                 lb.hostname, lb.port or 80, timeout=15,
@@ -357,13 +367,15 @@ faults = [("kill -9 web host 1, restart", kill_and_restart),
 
 
 def error_window(errors, start, end):
-    """-> (seconds from the first error to the last one in [START, END],
-    the number of errors, the distinct kinds)"""
+    """-> (the seconds in [START, END] during which clients saw errors:
+    from the first error to the last, at least 0.1 s when there is one;
+    the number of errors; the commonest kinds)"""
     inside = [(t, w) for t, w in errors if start <= t <= end]
     if not inside:
         return 0.0, 0, []
-    kinds = collections.Counter(re.sub(r"\d+", "N", w) for _, w in inside)
-    return inside[-1][0] - inside[0][0], len(inside), kinds.most_common(3)
+    # a story's or an account's number is not a kind of error
+    kinds = collections.Counter(re.sub(r"\d{4,}|_\d+", "N", w) for _, w in inside)
+    return max(0.1, inside[-1][0] - inside[0][0]), len(inside), kinds.most_common(3)
 
 
 def main():
@@ -374,24 +386,27 @@ def main():
         c.start()
     all_up()
     time.sleep(5)                         # the load settles
-    _, errors, _, _ = ledger.snapshot()
+    _, errors, _, _, _ = ledger.snapshot()
     failed = False
     if errors:
         log("before any fault: %d errors, e.g. %s", len(errors), errors[0][1])
         failed = True
     for name, fault in faults:
-        _, _, before, _ = ledger.snapshot()
+        _, _, before, _, _ = ledger.snapshot()
         start = time.monotonic()
         fault()
         all_up()
         time.sleep(3)                     # the load goes on, errors settle
         end = time.monotonic()
-        acked, errors, requests, lost_sessions = ledger.snapshot()
+        acked, errors, requests, lost_sessions, slow = ledger.snapshot()
         window, n, kinds = error_window(errors, start, end)
+        slow = [s for t, s in slow if start <= t <= end]
         counts = stored_counts(acked)
-        log("%s: errors for %.1f s (%d of %d requests%s), %.0f s in all",
-            name, window, n, requests - before,
-            "; " + ", ".join("%s ×%d" % k for k in kinds) if kinds else "", end - start)
+        log("%s (%.0f s in all): errors for %.1f s (%d of %d requests%s); "
+            "%d requests took over 1 s, the slowest %.1f s",
+            name, end - start, window, n, requests - before,
+            "; " + ", ".join("%s ×%d" % k for k in kinds) if kinds else "",
+            len(slow), max(slow, default=0))
         for kind, (a, s, lost, dup) in counts.items():
             log("  %-8s acknowledged %d, stored %d, lost %d, duplicated %d", kind, a, s, lost, dup)
             if lost or dup:
@@ -405,7 +420,7 @@ def main():
         if c.failure:
             log("client %d failed: %s", c.number, c.failure)
             failed = True
-    acked, errors, requests, lost_sessions = ledger.snapshot()
+    acked, errors, requests, lost_sessions, _ = ledger.snapshot()
     counts = stored_counts(acked)
     total = [sum(v[i] for v in counts.values()) for i in range(4)]
     if min(len(acked[k]) for k in acked) == 0:
