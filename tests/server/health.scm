@@ -56,22 +56,13 @@ handler
   (let ((code body connection (get port path)))
     code))
 
-(define-syntax-rule (with-plucky (plucky args ...) body ...)
-  (call-guarded
-   (lambda ()
-     (call-with-plucky app (list "--port" "0" "--allow-root" args ...)
-       (lambda (plucky)
-         (test-assert "listening" (plucky-port plucky))
-         (when (plucky-port plucky)
-           body ...))))))
-
 (test-group "without --health-path the path is the app's"
-  (with-plucky (plucky "--workers" "1")
+  (with-plucky (plucky app "--workers" "1")
     (let ((code body connection (get (plucky-port plucky) "/_plucky/health")))
       (test-equal "the app answers" "app /_plucky/health" body))))
 
 (define (drain-test workers)
-  (with-plucky (plucky "--workers" workers "--health-path" "/_plucky/health"
+  (with-plucky (plucky app "--workers" workers "--health-path" "/_plucky/health"
                        "--drain-delay-s" "2" "--grace-s" "5")
     (let ((port (plucky-port plucky)))
       (let ((code body connection (get port "/_plucky/health")))
@@ -129,7 +120,7 @@ handler
   (drain-test "2"))
 
 (test-group "without --drain-delay-s SIGTERM drains at once"
-  (with-plucky (plucky "--workers" "2" "--health-path" "/_plucky/health")
+  (with-plucky (plucky app "--workers" "2" "--health-path" "/_plucky/health")
     (let ((start (now-seconds)))
       (signal-plucky plucky SIGTERM)
       (let ((status (wait-until (lambda () (plucky-exit-status plucky)) #:timeout 10)))
