@@ -193,6 +193,19 @@ wait_ready() {
   return 1
 }
 
+# news_sign_up NAME BASE: sign NAME up on the news site at BASE (its
+# root's URL, no slash at the end), through the login page's token; print
+# the session cookie ("session=…").
+news_sign_up() {
+  local jar="$OUT/jar-$1" csrf
+  csrf=$(curl -s -c "$jar" "$2/login" |
+         sed -n 's/.*name="csrf" value="\([^"]*\)".*/\1/p' | head -n1)
+  curl -s -o /dev/null -b "$jar" -c "$jar" \
+       --data-urlencode "name=$1" --data-urlencode "password=bench password 12345" \
+       --data-urlencode "csrf=$csrf" "$2/signup"
+  awk '$6 == "session" { print "session=" $7 }' "$jar" | tail -n1
+}
+
 # rss_kib PID...: the sum of VmRSS (KiB) of the given processes.
 rss_kib() {
   local total=0 pid v

@@ -86,11 +86,13 @@
 ;;; request (an SQLite connection must not cross a fork, and `plucky
 ;;; serve' loads the app in the master before forking the workers).
 
-(define* (seed-news-db! location #:key (seed? #t))
+(define* (seed-news-db! location #:key (seed? #t) (size '()))
   "Create the news database at LOCATION (an SQLite file, or a
 postgresql:// URL: see `open-news-db') if it is missing, apply its
 migrations and, when SEED? and it has no user yet, seed it with
-`seed-news!'; close it again.  Two processes (or hosts) starting on a
+`seed-news!' (SIZE: its keywords #:users, #:stories, #:comments and
+their numbers, default its own); close it again.  Two processes (or
+hosts) starting on a
 fresh database seed it once: the check and the seeding are one
 transaction under the site's lock."
   (let ((db (open-news-db location)))
@@ -100,8 +102,8 @@ transaction under the site's lock."
           (when (zero? (user-count db))
             ;; The seeded users' password is random and thrown away:
             ;; they exist to have written the site, not to log in.
-            (seed-news! db #:password-hash
-                        (hash-password (random-password)))))))
+            (apply seed-news! db #:password-hash (hash-password (random-password))
+                   size)))))
     (close-news-db db)))
 
 (define (random-password)
@@ -849,14 +851,14 @@ carries them in a Server-Timing header too."
             ;; worker as they are needed)
             (pool (and (database-url? location) (make-pg-pool location)))
             (site (make-site location pool #f #f #f (make-hash-table) (make-hash-table)
-                             (if pool
-                                 (make-rate-limit #:store (pg-rate-limit-store pool)
-                                                  #:name "news-login" #:limit login-failures
-                                                  #:window login-window)
-                                 (make-rate-limit #:db (lambda () (news-db-handle (site-db site)))
-                                                  #:name "news-login" #:limit login-failures
-                                                  #:window login-window))
-                             (and origin (string-trim-right origin #\/)))))
+                             (make-rate-limit #:store (if pool
+                                                          (pg-rate-limit-store pool)
+                                                          (sqlite-rate-limit-store
+                                                           (lambda () (news-db-handle (site-db site)))))
+                                              #:name "news-login" #:limit login-failures
+                                              #:window login-window)
+                             (and origin (string-trim-right origin #\/))
+                             (make-hash-table))))
     (mounted-under
      prefix
      (wrap (router-handler
@@ -864,9 +866,10 @@ carries them in a Server-Timing header too."
                         #:not-found (lambda (request body)
                                       (not-found site request "No such page."))))
           (with-server-timing #:header? server-timing?)
-          (if pool
-              (session-middleware #:store (pg-session-store pool))
-              (session-middleware #:db (lambda () (news-db-handle (site-db site)))))
+          (session-middleware #:store (if pool
+                                          (pg-session-store pool)
+                                          (sqlite-session-store
+                                           (lambda () (news-db-handle (site-db site))))))
           ;; POST only: a DELETE is the router's 405, not a refusal
           (csrf-middleware #:methods '(POST) #:refuse (refuse-forged site))
           (lambda (handler)

@@ -21,6 +21,14 @@
 ;;; masked afresh there (`cached-user-page').  Each worker keeps its own
 ;;; copy.
 ;;;
+;;; A cache filled once: when the data change or the minute turns, all
+;;; the requests a worker holds miss at once.  On SQLite the first makes
+;;; the page without letting go of the loop, and the rest find it; on
+;;; PostgreSQL its queries suspend it, and each of the others would make
+;;; the same page (a hundred rankings of 1,000 stories at once: seconds
+;;; of stall, bench/news-pg).  So a miss whose key another request of the
+;;; worker is filling waits for that fill and looks again (`fill-once').
+;;;
 ;;; Code:
 
 (define-module (news site)
@@ -29,7 +37,8 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (web uri)
-  #:use-module ((plucky server) #:select (current-request-peer))
+  #:use-module ((plucky server) #:select (current-request-peer suspendable? make-event
+                                          event-wait event-signal!))
   #:use-module ((plucky web html) #:select (html-response))
   #:use-module ((plucky web middleware) #:select (redirect))
   #:use-module ((plucky web timing) #:select (with-phase))
@@ -120,7 +129,7 @@
 ;;; The app.
 
 (define-record-type <site>
-  (make-site file pool connection ranked ranked-key pages threads logins origin)
+  (make-site file pool connection ranked ranked-key pages threads logins origin fills)
   site?
   (file site-file)                               ; an SQLite file, or a PostgreSQL URL
   (pool site-pool)                               ; PostgreSQL: this app's pool, or #f
@@ -130,7 +139,8 @@
   (ranked site-ranked set-site-ranked!)          ; list of <item>, rank order
   (ranked-key site-ranked-key set-site-ranked-key!) ; (version . minute)
   (pages site-pages)                             ; (target version minute) -> bytevector
-  (threads site-threads))                        ; story id -> (version . comments)
+  (threads site-threads)                         ; story id -> (version . comments)
+  (fills site-fills))                            ; a cache's key -> event: a fill in flight
 
 (define (site-db site)
   ;; This process's connection, opened at its first request; a process
@@ -143,7 +153,41 @@
           (set-site-ranked-key! site #f)
           (hash-clear! (site-pages site))
           (hash-clear! (site-threads site))
+          (hash-clear! (site-fills site))
           db))))
+
+(define fill-wait-ms 2000)              ; then the fill is deemed lost, and taken over
+
+(define (fill-once site key lookup make)
+  ;; -> (LOOKUP)'s true value, else MAKE's values, MAKE filling KEY's
+  ;; entry.  While another request of this worker fills KEY (it waits on
+  ;; the database), wait for it and look again; a fill that does not
+  ;; end within `fill-wait-ms' (its request dropped at a wait) is taken
+  ;; over.
+  (let loop ()
+    (or (lookup)
+        (let ((pending (hash-ref (site-fills site) key)))
+          (if (and pending (suspendable?))
+              (begin
+                (when (eq? 'late (event-wait pending #:timeout-ms fill-wait-ms #:default 'late
+                                             #:kind 'cache-fill))
+                  (when (eq? pending (hash-ref (site-fills site) key))
+                    (hash-remove! (site-fills site) key)))
+                (loop))
+              (let ((event (make-event)))
+                (define (done!)
+                  (when (eq? event (hash-ref (site-fills site) key))
+                    (hash-remove! (site-fills site) key))
+                  (event-signal! event))
+                (hash-set! (site-fills site) key event)
+                (call-with-values
+                    (lambda ()
+                      (with-exception-handler
+                          (lambda (e) (done!) (raise-exception e))
+                        make))
+                  (lambda results
+                    (done!)
+                    (apply values results)))))))))
 
 (define (now) (current-time))
 
@@ -173,10 +217,14 @@
   (let* ((db (site-db site))
          (t (now))
          (key (cons (db-version db) (quotient t 60))))
-    (unless (equal? key (site-ranked-key site))
-      (set-site-ranked! site (ranked-stories db t))
-      (set-site-ranked-key! site key))
-    (site-ranked site)))
+    (fill-once site (cons 'ranked key)
+               (lambda ()
+                 (and (equal? key (site-ranked-key site)) (site-ranked site)))
+               (lambda ()
+                 (let ((stories (ranked-stories db t)))
+                   (set-site-ranked! site stories)
+                   (set-site-ranked-key! site key)
+                   stories)))))
 
 (define (page-slice items page)
   (let* ((start (* (- page 1) per-page))
@@ -200,17 +248,19 @@
          (key (list (if (string-null? origin) target (string-append origin target))
                     (db-version (site-db site))
                     (quotient (now) 60)))
-         (hit (hash-ref (site-pages site) key)))
-    (if hit
-        (values (car hit) (cdr hit))
-        (call-with-values make
-          (lambda (response body)
-            (when (and (or (not (response? response)) (= 200 (response-code response)))
-                       (or (bytevector? body) (string? body)))
-              (when (> (hash-count (const #t) (site-pages site)) 1000)
-                (hash-clear! (site-pages site)))
-              (hash-set! (site-pages site) key (cons response body)))
-            (values response body))))))
+         (hit (fill-once site key
+                         (lambda () (hash-ref (site-pages site) key))
+                         (lambda ()
+                           (call-with-values make
+                             (lambda (response body)
+                               (when (and (or (not (response? response))
+                                              (= 200 (response-code response)))
+                                          (or (bytevector? body) (string? body)))
+                                 (when (> (hash-count (const #t) (site-pages site)) 1000)
+                                   (hash-clear! (site-pages site)))
+                                 (hash-set! (site-pages site) key (cons response body)))
+                               (cons response body)))))))
+    (values (car hit) (cdr hit))))
 
 (define (cached-user-page site request name make)
   ;; The page of viewer NAME, who is logged in: theirs alone (their
@@ -223,20 +273,25 @@
                     (db-version (site-db site))
                     (quotient (now) 60)
                     name))
-         (hit (hash-ref (site-pages site) key)))
-    (if hit
-        (values (car hit) (splice-token (cdr hit)))
-        (call-with-values (lambda () (parameterize ((rendering-for-cache? #t)) (make)))
-          (lambda (response body)
-            (if (bytevector? body)
-                (let ((chunks (split-at-marker body)))
-                  (when (or (not (response? response)) (= 200 (response-code response)))
-                    (when (> (hash-count (const #t) (site-pages site)) 1000)
-                      (hash-clear! (site-pages site)))
-                    (hash-set! (site-pages site) key (cons response chunks)))
-                  (values response (splice-token chunks)))
-                ;; not a page with forms (a feed, JSON): no token in it
-                (values response body)))))))
+         (hit (fill-once
+               site key
+               (lambda () (hash-ref (site-pages site) key))
+               (lambda ()
+                 (call-with-values (lambda () (parameterize ((rendering-for-cache? #t)) (make)))
+                   (lambda (response body)
+                     (if (bytevector? body)
+                         (let ((chunks (split-at-marker body)))
+                           (when (or (not (response? response)) (= 200 (response-code response)))
+                             (when (> (hash-count (const #t) (site-pages site)) 1000)
+                               (hash-clear! (site-pages site)))
+                             (hash-set! (site-pages site) key (cons response chunks)))
+                           (cons response chunks))
+                         ;; not a page with forms (a feed, JSON): no token
+                         ;; in it, and not kept
+                         (vector response body))))))))
+    (if (vector? hit)
+        (values (vector-ref hit 0) (vector-ref hit 1))
+        (values (car hit) (splice-token (cdr hit))))))
 
 (define marker-bytes (string->utf8 token-marker))
 
@@ -276,14 +331,16 @@
 (define (cached-thread site story)
   ;; STORY's comments, read again only when the data has changed.
   (let* ((db (site-db site))
-         (version (db-version db))
-         (hit (hash-ref (site-threads site) story)))
-    (if (and hit (eqv? (car hit) version))
-        (cdr hit)
-        (let ((comments (thread-comments db story)))
-          (when (> (hash-count (const #t) (site-threads site)) 200)
-            (hash-clear! (site-threads site)))
-          (hash-set! (site-threads site) story (cons version comments))
-          comments))))
+         (version (db-version db)))
+    (fill-once site (list 'thread story version)
+               (lambda ()
+                 (let ((hit (hash-ref (site-threads site) story)))
+                   (and hit (equal? (car hit) version) (cdr hit))))
+               (lambda ()
+                 (let ((comments (thread-comments db story)))
+                   (when (> (hash-count (const #t) (site-threads site)) 200)
+                     (hash-clear! (site-threads site)))
+                   (hash-set! (site-threads site) story (cons version comments))
+                   comments)))))
 
 ;;; (news site) ends here

@@ -12,7 +12,7 @@
 ;;;                        WAL mode, a busy timeout; every write
 ;;;                        transaction BEGIN IMMEDIATE, so writers queue
 ;;;   postgresql://…       PostgreSQL ((plucky db postgresql)): a pool per
-;;;                        process; `?' become $1, $2 … (once per text);
+;;;                        process; `?' become $1, $2 …;
 ;;;                        NULL comes back as #f, as from SQLite; a
 ;;;                        handler's query suspends the request
 ;;;
@@ -128,25 +128,22 @@ unspecified."
   (let ((t (current-transaction)))
     (if (and t (eq? (car t) sql)) (cdr t) (sql-handle sql))))
 
-(define numbered (make-hash-table))     ; SQL with `?' -> with $1, $2 …
-
 (define (numbered-sql text)
-  ;; TEXT with each `?' outside a string literal made $1, $2 …
-  (or (hash-ref numbered text)
-      (let ((out (call-with-output-string
-                   (lambda (port)
-                     (let lp ((i 0) (n 1) (quoted? #f))
-                       (when (< i (string-length text))
-                         (let ((c (string-ref text i)))
-                           (cond
-                            ((and (char=? c #\?) (not quoted?))
-                             (format port "$~a" n)
-                             (lp (+ i 1) (+ n 1) quoted?))
-                            (else
-                             (write-char c port)
-                             (lp (+ i 1) n (if (char=? c #\') (not quoted?) quoted?)))))))))))
-        (hash-set! numbered text out)
-        out)))
+  ;; TEXT with each `?' outside a string literal made $1, $2 …: made
+  ;; afresh each time (no table for the threads of a pool to share),
+  ;; a pass over a short string beside the query's round trip
+  (call-with-output-string
+    (lambda (port)
+      (let lp ((i 0) (n 1) (quoted? #f))
+        (when (< i (string-length text))
+          (let ((c (string-ref text i)))
+            (cond
+             ((and (char=? c #\?) (not quoted?))
+              (format port "$~a" n)
+              (lp (+ i 1) (+ n 1) quoted?))
+             (else
+              (write-char c port)
+              (lp (+ i 1) n (if (char=? c #\') (not quoted?) quoted?))))))))))
 
 (define (pg-arguments args)
   ;; #f is SQL NULL, as (sqlite3) binds it
@@ -189,16 +186,8 @@ vectors; NULL is #f."
 
 (define (execute! sql text . args)
   "Run TEXT with ARGS on SQL for its effect; return unspecified."
-  (with-phase 'db
-    (lambda ()
-      (case (sql-backend sql)
-        ((sqlite)
-         (let ((stmt (sqlite-prepare (sql-handle sql) text #:cache? #t)))
-           (apply sqlite-bind-arguments stmt args)
-           (sqlite-step stmt)
-           (sqlite-reset stmt)))
-        (else
-         (apply pg-execute (pg-target sql) (numbered-sql text) (pg-arguments args)))))))
+  (apply query sql text args)
+  (if #f #f))
 
 ;;; Transactions.
 

@@ -1,4 +1,4 @@
-;;; (plucky web limit) --- rate limits shared by all workers, in SQLite
+;;; (plucky web limit) --- rate limits shared by all workers, in SQLite or a store
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -59,6 +59,7 @@
             rate-limit-clear!
             make-rate-limit-store
             rate-limit-store?
+            sqlite-rate-limit-store
             too-many-requests))
 
 (define-record-type <rate-limit-store>
@@ -136,8 +137,9 @@ in seconds."
   (%make-rate-limit (or store (sqlite-rate-limit-store db)) name limit window clock))
 
 (define (sqlite-rate-limit-store db)
-  ;; -> the store of the table plucky_rate_events of DB (see
-  ;; `make-rate-limit')
+  "Return the rate-limit store (see `make-rate-limit-store') of the table
+plucky_rate_events of DB: an open (sqlite3) database, or a procedure of
+no argument that returns one, then called once in each process."
   (unless (or (sqlite-db? db) (procedure? db))
     (error "make-rate-limit: #:db is neither an open sqlite3 database nor a procedure that opens one:"
            db))

@@ -1,4 +1,4 @@
-;;; (plucky web session) --- server-side sessions in the app's SQLite database
+;;; (plucky web session) --- server-side sessions in the app's SQLite database, or a store
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
