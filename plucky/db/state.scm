@@ -17,9 +17,9 @@
 ;;;   (make-rate-limit #:store (pg-rate-limit-store db) #:name "login" …)
 ;;;
 ;;; The tables, plucky_sessions and plucky_rate_events, are made at the
-;;; first use in each process (CREATE TABLE IF NOT EXISTS, under an
-;;; advisory lock: two hosts starting at once would otherwise race in
-;;; PostgreSQL's catalog).  Every write is committed before the handler's
+;;; first request (sessions) or the first use (limits) in each process
+;;; (CREATE TABLE IF NOT EXISTS, under an advisory lock: two hosts
+;;; starting at once would otherwise race in PostgreSQL's catalog).  Every write is committed before the handler's
 ;;; response is sent: the session is saved after the handler returns
 ;;; and before `with-sessions' returns the response.  `take!' holds an
 ;;; advisory lock on (name, key) for its transaction, so that two hosts
@@ -67,6 +67,7 @@ that keeps the sessions in the table plucky_sessions of DB, a pool of
 `make-pg-pool', made at its first use."
   (let ((ready! (tables-maker db session-tables)))
     (make-session-store
+     #:prepare ready!
      #:load (lambda (hash)
               (ready!)
               (pg-query-row db "SELECT data, created, seen, expires FROM plucky_sessions

@@ -151,8 +151,9 @@ table plucky_sessions if it is not there.  `with-sessions' calls it."
 ;;;
 
 (define-record-type <session-store>
-  (%make-session-store load insert! update! remove! replace! purge!)
+  (%make-session-store prepare load insert! update! remove! replace! purge!)
   session-store?
+  (prepare session-store-prepare)       ; -> unspecified, at each request first
   (load session-store-load)             ; HASH -> #(DATA CREATED SEEN EXPIRES), or #f
   (insert! session-store-insert!)       ; HASH DATA CREATED EXPIRES: a new row, seen CREATED
   (update! session-store-update!)       ; HASH DATA-OR-#f SEEN: the data (unless #f) and seen
@@ -160,9 +161,11 @@ table plucky_sessions if it is not there.  `with-sessions' calls it."
   (replace! session-store-replace!)     ; OLD NEW DATA CREATED EXPIRES: remove! OLD, insert! NEW, atomically
   (purge! session-store-purge!))        ; NOW IDLE-CUTOFF -> rows deleted: expires <= NOW or seen <= CUTOFF
 
-(define* (make-session-store #:key load insert! update! remove! replace! purge!)
-  "Return a session store: where `with-sessions' keeps its rows, as six
-procedures.  Each row is keyed by HASH, the SHA-256 of the session's id
+(define* (make-session-store #:key (prepare (lambda () #t)) load insert! update! remove!
+                             replace! purge!)
+  "Return a session store: where `with-sessions' keeps its rows, as seven
+procedures.  (PREPARE) is called at the start of each request (it may
+open this process's connection, or make the table, the first time).  Each row is keyed by HASH, the SHA-256 of the session's id
 (a bytevector), and holds DATA (a string), CREATED, SEEN and EXPIRES
 (seconds since the epoch).  (LOAD HASH) returns #(DATA CREATED SEEN
 EXPIRES) or #f; (INSERT! HASH DATA CREATED EXPIRES) adds a row seen at
@@ -171,7 +174,7 @@ SEEN; (REMOVE! HASH) deletes the row; (REPLACE! OLD NEW DATA CREATED
 EXPIRES) deletes OLD and inserts NEW in one transaction; (PURGE! NOW
 CUTOFF) deletes the rows that expire at or before NOW or were last seen
 at or before CUTOFF, and returns how many."
-  (%make-session-store load insert! update! remove! replace! purge!))
+  (%make-session-store prepare load insert! update! remove! replace! purge!))
 
 (define (sqlite-session-store db)
   "Return the session store (see `make-session-store') of the table
@@ -186,6 +189,7 @@ not cross a fork) and prepared."
                    (error "with-sessions: #:db is neither an open sqlite3 database nor a procedure that opens one:"
                           db)))))
     (make-session-store
+     #:prepare connect
      #:load (lambda (hash)
               (run (connect) "SELECT data, created, seen, expires FROM plucky_sessions WHERE id_hash = ?"
                    hash))
@@ -515,6 +519,7 @@ TOUCH-INTERVAL seconds).  CLOCK returns the time in seconds."
                            cookie-name max-age idle-timeout touch-interval
                            (list #:path path #:secure? secure? #:same-site same-site))))
     (lambda (request body . state)
+      ((session-store-prepare (store-backend store)))
       (let* ((now (clock))
              (session (load-session store request now)))
         (call-with-values

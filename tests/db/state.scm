@@ -73,7 +73,9 @@
          (logout (app-of store (lambda () (session-destroy!) "out"))))
 
     (test-group "pg-session-store"
-      (test-equal "a visitor who only reads: no session" #f (cookie-id (car (call whoami #f))))
+      (test-equal "a visitor who only reads: no session, the table made, no row" '(#f 0)
+        (let ((r (call whoami #f)))
+          (list (cookie-id (car r)) (count-rows pool "plucky_sessions"))))
       (let ((id (cookie-id (car (call login #f)))))
         (test-equal "session-set! makes one row" 1 (count-rows pool "plucky_sessions"))
         (test-equal "keyed by the id's hash" (sha256 (base64url->bytes id))
