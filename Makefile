@@ -14,7 +14,7 @@ WARNINGS := -Wunbound-variable -Warity-mismatch -Wformat -Wunused-variable -Wsha
 # that tests/web/json.scm and bench/json load them compiled.
 SOURCES := $(shell find plucky web -name '*.scm' | sort) bench/json-schemas.scm
 
-.PHONY: all deps check check-fresh run blog-password bench clean
+.PHONY: all deps check check-fresh run blog-password bench clean cluster cluster-test
 
 ifneq ($(shell command -v guild),)
 # Each module compiled after the modules it uses (see scripts/build-order):
@@ -72,6 +72,17 @@ bench: all
 
 clean:
 	rm -rf build
+
+# The news site on 3 web hosts behind HAProxy over one PostgreSQL, each in
+# a network namespace of its own (as root): `make cluster' brings it up
+# and waits (Ctrl-C tears it down); `make cluster-test' injects faults
+# under write load and counts the writes in PostgreSQL (tests/cluster/).
+# See docs/scale-out.md.
+cluster: all
+	scripts/cluster up
+
+cluster-test: all
+	scripts/cluster test
 
 # The tests in headless Chromium: the status page under load
 # (tests/observe/browser.scm), the news site and the blog clicked through

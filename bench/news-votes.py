@@ -10,7 +10,8 @@ sign up as PREFIX-N (through the login page's CSRF token, as a browser
 would), then vote up the items FIRST-ID..LAST-ID in an order of their
 own until SECONDS have passed or they have voted on every one.  Prints
 one line of JSON: the votes the server accepted (a 303), those it
-refused (by status), the seconds the voting took, and votes per second.
+refused (by status), the 99th percentile of a vote's time, the seconds
+the voting took, and votes per second.
 bench/news then counts the votes in the database: none may be lost.
 """
 
@@ -76,13 +77,15 @@ async def client(base, n, ids, prefix, tally, gate):
     order = list(ids)
     random.Random(n).shuffle(order)
     for item in order:
-        if time.monotonic() >= deadline:
+        start = time.monotonic()
+        if start >= deadline:
             break
         status, cookies, _ = await conn.request(
             "POST", path + "vote", cookie,
             [("id", str(item)), ("dir", "up"), ("whence", "news"), ("csrf", csrf)])
         cookie = session_cookie(cookies, cookie)
         tally[status] = tally.get(status, 0) + 1
+        tally["times"].append(time.monotonic() - start)
     conn.writer.close()
 
 
@@ -106,14 +109,17 @@ async def main():
     base, clients, seconds, first, last, prefix = sys.argv[1:7]
     clients, seconds = int(clients), float(seconds)
     ids = range(int(first), int(last) + 1)
-    tally = {}
+    tally = {"times": []}
     gate = Gate(clients, seconds)
     await asyncio.gather(*[client(base, n, ids, prefix, tally, gate)
                            for n in range(clients)])
     took = time.monotonic() - gate.start
     accepted = tally.get(303, 0)
+    times = sorted(tally.pop("times"))
+    p99 = times[min(len(times) - 1, int(len(times) * 0.99))] if times else None
     print(json.dumps({"clients": clients, "accepted": accepted,
                       "refused": {str(k): v for k, v in tally.items() if k != 303},
+                      "p99_ms": round(p99 * 1000, 1) if p99 is not None else None,
                       "seconds": round(took, 3),
                       "votes_per_second": round(accepted / took, 1)}))
 

@@ -66,6 +66,7 @@
                                   access-log-close!
                                   open-error-log!)
   #:autoload (plucky server privileges) (resolve-identity drop-privileges!)
+  #:autoload (plucky server health) (with-health)
   #:use-module ((plucky server watchdog) #:select (start-watchdog!))
   #:use-module (plucky server settings)
   ;; What the layers above use, re-exported: web/, observe/ and apps/
@@ -171,9 +172,11 @@
 
 ;; The signal of the timer that flushes the access log.
 (define tick-signal (real-time-signal 1))
+;; The signal of the timer that ends the drain delay (--drain-delay-s).
+(define drain-signal (real-time-signal 2))
 
 (define (worker-signals)
-  (list SIGTERM SIGINT SIGHUP SIGUSR1 SIGUSR2 tick-signal))
+  (list SIGTERM SIGINT SIGHUP SIGUSR1 SIGUSR2 tick-signal drain-signal))
 
 (define (closing-response response)
   ;; RESPONSE (a record or a header alist) with Connection: close added.
@@ -207,20 +210,27 @@
                                 (access-log #f) (error-log #f) (connections '())
                                 (observer #f) (notify #f) (status "serving")
                                 (make-transport #f)
-                                (handler-timeout (default-of 'handler-timeout-s)))
+                                (handler-timeout (default-of 'handler-timeout-s))
+                                (health-path #f) (drain-delay 0))
   ;; Run the loop on SOCKETS (or CONNECTIONS) until it drains or stops;
   ;; -> the handler's final state.  WORKER? says a master started this
   ;; process (it shares the sockets: EPOLLEXCLUSIVE).  With RELOAD (a
   ;; single process, no master), SIGHUP loads the app again here; the old
   ;; handler serves until the new one is loaded, and on if it fails to
   ;; load.  NOTIFY (from `open-service-notifier'), if given, hears that
-  ;; this process serves (with STATUS), reloads and drains.
+  ;; this process serves (with STATUS), reloads and drains.  With
+  ;; DRAIN-DELAY seconds, SIGTERM first makes HEALTH-PATH answer 503 and
+  ;; every answer say Connection: close while the loop accepts on, so
+  ;; that a load balancer's checks take the host out before it stops
+  ;; accepting; the drain (GRACE) starts when the delay is over.
   (stop-finalizer-thread!)
   (block-signals! (worker-signals))
   (let ((signal-fd (open-signalfd (worker-signals)))
         (timer (and access-log (make-signal-timer tick-signal)))
         (served 0)
         (retiring? #f)
+        (draining? #f)                  ; SIGTERM came, the drain delay runs
+        (drain-timer #f)
         (interrupted? #f))
     (define counting-handler
       ;; Counts requests (logged at exit: how evenly workers share the
@@ -230,18 +240,33 @@
       (case-lambda
         ((request body)
          (set! served (+ served 1))
-         (if retiring?
+         (if (or retiring? draining?)
              (call-with-values (lambda () (handler request body)) closing)
              (handler request body)))
         ((request body . state)
          (set! served (+ served 1))
-         (if retiring?
+         (if (or retiring? draining?)
              (call-with-values (lambda () (apply handler request body state)) closing)
              (apply handler request body state)))))
     (define (on-signal signal)
       (cond
        ((= signal SIGTERM)
-        (when notify (notify 'stopping))
+        (cond
+         ((and (> drain-delay 0) (not draining?) (not interrupted?))
+          (when notify (notify 'stopping))
+          (log-line "SIGTERM: ~a draining in ~a s" (if health-path
+                                                       (string-append health-path
+                                                                      " answers 503,")
+                                                       "serving on,")
+                    drain-delay)
+          (set! draining? #t)
+          (set! drain-timer (make-signal-timer drain-signal))
+          (set-signal-timer! drain-timer drain-delay))
+         (draining? #t)                 ; the delay runs: it ends in a drain
+         (else
+          (when notify (notify 'stopping))
+          (drain-loop! grace))))
+       ((= signal drain-signal)
         (drain-loop! grace))
        ((= signal SIGINT)
         (if interrupted?
@@ -294,10 +319,14 @@ until a restart"
     (trace-start-up "serving")
     (when notify (notify 'ready status))
     (let ((state (run-loop (map port->fdes sockets)
-                           ;; CONNECT as the app answers it
-                           (if (connect-handler? handler)
-                               (with-connect counting-handler)
-                               counting-handler)
+                           (let ((handler
+                                  ;; CONNECT as the app answers it
+                                  (if (connect-handler? handler)
+                                      (with-connect counting-handler)
+                                      counting-handler)))
+                             (if health-path
+                                 (with-health handler health-path (lambda () draining?))
+                                 handler))
                            #:body-port? (body-port-handler? handler)
                            #:state state #:settings settings
                            #:exclusive? worker?
@@ -314,6 +343,8 @@ until a restart"
                            #:make-transport make-transport)))
       (when timer
         (delete-signal-timer! timer))
+      (when drain-timer
+        (delete-signal-timer! drain-timer))
       (when access-log
         (access-log-flush! access-log))
       (when (null? connections)
@@ -441,7 +472,11 @@ this process, which serves on with the old handler if it fails.  HANDLER
 may be #f when RELOAD is given: then every worker, the first ones
 included, calls RELOAD after dropping privileges.  On SIGTERM or SIGINT
 the server drains: it stops accepting, finishes the requests in flight
-and exits within GRACE-S seconds; a second SIGINT stops it at once.  A
+and exits within GRACE-S seconds; a second SIGINT stops it at once.
+HEALTH-PATH, a path, is answered by the server itself: 200 while it
+serves, 503 from SIGTERM on; DRAIN-DELAY-S seconds after SIGTERM the
+server keeps accepting (every answer saying Connection: close) before it
+drains, for a load balancer's checks to take it out first.  A
 handler call that runs past HANDLER-TIMEOUT-S seconds (0 or #f: no
 limit) is interrupted and
 answered with a 503; one blocked in C is logged and, with WORKERS over 1,
@@ -474,6 +509,8 @@ caller's policy (see `plucky serve')."
          (port (setting 'port))
          (workers (setting 'workers))
          (grace (setting 'grace-s))
+         (health-path (setting 'health-path))
+         (drain-delay (setting 'drain-delay-s))
          (handler-timeout (setting 'handler-timeout-s))
          ;; before the workers fork: they inherit libgc's settings
          (_ (let ((divisor (setting 'gc-free-space-divisor)))
@@ -564,7 +601,9 @@ caller's policy (see `plucky serve')."
                                          #:error-log error-log #:observer observer
                                          #:connections connections
                                          #:notify notify #:status status
-                                         #:handler-timeout handler-timeout))
+                                         #:handler-timeout handler-timeout
+                                         #:health-path health-path
+                                         #:drain-delay drain-delay))
                 (supervise
                  workers
                  (lambda (generation slot)
@@ -583,9 +622,12 @@ caller's policy (see `plucky serve')."
                                               #:access-log log #:error-log error-log
                                               #:observer observer
                                               #:make-transport make-transport
-                                              #:handler-timeout handler-timeout))))
+                                              #:handler-timeout handler-timeout
+                                              #:health-path health-path
+                                              #:drain-delay drain-delay))))
                  #:prepare (and identity (lambda () (drop-privileges! identity)))
-                 #:grace grace
+                 ;; the master kills a worker still there after this
+                 #:grace (+ grace drain-delay)
                  #:notify notify #:status status #:watch watch
                  #:on-reopen (lambda ()
                                (when error-log (open-error-log! error-log #:owner identity))

@@ -165,6 +165,14 @@ there is no master: the process serves itself")
    (setting 'grace-s #:aliases '(grace) #:range `(0 ,day) #:default 30 #:unit "seconds"
             #:section 'how #:scope 'server
             #:doc "seconds to finish the requests in flight when stopping or reloading")
+   (setting 'health-path #:type 'string #:section 'how #:scope 'server #:metavar "PATH"
+            #:doc "answer PATH (e.g. /_plucky/health) in the server, for a load \
+balancer's health checks: 200 while serving, 503 from SIGTERM on; the app never sees it")
+   (setting 'drain-delay-s #:range `(0 ,day) #:default 0 #:unit "seconds" #:section 'how
+            #:scope 'server
+            #:doc "after SIGTERM, seconds to accept and answer on (every answer with \
+Connection: close, --health-path saying 503) before draining: longer than a load \
+balancer takes to see the host down")
    (setting 'handler-timeout-s #:aliases '(handler-timeout) #:range `(0 ,day) #:default 30
             #:unit "seconds" #:section 'how #:scope 'server #:optional? #t
             #:doc "a handler call past S seconds ends in a 503; one blocked in C gets \

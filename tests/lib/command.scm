@@ -28,6 +28,7 @@
   #:use-module (ice-9 popen)
   #:use-module (srfi srfi-64)
   #:use-module (tests lib server)
+  #:use-module ((tests lib harness) #:select (call-guarded))
   ;; wait-until lives in (tests lib server), which uses it too
   #:re-export (wait-until)
   #:export (source-root
@@ -52,6 +53,7 @@
             signal-plucky
             plucky-exit-status
             call-with-plucky
+            with-plucky
 
             proc-status-field
             has-open?
@@ -269,6 +271,18 @@ exits.  Return a <plucky>."
         (when m
           (set-plucky-port! plucky (string->number (match:substring m 2))))))
     plucky))
+
+;; (with-plucky (PLUCKY APP ARG ...) BODY ...): BODY with PLUCKY bound to
+;; `plucky serve APP --port 0 --allow-root ARG ...' once it listens (a
+;; test says whether it does), stopped however BODY exits.
+(define-syntax-rule (with-plucky (plucky app args ...) body ...)
+  (call-guarded
+   (lambda ()
+     (call-with-plucky app (list "--port" "0" "--allow-root" args ...)
+       (lambda (plucky)
+         (test-assert "listening" (plucky-port plucky))
+         (when (plucky-port plucky)
+           body ...))))))
 
 (define (plucky-exit-status plucky)
   "Return PLUCKY's exit status once it has exited (reaping it), else #f."

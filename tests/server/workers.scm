@@ -87,15 +87,6 @@ handler
   (let ((code body (get port path)))
     (and (eqv? code 200) body)))
 
-(define-syntax-rule (with-plucky (plucky args ...) body ...)
-  (call-guarded
-   (lambda ()
-     (call-with-plucky app (list "--port" "0" "--allow-root" args ...)
-       (lambda (plucky)
-         (test-assert "listening" (plucky-port plucky))
-         (when (plucky-port plucky)
-           body ...))))))
-
 (define (workers-of plucky n)
   ;; -> PLUCKY's worker PIDs once there are N of them, or #f
   (wait-until (lambda ()
@@ -114,7 +105,7 @@ handler
 (write-file app (app-text "version 1"))
 
 (test-group "a worker killed with SIGKILL is replaced within a second"
-  (with-plucky (plucky "--workers" "2")
+  (with-plucky (plucky app "--workers" "2")
     (let ((workers (workers-of plucky 2)))
       (test-assert "two workers" workers)
       (when workers
@@ -139,7 +130,7 @@ handler
             (test-equal "and the server answers" "version 1" (body-of (plucky-port plucky) "/"))))))))
 
 (test-group "a worker killed while it retires is logged"
-  (with-plucky (plucky "--workers" "2")
+  (with-plucky (plucky app "--workers" "2")
     (let ((workers (workers-of plucky 2)))
       (test-assert "two workers" workers)
       (when workers
@@ -165,7 +156,7 @@ handler
         (test-equal "and the server answers" "version 1" (body-of (plucky-port plucky) "/"))))))
 
 (test-group "SIGTERM drains: a slow request in flight completes"
-  (with-plucky (plucky "--workers" "2" "--grace" "10")
+  (with-plucky (plucky app "--workers" "2" "--grace" "10")
     (false-if-exception (delete-file slow-marker))
     (let ((client (connect-client (plucky-port plucky))))
       (client-send! client (request-text "/slow"))
@@ -183,7 +174,7 @@ handler
         (not (false-if-exception (connect-client (plucky-port plucky))))))))
 
 (test-group "--grace bounds the drain: a worker stuck in the app is killed"
-  (with-plucky (plucky "--workers" "2" "--grace" "1")
+  (with-plucky (plucky app "--workers" "2" "--grace" "1")
     (false-if-exception (delete-file slow-marker))
     (let ((client (connect-client (plucky-port plucky))))
       (client-send! client (request-text "/stuck"))
@@ -201,7 +192,7 @@ handler
 
 (test-group "SIGHUP with changed code: new answers, no request fails"
   (write-file app (app-text "version 1"))
-  (with-plucky (plucky "--workers" "2")
+  (with-plucky (plucky app "--workers" "2")
     (let* ((port (plucky-port plucky))
            (before (workers-of plucky 2))
            (hammer (start-hammer port 4)))
@@ -229,7 +220,7 @@ handler
 
 (test-group "SIGHUP with broken code: the old workers keep serving"
   (write-file app (app-text "version 1"))
-  (with-plucky (plucky "--workers" "2")
+  (with-plucky (plucky app "--workers" "2")
     (let ((port (plucky-port plucky))
           (before (workers-of plucky 2)))
       (test-assert "two workers first" before)
@@ -259,7 +250,7 @@ handler
   ;; Its death is no news: the old workers serve, and the log must not
   ;; say that new ones do.
   (write-file app (app-text "version 1"))
-  (with-plucky (plucky "--workers" "2")
+  (with-plucky (plucky app "--workers" "2")
     (let ((port (plucky-port plucky))
           (before (workers-of plucky 2))
           (marker (string-append dir "/first-loaded")))
@@ -288,7 +279,7 @@ handler
     (filter (lambda (name) (string-prefix? "loading-" name))
             (or (scandir dir) '())))
   (write-file app (app-text "version 1"))
-  (with-plucky (plucky "--workers" "2")
+  (with-plucky (plucky app "--workers" "2")
     (let ((port (plucky-port plucky)))
       (for-each (lambda (name) (delete-file (string-append dir "/" name))) (loading-markers))
       (write-file app (format #f "(call-with-output-file (string-append ~s (number->string (getpid)))
@@ -341,7 +332,7 @@ handler
 
 (test-group "--workers 1: no master, SIGHUP reloads in place"
   (write-file app (app-text "version 1"))
-  (with-plucky (plucky "--workers" "1")
+  (with-plucky (plucky app "--workers" "1")
     (let ((port (plucky-port plucky)))
       (test-equal "no worker processes: it serves itself" '() (plucky-workers plucky))
       (test-equal "version 1" "version 1" (body-of port "/"))
@@ -383,7 +374,7 @@ handler
        (delete-file (plucky-log-file plucky))))))
 
 (test-group "--workers defaults to one per CPU"
-  (with-plucky (plucky)
+  (with-plucky (plucky app)
     (test-equal "as many workers as CPUs" (current-processor-count)
       (length (or (workers-of plucky (current-processor-count)) '())))))
 
