@@ -158,9 +158,12 @@ used by one thread at a time."
 (define-inlinable (json-skip-whitespace bv i end)
   "Return the index of the first byte of BV from I (below END) that is
 not JSON whitespace, or END."
-  ;; Inlined: one comparison when no whitespace is there (compact JSON)
+  ;; Inlined: one comparison when no whitespace is there (compact JSON),
+  ;; two for the one space after a colon (indented JSON)
   (if (and (< i end) (<= (u8 bv i) 32))
-      (skip-whitespace-run bv i end)
+      (if (and (eqv? (u8 bv i) 32) (< (+ i 1) end) (> (u8 bv (+ i 1)) 32))
+          (+ i 1)
+          (skip-whitespace-run bv i end))
       i))
 
 ;; Eight bytes at a time: one bounds check and a few unboxed operations
@@ -178,7 +181,10 @@ not JSON whitespace, or END."
              ((eqv? b 32)
               (if (and (<= i limit) (all-spaces? bv i))
                   (lp (index (+ i 8)))
-                  (let tail ((i (index (+ i 1))))
+                  (let tail ((i (index (if (and (<= i limit)
+                                                (eqv? (bytevector-u32-native-ref bv i) #x20202020))
+                                           (+ i 4)
+                                           (+ i 1)))))
                     (if (< i end)
                         (let ((b (u8 bv i)))
                           (if (whitespace? b) (tail (index (+ i 1))) i))
