@@ -951,6 +951,50 @@ the tests on the benchmark documents are skipped~%"))
                                                     #:lone-surrogates how)))))
          '(error replace))))
 
+;; The scans that read eight bytes at a time (whitespace, strings, a
+;; type's keys) and the one-pass integers: the odd byte at each place.
+(test-group "decode-json and define-json-type: word-wise scans, each position"
+  (define (a-string k special) (string-append (make-string k #\a) special (make-string (- 19 k) #\a)))
+  (test-equal "a quote, a backslash, a non-ASCII character at each place of a string" '()
+    (filter-map
+     (lambda (k)
+       (let* ((cases `(("\\\"" . ,(a-string k "\"")) ("\\\\" . ,(a-string k "\\")) ("é" . ,(a-string k "é"))))
+              (bad (filter (lambda (c) (not (equal? (decode (string-append "\"" (a-string k (car c)) "\""))
+                                                    (list 'ok (cdr c)))))
+                           cases)))
+         (and (pair? bad) (list k (map car bad)))))
+     (iota 20)))
+  (test-equal "a control character at each place of a string: an error there"
+    (map (lambda (k) (list 'json-error (+ k 1))) (iota 20))
+    (map (lambda (k) (decode (string-append "\"" (a-string k "\x01") "\""))) (iota 20)))
+  (test-equal "runs of 0 to 20 spaces, and a tab at each place of one" '()
+    (filter-map
+     (lambda (n)
+       (let ((spaces (make-string n #\space)))
+         (and (not (and (equal? (decode (string-append "[" spaces "1" spaces "," spaces "2]")) '(ok #(1 2)))
+                        (or (= n 0)
+                            (every (lambda (k) (equal? (decode (string-append "[" (string-replace spaces "\t" k (+ k 1)) "1]"))
+                                                       '(ok #(1))))
+                                   (iota n)))))
+              n)))
+     (iota 21)))
+  (test-equal "a key unlike the declared one in one byte is another field" '()
+    (filter-map
+     (lambda (k)
+       (let ((other (string-replace "screen_name" "X" k (+ k 1))))
+         (and (not (equal? (outcome (lambda () (user-fields (json->user (string->utf8 (string-append "{\"id\":7,\"" other "\":\"a\",\"screen_name\":\"b\"}"))))))
+                           (list 'ok (list 7 "b" 'null json-absent))))
+              k)))
+     (iota 11)))
+  (test-equal "integers about the one-pass limit (17 to 20 digits), either sign" '()
+    (filter-map
+     (lambda (text)
+       (and (not (equal? (decode text) (list 'ok (string->number text)))) text))
+     (append-map (lambda (n)
+                   (let ((digits (string-append "9" (list->string (map (lambda (i) (integer->char (+ 48 (modulo (* i 7) 10)))) (iota (- n 1)))))))
+                     (list digits (string-append "-" digits))))
+                 '(17 18 19 20)))))
+
 (test-group "define-json-type: the encoder"
   (test-equal "fields in declared order; json-absent left out"
     "{\"id\":7,\"screen_name\":\"ann\",\"url\":null}"

@@ -139,6 +139,17 @@ used by one thread at a time."
 
 (define-syntax-rule (u8 bv i) (bytevector-u8-ref bv i))
 
+;; Guile 3.0.8 widens a loop counter's range to infinity, so that `+' on
+;; it stays a generic call on every iteration; bounding it with a mask
+;; (no index reaches 2^48) lets the compiler keep it an unboxed integer
+;; and the loop free of calls (bench/json).  Products by 10 are written
+;; as shifts for the same reason: `*' is always a call.
+(define-syntax-rule (index x) (logand x #xffffffffffff))
+
+(define-syntax-rule (times-ten m)
+  (let ((m* (logand m #x1ffffffffffffff)))   ; above 10^17
+    (+ (ash m* 3) (ash m* 1))))
+
 (define-syntax-rule (whitespace? b)
   (or (eqv? b 32) (eqv? b 10) (eqv? b 13) (eqv? b 9)))
 
@@ -147,11 +158,61 @@ used by one thread at a time."
 (define-inlinable (json-skip-whitespace bv i end)
   "Return the index of the first byte of BV from I (below END) that is
 not JSON whitespace, or END."
-  (let lp ((i i))
-    (if (< i end)
-        (let ((b (u8 bv i)))
-          (if (whitespace? b) (lp (+ i 1)) i))
-        i)))
+  ;; Inlined: one comparison when no whitespace is there (compact JSON),
+  ;; two for the one space after a colon (indented JSON)
+  (if (and (< i end) (<= (u8 bv i) 32))
+      (if (and (eqv? (u8 bv i) 32) (< (+ i 1) end) (> (u8 bv (+ i 1)) 32))
+          (+ i 1)
+          (skip-whitespace-run bv i end))
+      i))
+
+;; Eight bytes at a time: one bounds check and a few unboxed operations
+;; in place of eight checked byte reads (bench/json; an indented
+;; document is mostly runs of spaces).
+(define-syntax-rule (all-spaces? bv i)
+  (eqv? 0 (logxor (bytevector-u64-native-ref bv i) #x2020202020202020)))
+
+(define (skip-whitespace-run bv i end)
+  (let ((limit (- end 8)))
+    (let lp ((i (index i)))
+      (if (< i end)
+          (let ((b (u8 bv i)))
+            (cond
+             ((eqv? b 32)
+              (if (and (<= i limit) (all-spaces? bv i))
+                  (lp (index (+ i 8)))
+                  (let tail ((i (index (if (and (<= i limit)
+                                                (eqv? (bytevector-u32-native-ref bv i) #x20202020))
+                                           (+ i 4)
+                                           (+ i 1)))))
+                    (if (< i end)
+                        (let ((b (u8 bv i)))
+                          (if (whitespace? b) (tail (index (+ i 1))) i))
+                        i))))
+             ((whitespace? b) (lp (index (+ i 1))))
+             (else i)))
+          i))))
+
+(define (plain-ascii-run bv i end)
+  ;; -> the index of the first 8-byte block from I that holds a byte a
+  ;; string cannot take as it is (a quote, a backslash, a control
+  ;; character or a byte of 128 or more), or of the last bytes before END
+  ;; (bench/json: strings are scanned eight bytes at a time).  In each
+  ;; byte's high bit: at least 32, not 34, not 92, below 128.
+  (let ((limit (- end 8)))
+    (let lp ((i (index i)))
+      (if (<= i limit)
+          (let* ((w (bytevector-u64-native-ref bv i))
+                 (low (logand w #x7f7f7f7f7f7f7f7f))
+                 (plain (logand (+ low #x6060606060606060)
+                                (+ (logxor low #x2222222222222222) #x7f7f7f7f7f7f7f7f)
+                                (+ (logxor low #x5c5c5c5c5c5c5c5c) #x7f7f7f7f7f7f7f7f)
+                                (lognot w)
+                                #x8080808080808080)))
+            (if (eqv? 0 (logxor plain #x8080808080808080))
+                (lp (index (+ i 8)))
+                i))
+          i))))
 
 (define (describe-byte bv i end)
   (if (< i end)
@@ -255,25 +316,25 @@ after its closing quote; raise a &json-error if there is no string."
     (expected-error bv i end "a string"))
   (let ((start (+ i 1)))
     ;; The common case: ASCII without escapes.
-    (let ascii ((i start))
+    (let ascii ((i (index (plain-ascii-run bv start end))))
       (if (< i end)
           (let ((b (u8 bv i)))
             (cond
              ((eqv? b 34) (values (ascii-span->string bv start i) (+ i 1)))
              ((eqv? b 92) (read-escaped-string bv start i end ctx))
              ((< b 32) (json-error i "a control character escaped (\\n, \\u001f...)"))
-             ((< b 128) (ascii (+ i 1)))
+             ((< b 128) (ascii (index (+ i 1))))
              (else
               ;; UTF-8: checked here, decoded by utf8->string.
-              (let utf8 ((i i))
+              (let utf8 ((i (index i)))
                 (if (< i end)
                     (let ((b (u8 bv i)))
                       (cond
                        ((eqv? b 34) (values (utf8-span->string bv start i) (+ i 1)))
                        ((eqv? b 92) (read-escaped-string bv start i end ctx))
                        ((< b 32) (json-error i "a control character escaped (\\n, \\u001f...)"))
-                       ((< b 128) (utf8 (+ i 1)))
-                       ((utf8-tail bv i end) => utf8)
+                       ((< b 128) (utf8 (index (+ i 1))))
+                       ((utf8-tail bv i end) => (lambda (j) (utf8 (index j))))
                        (else (json-error i "valid UTF-8"))))
                     (json-error i "the closing quote of a string"))))))
           (json-error i "the closing quote of a string")))))
@@ -575,10 +636,33 @@ after its closing quote; raise a &json-error if there is no string."
               (when (inf? x) (json-error i "a number within the range of a double"))
               (if neg? (- x) x))))))))
 
+(define-syntax-rule (with-small-integer (bv i end) (m k) small otherwise)
+  ;; The integer at I, when it has no fraction nor exponent and fewer
+  ;; than 18 digits (most numbers: ids, counts), read in one pass with M
+  ;; its value and K the index after it, for SMALL; anything else
+  ;; (errors included) goes to OTHERWISE, which reads it again fully.
+  (let* ((neg? (and (< i end) (eqv? (u8 bv i) 45)))
+         (i0 (if neg? (+ i 1) i)))
+    (let lp ((k (index i0)) (m 0))
+      (let ((b (if (< k end) (u8 bv k) 0)))
+        (if (and (digit? b) (< m mantissa-limit))
+            (lp (index (+ k 1)) (logand (+ (times-ten m) (- b 48)) #xfffffffffffffff))
+            (if (and (> k i0)
+                     (not (digit? b)) (not (eqv? b 46)) (not (eqv? b 101)) (not (eqv? b 69))
+                     (or (eqv? k (+ i0 1)) (not (eqv? (u8 bv i0) 48))))
+                (let ((m (if neg? (- m) m)))
+                  small)
+                otherwise))))))
+
 (define (json-read-number bv i end ctx)
   "Return the number at I in BV (an exact integer, or an inexact real
 when it has a fraction or exponent; see the mapping) and the index after
 it; raise a &json-error if there is none."
+  (with-small-integer (bv i end) (m k)
+    (values m k)
+    (read-number bv i end ctx)))
+
+(define (read-number bv i end ctx)
   (call-with-values (lambda () (scan-number bv i end))
     (lambda (j m e kind)
       (case kind
@@ -598,6 +682,11 @@ it; raise a &json-error if there is none."
 (define (json-read-integer bv i end ctx)
   "Return the integer at I in BV (no fraction, no exponent) and the
 index after it; raise a &json-error for anything else."
+  (with-small-integer (bv i end) (m k)
+    (values m k)
+    (read-integer bv i end ctx)))
+
+(define (read-integer bv i end ctx)
   (call-with-values (lambda () (scan-number bv i end))
     (lambda (j m e kind)
       (case kind
