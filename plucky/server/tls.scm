@@ -80,17 +80,16 @@
 (define tls-priorities
   ;; TLS 1.3 and 1.2 only; forward-secret key exchange on elliptic
   ;; curves, X25519 first (no static RSA, no finite-field DH: no FFDHE
-  ;; group in 1.3 either) and AEAD ciphers only.  The client's order
-  ;; chooses among them (no %SERVER_PRECEDENCE, as nginx's default):
-  ;; GnuTLS then takes the first key share the client sent whose group
-  ;; is listed here, where the server's order would answer a share of
-  ;; P-256 from a client that also lists X25519 with a
-  ;; HelloRetryRequest, a round trip more.  Every choice left is strong.
+  ;; group in 1.3 either) and AEAD ciphers only; the server's order.
+  ;; X25519 first: the one key share curl, Python and browsers' first
+  ;; ClientHello send, which a server preferring another group answers
+  ;; with a HelloRetryRequest, a round trip more.
   (string-append "SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
                  ":-RSA:-DHE-RSA:-DHE-DSS:-CIPHER-ALL"
                  ":+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305"
                  ":-MAC-ALL:+AEAD"
-                 ":-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1"))
+                 ":-GROUP-ALL:+GROUP-X25519:+GROUP-SECP256R1:+GROUP-SECP384R1"
+                 ":%SERVER_PRECEDENCE"))
 
 (define record-size
   ;; The most plaintext one TLS record carries: what one send encrypts.
