@@ -51,8 +51,10 @@
             (page (output "curl" "-s" (string-append base path)))
             (token (match:substring (string-match "name=\"token\" value=\"([^\"]+)\"" page) 1))
             (repository (string-append data "/blog.git"))
-            (name (last (string-split path #\/)))
-            (key (find (lambda (k) (string-suffix? name k))
+            ;; the post's key in git: its date and slug, "/" escaped
+            ;; (two posts may share a slug: tekuti keys by both)
+            (name (string-join (cdr (string-split path #\/)) "%2f"))
+            (key (find (lambda (k) (string-ci=? name k))
                        (string-split (output "git" "-C" repository "ls-tree" "--name-only" "master")
                                      #\newline)))
             (before (comment-count repository key))
