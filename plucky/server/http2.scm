@@ -713,14 +713,11 @@ the handlers that wait, and close it; return nothing."
      (lambda (entry)
        (let ((stream (car entry))
              (thunk (cdr entry)))
-         (set-loop-serving! loop (h2-conn h2))
          (call-with-values
              (lambda ()
-               (if thunk
-                   (resume-handler loop (stream-request stream) (stream-k stream) thunk)
-                   (values #f 'cancelled)))
+               (resume-serving loop (h2-conn h2) (stream-request stream)
+                               (stream-k stream) thunk))
            (lambda (response body)
-             (set-loop-serving! loop #f)
              (if (stream-port stream)
                  (stream-body-outcome! h2 stream response body)
                  (handler-outcome! h2 stream response body))))))
@@ -946,12 +943,11 @@ the handlers that wait, and close it; return nothing."
         (loop (h2-loop h2)))
     (set-stream-port! stream port)
     (answer! h2 stream code fields 'queue 0)
-    (set-loop-serving! loop (h2-conn h2))
     ;; The body procedure runs as a resumed handler would, under the
     ;; same prompt: it may wait, and what it raises is logged.
     (call-with-values
         (lambda ()
-          (resume-handler loop (stream-request stream)
+          (resume-serving loop (h2-conn h2) (stream-request stream)
                           (lambda (thunk) (thunk))
                           (lambda ()
                             (body port)
@@ -959,7 +955,6 @@ the handlers that wait, and close it; return nothing."
                             (handler-done! loop)
                             stream-done)))
       (lambda (result suspension)
-        (set-loop-serving! loop #f)
         (stream-body-outcome! h2 stream result suspension)))))
 
 (define (stream-body-outcome! h2 stream result suspension)

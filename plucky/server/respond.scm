@@ -77,7 +77,7 @@
             stream-on-thread
             wait-stream-drained
             ;; for (plucky server http2), whose streams suspend too
-            resume-handler
+            resume-serving
             suspension-k
             suspension-register))
 
@@ -568,17 +568,29 @@ ended, and forget them."
   ;; time it then runs.  -> as `run-guarded'
   (let ((start (and (loop-observer loop) (clock))))
     (when start (note-waited! task start))
-    (set-loop-serving! loop (task-conn task))
     (call-with-values
         (lambda ()
-          (if thunk
-              (resume-handler loop (task-request task) (task-k task) thunk)
-              (values #f 'cancelled)))
+          (resume-serving loop (task-conn task) (task-request task) (task-k task)
+                          thunk))
       (lambda (a b)
-        (set-loop-serving! loop #f)
         (when start
           (set-task-computing! task (+ (task-computing task) (- (clock) start))))
         (values a b)))))
+
+(define (resume-serving loop conn request k thunk)
+  "Resume the handler of REQUEST, on CONN, at its continuation K with
+THUNK, LOOP serving CONN meanwhile; THUNK #f drops it: (values #f
+cancelled).  -> as `resume-handler'.  HTTP/1's tasks and HTTP/2's
+streams (plucky server http2) both resume through here."
+  (set-loop-serving! loop conn)
+  (call-with-values
+      (lambda ()
+        (if thunk
+            (resume-handler loop request k thunk)
+            (values #f 'cancelled)))
+    (lambda (a b)
+      (set-loop-serving! loop #f)
+      (values a b))))
 
 (define (resume-task! loop task thunk)
   "Resume TASK's handler with THUNK (see `suspend').  Return (values
