@@ -42,7 +42,7 @@
   #:use-module (plucky web session)
   #:use-module (plucky web password)
   #:use-module (plucky web limit)
-  #:use-module ((plucky db postgresql) #:select (make-pg-pool))
+  #:use-module ((plucky db postgresql) #:select (make-pg-pool pg-unavailable-middleware))
   #:use-module ((plucky db state) #:select (pg-session-store pg-rate-limit-store))
   #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?
                                             csrf-middleware))
@@ -865,6 +865,10 @@ carries them in a Server-Timing header too."
            (make-router (news-routes site)
                         #:not-found (lambda (request body)
                                       (not-found site request "No such page."))))
+          ;; PostgreSQL down or restarting: 503 and Retry-After, one
+          ;; line logged, rather than a 500 and a backtrace a request
+          ;; (outermost: the sessions are read from it too)
+          (if pool (pg-unavailable-middleware) identity)
           (with-server-timing #:header? server-timing?)
           (session-middleware #:store (if pool
                                           (pg-session-store pool)
