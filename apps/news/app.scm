@@ -42,7 +42,7 @@
   #:use-module (plucky web session)
   #:use-module (plucky web password)
   #:use-module (plucky web limit)
-  #:use-module ((plucky db postgresql) #:select (make-pg-pool))
+  #:use-module ((plucky db postgresql) #:select (make-pg-pool pg-unavailable-middleware))
   #:use-module ((plucky db state) #:select (pg-session-store pg-rate-limit-store))
   #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?
                                             csrf-middleware))
@@ -71,7 +71,33 @@
 (define login-window (* 15 60))       ; …in fifteen minutes, then 429
 (define duplicate-url-window (* 7 24 3600))  ; a url again within a week: a vote
 (define name-limit 15)
+(define key-limit 64)                 ; a form key's characters (the site's are 22)
 (define excerpt-length 200)           ; characters of a refused value shown again
+
+(define key-chars
+  (string->char-set "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"))
+
+(define (post-key request form)
+  ;; -> the key a POST of a story or a comment carries (its form's field
+  ;; "key", or for a script an Idempotency-Key header): a string, #f
+  ;; when there is none (each such POST stores a row), or 'malformed
+  (let ((key (or (param form "key")
+                 (assq-ref (request-headers request) 'idempotency-key))))
+    (cond ((not key) #f)
+          ((and (string? key) (<= 1 (string-length key) key-limit)
+                (string-every key-chars key))
+           key)
+          (else 'malformed))))
+
+(define (malformed-key user)
+  (html-status 400 (message-page #:user user #:csrf (csrf-token) #:title "Refused"
+                                 #:message (format #f "The form's key is not one this \
+site makes (at most ~a letters, digits, - and _). Please reload the page and try again."
+                                                   key-limit))))
+
+(define (comment-location comment)
+  ;; where a comment's form leads once it is stored: the comment in its thread
+  (format #f "item?id=~a#~a" (item-story comment) (item-id comment)))
 
 (define (excerpt value limit)
   ;; -> what a refused form shows again of VALUE: all of it when it is
@@ -256,7 +282,7 @@ transaction under the site's lock."
   (html-status 404 (message-page #:user (current-user site) #:csrf (csrf-or-empty site)
                                  #:title "Not found" #:message message)))
 
-(define* (item-view site request #:key item error text (code 200))
+(define* (item-view site request #:key item error text (code 200) key)
   (let* ((db (site-db site))
          (user (current-user site))
          (story (if (eq? (item-type item) 'story) (item-id item) (item-story item)))
@@ -272,6 +298,7 @@ transaction under the site's lock."
                                                                (item-ref db (item-parent item)))))
                                               (and parent (item-by parent)))
                             #:csrf (if user (form-token) "")
+                            #:post-key (and user (or key (form-key)))
                             #:now (now) #:error error #:text text))))
 
 (define (item site request body)
@@ -471,7 +498,8 @@ transaction under the site's lock."
 
 (define (submit-form site request body)
   (if (current-user site)
-      (html (submit-page #:user (current-user site) #:csrf (csrf-token)))
+      (html (submit-page #:user (current-user site) #:csrf (csrf-token)
+                         #:post-key (form-key)))
       (redirect "login?goto=submit")))
 
 (define (submit site request body)
@@ -496,11 +524,16 @@ transaction under the site's lock."
          (values* `(("title" . ,(excerpt title title-limit)) ("url" . ,(excerpt url url-limit))
                     ("text" . ,(excerpt text text-limit))))
          (ip ((client-address) request))
-         (t (now)))
+         (t (now))
+         (key (post-key request form))
+         (form-key* (if (string? key) key (form-key))))
     (cond
      ((not user) (redirect "login?goto=submit"))
+     ((eq? key 'malformed) (malformed-key user))
+     ;; sent again (its answer lost): answered as the first time
+     ((item-by-key db (user-name user) key) (redirect "newest"))
      ((pair? errors)
-      (html-status 400 (submit-page #:user user #:csrf (csrf-token)
+      (html-status 400 (submit-page #:user user #:csrf (csrf-token) #:post-key form-key*
                                     #:values values* #:errors errors)))
      ((and (not (string-null? url))
            (story-with-url db url (- t duplicate-url-window)))
@@ -510,12 +543,14 @@ transaction under the site's lock."
            (redirect (format #f "item?id=~a" (item-id story)))))
      ((>= (recent-submissions db (user-name user) ip 'story (- t rate-window))
           stories-per-window)
-      (html-status 429 (submit-page #:user user #:csrf (csrf-token) #:values values*
+      (html-status 429 (submit-page #:user user #:csrf (csrf-token) #:post-key form-key*
+                                    #:values values*
                                     #:message "You're submitting too fast. Please slow down.")))
      (else
       (create-story! db (user-name user) ip t
                      (if (string-null? url) #f url) title
-                     (if (string-null? text) #f text))
+                     (if (string-null? text) #f text)
+                     #:key key)
       (redirect "newest")))))
 
 (define (comment site request body)
@@ -527,21 +562,28 @@ transaction under the site's lock."
          (error (or (and (string-null? text) "Please write something.")
                     (check-text text text-limit "comment")))
          (ip ((client-address) request))
-         (t (now)))
+         (t (now))
+         (key (post-key request form))
+         (form-key* (and (string? key) key)))
     (cond
      ((not user) (redirect "login"))
+     ((eq? key 'malformed) (malformed-key user))
+     ;; sent again (its answer lost): answered as the first time
+     ((item-by-key db (user-name user) key) => (lambda (it) (redirect (comment-location it))))
      ((or (not parent) (item-dead? parent) (item-deleted? parent))
       (not-found site request "No such item."))
-     (error (item-view site request #:item parent #:error error
+     (error (item-view site request #:item parent #:error error #:key form-key*
                        #:text (excerpt text text-limit) #:code 400))
      ((>= (recent-submissions db (user-name user) ip 'comment (- t rate-window))
           comments-per-window)
-      (item-view site request #:item parent #:text text #:code 429
+      (item-view site request #:item parent #:text text #:code 429 #:key form-key*
                  #:error "You're posting too fast. Please slow down."))
      (else
-      (let ((id (create-comment! db (user-name user) ip t (item-id parent) text)))
-        (redirect (format #f "item?id=~a#~a"
-                          (or (item-story parent) (item-id parent)) id)))))))
+      (let ((id (create-comment! db (user-name user) ip t (item-id parent) text #:key key)))
+        (if id
+            (redirect (format #f "item?id=~a#~a" (or (item-story parent) (item-id parent)) id))
+            ;; the parent died or was deleted meanwhile
+            (not-found site request "No such item.")))))))
 
 (define (reply-form site request body)
   (let ((user (current-user site))
@@ -549,7 +591,8 @@ transaction under the site's lock."
     (cond
      ((not user) (redirect "login"))
      ((or (not it) (item-deleted? it)) (not-found site request "No such item."))
-     (else (html (reply-page #:item it #:user user #:csrf (csrf-token) #:now (now)))))))
+     (else (html (reply-page #:item it #:user user #:csrf (csrf-token) #:now (now)
+                             #:post-key (form-key)))))))
 
 (define (editable site request params)
   ;; -> the item PARAMS' "id" names if the current user may edit it now.
@@ -865,6 +908,10 @@ carries them in a Server-Timing header too."
            (make-router (news-routes site)
                         #:not-found (lambda (request body)
                                       (not-found site request "No such page."))))
+          ;; PostgreSQL down or restarting: 503 and Retry-After, one
+          ;; line logged, rather than a 500 and a backtrace a request
+          ;; (outermost: the sessions are read from it too)
+          (if pool (pg-unavailable-middleware) identity)
           (with-server-timing #:header? server-timing?)
           (session-middleware #:store (if pool
                                           (pg-session-store pool)

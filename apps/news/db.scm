@@ -57,7 +57,7 @@
             item-url item-title item-text item-score item-sockvotes
             item-dead? item-deleted? item-parent item-story
             item-descendants item-flags item-points
-            item-ref create-story! create-comment! edit-item!
+            item-ref item-by-key create-story! create-comment! edit-item!
             delete-item! story-with-url item-count
 
             ranked-stories newest-stories ask-stories best-stories
@@ -220,7 +220,16 @@ CREATE TABLE IF NOT EXISTS hidden (      -- stories a user asked not to see
     ;; take one.
     (2 "user names unique without case"
        (sqlite "CREATE UNIQUE INDEX IF NOT EXISTS users_name_nocase ON users (lower(name))")
-       (postgresql "CREATE UNIQUE INDEX users_name_nocase ON users (lower(name))"))))
+       (postgresql "CREATE UNIQUE INDEX users_name_nocase ON users (lower(name))"))
+    ;; A story's or comment's form carries a key of its own (see
+    ;; `create-story!'): sent again, by a client that lost the answer,
+    ;; it finds the row the first made.  Unique per author: two copies
+    ;; racing on two hosts store one row.
+    (3 "the key of the form that posted an item"
+       (sqlite "ALTER TABLE items ADD COLUMN post_key TEXT;
+CREATE UNIQUE INDEX IF NOT EXISTS items_post_key ON items (by, post_key);")
+       (postgresql "ALTER TABLE items ADD COLUMN post_key TEXT"
+                   "CREATE UNIQUE INDEX items_post_key ON items (by, post_key)"))))
 
 (define* (open-news-db location #:key (pool #f))
   "Return a connection to the news database at LOCATION, an SQLite file
@@ -383,25 +392,41 @@ two hosts cannot both have it)."
     ((item) item)
     (() #f)))
 
-(define (insert-item! db type by ip now url title text parent story)
+(define (insert-item! db type by ip now url title text parent story key)
+  ;; -> the new item's id, or #f when BY has an item of KEY already (a
+  ;; NULL key is never a duplicate)
   (query-value db "INSERT INTO items (type, by, ip, time, url, title, text,
-                                      parent, story)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
-               (symbol->string type) by ip now url title text parent story))
+                                      parent, story, post_key)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT DO NOTHING RETURNING id"
+               (symbol->string type) by ip now url title text parent story key))
 
-(define (create-story! db by ip now url title text)
+(define (item-by-key db by key)
+  "Return the item user BY posted with the form key KEY, or #f (always
+#f when KEY is #f)."
+  (and key
+       (match (items db "WHERE by = ? AND post_key = ?" by key)
+         ((item) item)
+         (() #f))))
+
+(define* (create-story! db by ip now url title text #:key (key #f))
   "Add a story by user BY from address IP at NOW with URL (or #f), TITLE
-and TEXT (or #f), and its author's vote for it; return its id."
+and TEXT (or #f), and its author's vote for it; return its id.  KEY, a
+string or #f, is the key of the form it came from: when BY posted an
+item with KEY before, nothing is added and that item's id is returned
+(a form sent again stores one story)."
   (call-with-transaction db
     (lambda ()
-      (let ((id (insert-item! db 'story by ip now url title text #f #f)))
-        (record-vote! db by id 1 now ip)
-        id))))
+      (let ((id (insert-item! db 'story by ip now url title text #f #f key)))
+        (if id
+            (begin (record-vote! db by id 1 now ip) id)
+            (item-id (item-by-key db by key)))))))
 
-(define (create-comment! db by ip now parent text)
+(define* (create-comment! db by ip now parent text #:key (key #f))
   "Add a comment by BY from IP at NOW answering item PARENT with TEXT, and
 its author's vote for it; return its id, or #f when PARENT is not a live
-item."
+item.  KEY: as for `create-story!'; a comment BY posted with KEY before
+is not added again, and its id is returned."
   (call-with-transaction db
     (lambda ()
       (let ((parent-item (item-ref db parent)))
@@ -411,11 +436,14 @@ item."
              (let* ((story (or (item-story parent-item)
                                (item-id parent-item)))
                     (id (insert-item! db 'comment by ip now #f #f text
-                                      parent story)))
-               (execute! db "UPDATE items SET descendants = descendants + 1
-                             WHERE id = ?" story)
-               (record-vote! db by id 1 now ip)
-               id))))))
+                                      parent story key)))
+               (if id
+                   (begin
+                     (execute! db "UPDATE items SET descendants = descendants + 1
+                                   WHERE id = ?" story)
+                     (record-vote! db by id 1 now ip)
+                     id)
+                   (item-id (item-by-key db by key)))))))))
 
 (define (edit-item! db id title text)
   "Store TITLE (stories) and TEXT of item ID."

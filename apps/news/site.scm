@@ -18,7 +18,8 @@
 ;;; for them, under the same key and the minute (its "N minutes ago"):
 ;;; `cached-page'.  A logged-in viewer's page is kept too, per viewer,
 ;;; split where the CSRF token goes, and each response gets a token
-;;; masked afresh there (`cached-user-page').  Each worker keeps its own
+;;; masked afresh there (`cached-user-page'), and a form key made afresh
+;;; (`form-key').  Each worker keeps its own
 ;;; copy.
 ;;;
 ;;; A cache filled once: when the data change or the minute turns, all
@@ -45,6 +46,7 @@
   #:use-module ((plucky web forms) #:select (urlencoded->alist))
   #:use-module ((plucky web session) #:select (session-ref))
   #:use-module ((plucky web csrf) #:select (csrf-token))
+  #:use-module ((plucky web crypto) #:select (random-bytes bytes->base64url))
   #:use-module (news db)
   #:use-module ((news views) #:select (per-page))
   #:export (form-params
@@ -66,6 +68,7 @@
             current-user
             csrf-or-empty
             form-token
+            form-key
             ranked
             page-slice
             voted-on
@@ -202,16 +205,31 @@
 ;; CSRF token, masked afresh for each response, or, while a page is
 ;; rendered for `cached-user-page', a marker that it replaces with one.
 ;; The marker is made of letters, as the token is of base64url's
-;; characters: both are written into the page as they are.
-(define token-marker
+;; characters: both are written into the page as they are.  A form that
+;; posts a story or a comment carries a key of its own too (`form-key'),
+;; fresh in each response in the same way, under a marker of its own.
+(define (random-marker)
   (let ((state (random-state-from-platform)))
     (list->string (map (lambda (_) (integer->char (+ 97 (random 26 state))))
                        (iota 40)))))
+
+(define token-marker (random-marker))
+(define key-marker (random-marker))
 
 (define rendering-for-cache? (make-parameter #f))
 
 (define (form-token)
   (if (rendering-for-cache?) token-marker (csrf-token)))
+
+(define (fresh-form-key)
+  ;; 128 random bits: no two forms ever get the same key
+  (bytes->base64url (random-bytes 16)))
+
+(define (form-key)
+  "Return the key a form that posts a story or a comment carries (its
+field \"key\"): a string no other response has, with which the site
+stores what the form posts once however often it is sent."
+  (if (rendering-for-cache?) key-marker (fresh-form-key)))
 
 (define (ranked site)
   (let* ((db (site-db site))
@@ -280,7 +298,7 @@
                  (call-with-values (lambda () (parameterize ((rendering-for-cache? #t)) (make)))
                    (lambda (response body)
                      (if (bytevector? body)
-                         (let ((chunks (split-at-marker body)))
+                         (let ((chunks (split-at-markers body)))
                            (when (or (not (response? response)) (= 200 (response-code response)))
                              (when (> (hash-count (const #t) (site-pages site)) 1000)
                                (hash-clear! (site-pages site)))
@@ -293,39 +311,58 @@
         (values (vector-ref hit 0) (vector-ref hit 1))
         (values (car hit) (splice-token (cdr hit))))))
 
-(define marker-bytes (string->utf8 token-marker))
+(define markers
+  ;; what a cached page holds in place of each value made per response
+  (list (cons 'token (string->utf8 token-marker))
+        (cons 'key (string->utf8 key-marker))))
 
-(define (split-at-marker bytes)
-  ;; -> the bytevectors of BYTES between the occurrences of the marker
-  (let ((n (bytevector-length marker-bytes)))
-    (define (marker-at? i)
-      (let lp ((j 0))
-        (or (= j n)
-            (and (= (bytevector-u8-ref bytes (+ i j)) (bytevector-u8-ref marker-bytes j))
-                 (lp (+ j 1))))))
-    (define (chunk start end)
-      (let ((out (make-bytevector (- end start))))
-        (bytevector-copy! bytes start out 0 (- end start))
-        out))
-    (let lp ((i 0) (start 0) (chunks '()))
-      (cond
-       ((> (+ i n) (bytevector-length bytes))
-        (reverse (cons (chunk start (bytevector-length bytes)) chunks)))
-       ((marker-at? i) (lp (+ i n) (+ i n) (cons (chunk start i) chunks)))
-       (else (lp (+ i 1) start chunks))))))
+(define (split-at-markers bytes)
+  ;; -> (CHUNK KIND CHUNK KIND … CHUNK): the bytevectors of BYTES between
+  ;; the occurrences of the markers, each KIND the marker's ('token, 'key)
+  (define (marker-at i)
+    (let find ((markers markers))
+      (and (pair? markers)
+           (let* ((marker (cdar markers))
+                  (n (bytevector-length marker)))
+             (if (and (<= (+ i n) (bytevector-length bytes))
+                      (let lp ((j 0))
+                        (or (= j n)
+                            (and (= (bytevector-u8-ref bytes (+ i j))
+                                    (bytevector-u8-ref marker j))
+                                 (lp (+ j 1))))))
+                 (car markers)
+                 (find (cdr markers)))))))
+  (define (chunk start end)
+    (let ((out (make-bytevector (- end start))))
+      (bytevector-copy! bytes start out 0 (- end start))
+      out))
+  (let lp ((i 0) (start 0) (parts '()))
+    (cond
+     ((= i (bytevector-length bytes))
+      (reverse (cons (chunk start i) parts)))
+     ((marker-at i)
+      => (lambda (marker)
+           (let ((end (+ i (bytevector-length (cdr marker)))))
+             (lp end end (cons* (car marker) (chunk start i) parts)))))
+     (else (lp (+ i 1) start parts)))))
 
-(define (splice-token chunks)
-  ;; -> CHUNKS joined by a freshly masked CSRF token
+(define (splice-token parts)
+  ;; -> PARTS (from `split-at-markers') joined, each marker replaced: by
+  ;; a freshly masked CSRF token, by a fresh form key
   (let* ((token (string->utf8 (csrf-token)))
-         (t (bytevector-length token))
-         (out (make-bytevector (+ (apply + (map bytevector-length chunks))
-                                  (* t (- (length chunks) 1))))))
-    (let lp ((chunks chunks) (at 0))
-      (let ((n (bytevector-length (car chunks))))
-        (bytevector-copy! (car chunks) 0 out at n)
-        (unless (null? (cdr chunks))
-          (bytevector-copy! token 0 out (+ at n) t)
-          (lp (cdr chunks) (+ at n t)))))
+         (key (and (memq 'key parts) (string->utf8 (fresh-form-key))))
+         (pieces (map (lambda (part)
+                        (case part
+                          ((token) token)
+                          ((key) key)
+                          (else part)))
+                      parts))
+         (out (make-bytevector (apply + (map bytevector-length pieces)))))
+    (let lp ((pieces pieces) (at 0))
+      (unless (null? pieces)
+        (let ((n (bytevector-length (car pieces))))
+          (bytevector-copy! (car pieces) 0 out at n)
+          (lp (cdr pieces) (+ at n)))))
     out))
 
 (define (cached-thread site story)

@@ -348,10 +348,12 @@ addresses become links."
                            '()))))))
         tree)))
 
-(define* (item-page #:key item tree user voted csrf now error text (faved '()) parent-author)
+(define* (item-page #:key item tree user voted csrf now error text (faved '()) parent-author
+                    post-key)
   "Return the page of ITEM (a story or a comment) with the comment TREE
 below it (from `comment-tree') and, for a logged-in USER, a form to
-comment, showing ERROR and the TEXT they typed when it was refused."
+comment, showing ERROR and the TEXT they typed when it was refused; the
+form carries POST-KEY (see `key-field')."
   (let ((whence (string-append "item?id=" (number->string (item-id item)))))
     (page #:title (or (item-title item) "comment") #:user user #:csrf csrf
           #:body
@@ -372,6 +374,7 @@ comment, showing ERROR and the TEXT they typed when it was refused."
                              (style "margin:10px 40px"))
                       (input (@ (type "hidden") (name "parent") (value ,(item-id item))))
                       (input (@ (type "hidden") (name "csrf") (value ,csrf)))
+                      ,@(key-field post-key)
                       ,@(if error `((p (@ (class "error")) ,error)) '())
                       (textarea (@ (name "text") (rows 6) (cols 60)
                                    (aria-label "comment")) ,(or text ""))
@@ -415,10 +418,18 @@ comment, showing ERROR and the TEXT they typed when it was refused."
 (define (csrf-field csrf)
   `(input (@ (type "hidden") (name "csrf") (value ,csrf))))
 
-(define* (submit-page #:key user csrf (values '()) (errors '()) message)
+(define (key-field post-key)
+  ;; -> the form's key as a hidden field, or nothing without one: sent
+  ;; again with the form, it makes the site store what the form posts
+  ;; once (`create-comment!', `create-story!')
+  (if post-key
+      `((input (@ (type "hidden") (name "key") (value ,post-key))))
+      '()))
+
+(define* (submit-page #:key user csrf (values '()) (errors '()) message post-key)
   "Return the form to submit a story, with VALUES (an alist of field
 name to string) redisplayed and ERRORS (field name to message) beside
-their fields."
+their fields, and POST-KEY (see `key-field')."
   (define (value name) (assoc-ref values name))
   (define (error name) (assoc-ref errors name))
   (page #:title "Submit" #:user user #:label "submit" #:csrf csrf
@@ -426,6 +437,7 @@ their fields."
         `((form (@ (method "post") (action "submit") (class "news")
                    (style "padding:10px"))
             ,(csrf-field csrf)
+            ,@(key-field post-key)
             ,@(if message `((p (@ (class "error")) ,message)) '())
             (table
              ,(field "title" "title" "text" (value "title") (error "title")
@@ -438,8 +450,9 @@ their fields."
                              "If there is no url, the text will appear at the top "
                              "of the thread."))))))))
 
-(define* (reply-page #:key item user csrf error text now)
-  "Return the form to reply to comment ITEM."
+(define* (reply-page #:key item user csrf error text now post-key)
+  "Return the form to reply to comment ITEM, carrying POST-KEY (see
+`key-field')."
   (page #:title "Add Comment" #:user user #:csrf csrf
         #:body
         `((div (@ (style "padding:10px"))
@@ -448,6 +461,7 @@ their fields."
             (form (@ (method "post") (action "comment") (class "news"))
               (input (@ (type "hidden") (name "parent") (value ,(item-id item))))
               ,(csrf-field csrf)
+              ,@(key-field post-key)
               ,@(if error `((p (@ (class "error")) ,error)) '())
               (textarea (@ (name "text") (rows 6) (cols 60) (aria-label "reply"))
                         ,(or text ""))

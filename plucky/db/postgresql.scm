@@ -34,14 +34,23 @@
 ;;; with the last error, so that a database that is down costs requests
 ;;; no time.
 ;;;
+;;; A database that is down, restarting or out of connections is not a
+;;; bug in the app: `pg-unavailable-middleware' answers a request whose
+;;; handler raised such an error (`pg-unavailable?') 503 with
+;;; Retry-After, and logs one line a second at most, where any other
+;;; exception would be a 500 and a backtrace each.
+;;;
 ;;; Code:
 
 (define-module (plucky db postgresql)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 exceptions)
+  #:use-module ((web request) #:select (request-method request-uri))
+  #:use-module ((web response) #:select (build-response))
+  #:use-module ((web uri) #:select (uri-path))
   #:use-module ((plucky server)
                 #:select (suspendable? make-event event-signal! event-wait
-                          request-cancelled? worker-pid))
+                          request-cancelled? worker-pid log-line))
   #:use-module (plucky db postgresql connection)
   #:use-module (plucky db postgresql types)
   #:use-module (plucky db postgresql listen)
@@ -76,7 +85,9 @@
             pg-wait-notification
             call-with-pg-connection
             call-with-transaction
-            with-transaction))
+            with-transaction
+            pg-unavailable?
+            pg-unavailable-middleware))
 
 ;;;
 ;;; The pool
@@ -460,5 +471,75 @@ exception is raised on).  Nested, a savepoint instead of BEGIN."
 
 (define-syntax-rule (with-transaction conn body ...)
   (call-with-transaction conn (lambda () body ...)))
+
+;;;
+;;; The database unavailable: 503, not 500
+;;;
+
+(define (pg-unavailable? exception)
+  "Return true when EXCEPTION is a &pg-error that says the database cannot
+be reached or is not taking work now, rather than that a statement was
+wrong: SQLSTATE class 08 (no connection, a connection lost, no free
+connection in the pool), 57P01-57P03 (the server shutting down, crashed
+or starting up) and 53300 (too many connections)."
+  (and (pg-error? exception)
+       (let ((sqlstate (pg-error-sqlstate exception)))
+         (or (string-prefix? "08" sqlstate)
+             (member sqlstate '("57P01" "57P02" "57P03" "53300"))))
+       #t))
+
+;; One line a second at most, per process, however many requests fail:
+;; while the database is down every request would log one.
+(define unavailable-last-log 0)           ; internal real time of the last line
+(define unavailable-unlogged 0)           ; 503s answered since, not logged
+
+(define (log-unavailable! exception request)
+  (let ((now (get-internal-real-time)))
+    (if (< (- now unavailable-last-log) internal-time-units-per-second)
+        (set! unavailable-unlogged (+ unavailable-unlogged 1))
+        (begin
+          (log-line "database unavailable (~a ~a): 503 to ~a ~a~a"
+                    (pg-error-sqlstate exception)
+                    (string-trim-right (pg-error-message exception))
+                    (request-method request) (uri-path (request-uri request))
+                    (if (zero? unavailable-unlogged)
+                        ""
+                        (format #f " and ~a more since the last line"
+                                unavailable-unlogged)))
+          (set! unavailable-last-log now)
+          (set! unavailable-unlogged 0)))))
+
+(define* (pg-unavailable-middleware #:key (retry-after-s 5))
+  "Return a middleware (handler -> handler) whose handler answers 503
+Service Unavailable, with Retry-After: RETRY-AFTER-S and a short text,
+when the handler it wraps raises an error `pg-unavailable?' says is the
+database's absence, and logs it in one line (a second at most, with the
+count of the others); every other exception passes on untouched, with
+its stack (a 500 and its backtrace, from the server).  Put it outside
+the middleware that reads the database too (sessions kept in
+PostgreSQL)."
+  (let ((response (build-response
+                   #:code 503
+                   #:headers `((content-type text/plain (charset . "utf-8"))
+                               (retry-after . ,retry-after-s)
+                               (cache-control no-store))))
+        (text "The database is unavailable; please try again in a few seconds.\n"))
+    (lambda (handler)
+      (lambda (request body)
+        (let ((tag (make-prompt-tag "pg-unavailable")))
+          (call-with-prompt tag
+            (lambda ()
+              ;; Not an unwinding handler: any other exception goes on
+              ;; from where it was raised, its stack whole for the
+              ;; server's backtrace.
+              (with-exception-handler
+                  (lambda (exception)
+                    (if (pg-unavailable? exception)
+                        (abort-to-prompt tag exception)
+                        (raise-continuable exception)))
+                (lambda () (handler request body))))
+            (lambda (k exception)
+              (log-unavailable! exception request)
+              (values response text))))))))
 
 ;;; (plucky db postgresql) ends here

@@ -241,8 +241,11 @@ SIGHUP)."
 
 (define (signal! m w signal)
   ;; Only a worker not yet reaped: a reaped PID may belong to anyone.
+  ;; To its main thread, which reads it from its signalfd: sent to the
+  ;; process, a SIGTERM can land on a thread libgc holds stopped, with
+  ;; SIGTERM unblocked, and kill the worker undrained (plucky sys signal).
   (when (alive? m w)
-    (false-if-exception (kill (worker-pid w) signal))))
+    (signal-main-thread! (worker-pid w) signal)))
 
 (define (stop-watching! m w)
   (let ((port (worker-ready w)))

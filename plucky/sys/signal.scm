@@ -30,6 +30,18 @@
 ;;; (`stop-finalizer-thread!') and runs finalizers itself, once a second
 ;;; from the event loop (`run-finalizers!').
 ;;;
+;;; libgc opens the same door in every thread but the one collecting:
+;;; while the world is stopped for a collection, each other thread waits
+;;; in sigsuspend with libgc's mask, which leaves SIGINT, SIGQUIT, SIGABRT
+;;; and SIGTERM unblocked (so that a stopped process can still be
+;;; killed).  A SIGTERM sent to the process at that moment goes to such a
+;;; thread (a worker's watchdog, a thread of its pool) and ends the
+;;; process at once, without a drain: a rolling deploy saw a worker
+;;; vanish so, and the connections queued on its socket with it.  So a
+;;; master sends its workers' signals to their main thread, the one that
+;;; blocks them and reads its signalfd (`signal-main-thread!'): a signal
+;;; sent to a thread waits for that thread alone.
+;;;
 ;;; Timers go the same way: a POSIX timer (timer_create) raises a
 ;;; real-time signal, blocked and read from the same signalfd, so that a
 ;;; worker's epoll loop, which offers no timer of its own, hears from it
@@ -47,6 +59,7 @@
             open-signalfd
             read-signal
             ignore-signal!
+            signal-main-thread!
             stop-finalizer-thread!
             run-finalizers!
             real-time-signal
@@ -61,6 +74,17 @@
 (define %signalfd (libc-procedure int "signalfd" (list int uintptr_t int)))
 
 (define %signal (libc-procedure uintptr_t "signal" (list int uintptr_t)))
+
+(define %tgkill (libc-procedure int "tgkill" (list int int int)))
+
+(define (signal-main-thread! pid signal)
+  "Send SIGNAL to the main thread of process PID (the thread whose id is
+PID), not to any thread of the process: it stays pending for that thread
+until it unblocks it or reads it from a signalfd (see the Commentary).
+Return 0, or the negated errno (-ESRCH when there is no such process)."
+  (call-with-values (lambda () (%tgkill pid pid signal))
+    (lambda (result errno)
+      (if (< result 0) (- errno) 0))))
 
 (define (ignore-signal! signal)
   "Ignore SIGNAL (SIGPIPE, say) with libc's signal(2).  Guile's own

@@ -107,6 +107,26 @@
            (((c . ((r))))
             (list (item-id c) (list (item-id r))))))))))
 
+(test-group "a key: the same post stored once"
+  (call-with-db
+   (lambda (db)
+     (users! db "alice" "bob")
+     (let* ((story (create-story! db "alice" "ip" now #f "Keyed" "text" #:key "s1"))
+            (again (create-story! db "alice" "ip" now #f "Keyed" "text" #:key "s1"))
+            (c1 (create-comment! db "bob" "ip" now story "once" #:key "k1"))
+            (c2 (create-comment! db "bob" "ip" now story "once" #:key "k1"))
+            (other (create-comment! db "alice" "ip" now story "once" #:key "k1"))
+            (plain1 (create-comment! db "bob" "ip" now story "no key"))
+            (plain2 (create-comment! db "bob" "ip" now story "no key")))
+       (test-equal "a story sent twice: its id again" story again)
+       (test-equal "a comment sent twice: its id again" c1 c2)
+       (test-assert "another author's key is theirs" (not (= c1 other)))
+       (test-assert "without a key, two comments" (not (= plain1 plain2)))
+       (test-equal "descendants: the keyed comment counted once" 4
+         (item-descendants (item-ref db story)))
+       (test-equal "item-by-key" c1 (item-id (item-by-key db "bob" "k1")))
+       (test-equal "item-by-key, no key" #f (item-by-key db "bob" #f))))))
+
 (test-group "flag!"
   (call-with-db
    (lambda (db)

@@ -18,6 +18,8 @@
 ;;;                opened on A is logged in on B; a vote sent twice, to
 ;;;                A and B, counts once; failed logins counted on A
 ;;;                refuse a login on B
+;;;   PostgreSQL down  the site answers 503 with Retry-After, logs one
+;;;                line a second, and serves again once it is back
 ;;;
 ;;; Skipped without a PostgreSQL server, except under CI.
 ;;;
@@ -144,6 +146,16 @@
           (when m (vector-set! v 1 (match:substring m 1)))
           (cons (response-code response) text))))))
 
+(define (response-of v port path)
+  ;; -> (response . body text) of a GET of PATH by V
+  (call-with-values
+      (lambda ()
+        (http-request (string-append "http://127.0.0.1:" (number->string port) path)
+                      #:headers (append '((host . ("news.test" . #f))) (cookie-header v))
+                      #:decode-body? #f))
+    (lambda (response body)
+      (cons response (if (bytevector? body) (utf8->string body) "")))))
+
 (define (serve-news proc)
   (call-with-plucky
    "apps/news/main.scm" (append '("--port" "0" "--workers" "1") allow-root)
@@ -169,7 +181,7 @@
       (pg-close admin))
     (let ((fresh (regexp-substitute #f (string-match "/[^/]*$" url) 'pre "/migrations_at_once")))
       (test-equal "PostgreSQL: both started" '(0 0) (seed-at-once fresh))
-      (test-equal "each migration applied once, the site seeded once" '((1 2) . 5)
+      (test-equal "each migration applied once, the site seeded once" '((1 2 3) . 5)
         (stored fresh)))
     (let ((file (string-append pg-directory "/news.db")))
       (test-equal "SQLite: both started" '(0 0) (seed-at-once file))
@@ -239,6 +251,43 @@
                               #:form '(("login-name" . "carol")
                                        ("login-password" . "carol's password"))))))
             (close-news-db db)))))))
+
+  (test-group "PostgreSQL down: 503 with Retry-After, one line logged, then 200"
+    (serve-news
+     (lambda (a)
+       (let ((dora (make-visitor))
+             (port (plucky-port a)))
+         (request dora port 'GET "/login")
+         (test-equal "signed up" 303
+           (car (request dora port 'POST "/signup"
+                         #:form '(("name" . "dora") ("password" . "dora's password")))))
+         (test-equal "her page" 200 (car (request dora port 'GET "/newest")))
+         (stop-postgresql pg-directory)
+         (let* ((start (current-time))
+                (responses (map (lambda (i) (response-of dora port "/newest")) (iota 20)))
+                (seconds (+ 1 (- (current-time) start)))
+                (log (plucky-log a))
+                (lines (length (filter (lambda (line) (string-contains line "database unavailable"))
+                                       (string-split log #\newline)))))
+           (test-equal "each request: 503" (make-list 20 503)
+             (map (lambda (r) (response-code (car r))) responses))
+           (test-equal "Retry-After: 5" 5
+             (assq-ref (response-headers (car (car responses))) 'retry-after))
+           (test-assert "a text that says why"
+             (string-contains (cdr (car responses)) "database is unavailable"))
+           (test-assert "logged in one line a second at most"
+             (<= 1 lines seconds))
+           (test-assert "no backtrace" (not (string-contains log "Backtrace")))
+           (test-assert "the line names the error"
+             (string-contains log "database unavailable (08")))
+         (start-postgresql pg-directory)
+         (test-equal "PostgreSQL back: 200 again" 200
+           (poll (lambda ()
+                   (let ((code (response-code (car (response-of dora port "/newest")))))
+                     (and (= code 200) code)))
+                 10))
+         (test-assert "still logged in"
+           (string-contains (cdr (request dora port 'GET "/newest")) "user?id=dora"))))))
   (stop-postgresql pg-directory))
 
 (test-end "apps/news-hosts")

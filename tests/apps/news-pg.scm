@@ -36,7 +36,7 @@
             (pg-query-row db "SELECT 1 FROM plucky_sessions WHERE data LIKE '%alice%'"))
           (test-assert "the failed logins counted"
             (pg-query-row db "SELECT 1 FROM plucky_rate_events WHERE name = 'news-login'"))
-          (test-equal "the migrations, each once" '(#(1) #(2))
+          (test-equal "the migrations, each once" '(#(1) #(2) #(3))
             (pg-query db "SELECT version FROM schema_migrations ORDER BY version"))
           (pg-close db))))
     (lambda ()

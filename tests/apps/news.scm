@@ -726,6 +726,77 @@
     (and (= 2 (user-karma (user-ref db "alice")))
          (string=? "First, edited." (item-text (item-ref db comment))))))
 
+;;; A story's or a comment's form carries a key; sent again (a client
+;;; that lost the first answer retries), it stores nothing more and is
+;;; answered as the first time.
+
+(define (form-key-of text)
+  (let ((m (string-match "name=\"key\" value=\"([^\"]+)\"" text)))
+    (and m (match:substring m 1))))
+
+(define (rows-with-text text)
+  (length (filter (lambda (c) (equal? (item-text c) text))
+                  (newest-comments db 1000 0))))
+
+(define kim (make-visitor))
+(define lee (make-visitor))
+
+(test-group "a form sent twice stores once"
+  (signup! kim "kim" "kim's password")
+  (signup! lee "lee" "lee's password")
+  (let* ((story (create-story! db "lee" "198.51.100.9" (current-time) #f "Keys" "A thread for keys"))
+         (page (text-of kim 'GET (format #f "/item?id=~a" story)))
+         (key (form-key-of page))
+         (again (form-key-of (text-of kim 'GET (format #f "/item?id=~a" story))))
+         (form `(("parent" . ,(number->string story)) ("text" . "Said once, sent twice.")
+                 ("key" . ,key)))
+         (descendants (item-descendants (item-ref db story))))
+    (test-assert "the comment form has a key" key)
+    (test-assert "each response a key of its own (the page is cached)"
+      (and again (not (equal? key again))))
+    (let* ((first (location-of kim 'POST "/comment" #:form form))
+           (second (location-of kim 'POST "/comment" #:form form)))
+      (test-assert "the first: to the comment" (string-prefix? (format #f "item?id=~a#" story) first))
+      (test-equal "the second: to the same place" first second)
+      (test-equal "one row" 1 (rows-with-text "Said once, sent twice."))
+      (test-equal "counted once" (+ descendants 1) (item-descendants (item-ref db story))))
+    (test-equal "another form's key: another comment" 2
+      (begin
+        (location-of kim 'POST "/comment"
+                     #:form `(("parent" . ,(number->string story)) ("text" . "Said once, sent twice.")
+                              ("key" . ,again)))
+        (rows-with-text "Said once, sent twice.")))
+    (test-equal "the same key from another user: theirs" 3
+      (begin
+        (text-of lee 'GET (format #f "/item?id=~a" story))
+        (location-of lee 'POST "/comment" #:form form)
+        (rows-with-text "Said once, sent twice.")))
+    (test-equal "a key sent as Idempotency-Key, twice: one row" 1
+      (let ((form `(("parent" . ,(number->string story)) ("text" . "By a script."))))
+        (location-of kim 'POST "/comment" #:form form #:headers '((idempotency-key . "script-key-1")))
+        (location-of kim 'POST "/comment" #:form form #:headers '((idempotency-key . "script-key-1")))
+        (rows-with-text "By a script.")))
+    (test-equal "a malformed key: 400" 400
+      (status-of kim 'POST "/comment"
+                 #:form `(("parent" . ,(number->string story)) ("text" . "Bad key.")
+                          ("key" . "not a key!"))))
+    (test-equal "a key over the limit: 400" 400
+      (status-of kim 'POST "/comment"
+                 #:form `(("parent" . ,(number->string story)) ("text" . "Long key.")
+                          ("key" . ,(make-string 65 #\k)))))
+    (test-equal "neither stored" '(0 0)
+      (list (rows-with-text "Bad key.") (rows-with-text "Long key."))))
+  (let* ((key (form-key-of (text-of kim 'GET "/submit")))
+         (form `(("title" . "Asked once") ("url" . "") ("text" . "Sent twice?") ("key" . ,key)))
+         (stories (item-count db 'story)))
+    (test-assert "the submit form has a key" key)
+    (test-equal "a story sent twice: newest, both times" '("newest" "newest")
+      (list (location-of kim 'POST "/submit" #:form form)
+            (location-of kim 'POST "/submit" #:form form)))
+    (test-equal "one story" (+ stories 1) (item-count db 'story)))
+  (let ((key (form-key-of (text-of kim 'GET (format #f "/reply?id=~a" comment)))))
+    (test-assert "the reply form has a key" key)))
+
 (test-end "apps/news")
 
 (close-news-db db)
