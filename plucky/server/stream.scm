@@ -173,6 +173,15 @@ or the time runs out."
   ;; it came in, so DATA is as big.
   65536)
 
+(define whole-body-size
+  ;; A body sent without Expect with a Content-Length up to this many
+  ;; bytes gets a pipe that holds it whole (F_SETPIPE_SZ; Linux's default
+  ;; /proc/sys/fs/pipe-max-size): it is all there before the handler runs
+  ;; (see `prefill!').  The kernel takes the pages as they fill.
+  (* 1024 1024))
+
+(define F_SETPIPE_SZ 1031)                  ; Linux, <fcntl.h>
+
 (define suspendable-ports-installed? #f)
 
 (define (ensure-suspendable-ports!)
@@ -219,6 +228,10 @@ ON-PROGRESS, a thunk, each time bytes of the body arrive."
                 (fcntl port F_SETFD FD_CLOEXEC)
                 (set-flags! port F_GETFL F_SETFL O_NONBLOCK))
               (list (car ends) (cdr ends)))
+    (when (and (not chunked?) (not continue) (> framing raw-size)
+               (<= framing whole-body-size))
+      ;; Refused past the user's share of pipe memory: then the default.
+      (false-if-exception (fcntl (cdr ends) F_SETPIPE_SZ framing)))
     (set-port-encoding! (car ends) "ISO-8859-1")
     (setvbuf (car ends) 'block raw-size)
     (bytevector-copy! bv start raw 0 have)
@@ -228,8 +241,9 @@ ON-PROGRESS, a thunk, each time bytes of the body arrive."
   ;; What came with the head goes in the pipe before the handler runs.
   ;; A body the client sends without waiting for "100 Continue" is read
   ;; until the pipe is full (the request suspends meanwhile): a body the
-  ;; pipe holds whole is then all there even for Guile's port procedures
-  ;; written in C, which cannot suspend (`get-bytevector-all').
+  ;; pipe holds whole (64 KiB, or a Content-Length up to
+  ;; `whole-body-size') is then all there even for Guile's port
+  ;; procedures written in C, which cannot suspend (`get-bytevector-all').
   (unless (pipe-remaining body) (decode-raw! body))
   (fill-pipe! body)
   (unless (pipe-continue body)
