@@ -480,19 +480,24 @@
                                         "Content-Length: 100\r\n\r\nabc"))
     client))
 
-(define (first-upload server)
-  ;; The first body read as a port loads what it needs.
-  (test-equal "a first upload" "/echo abc"
-    (with-client (server-port server)
-      (lambda (client)
-        (client-send! client (post "/echo" '() "abc"))
-        (let ((response body (client-read-response client #:timeout 5)))
-          (body-text body))))))
+(define (call-with-upload-server proc . options)
+  ;; Call (PROC server level) with a server of `body-handler' (OPTIONS
+  ;; for `run-server') that has read a first body as a port (which loads
+  ;; what it needs); LEVEL is a thunk: its descriptors now.
+  (apply call-with-server body-handler
+         (lambda (server)
+           (test-equal "a first upload" "/echo abc"
+             (with-client (server-port server)
+               (lambda (client)
+                 (client-send! client (post "/echo" '() "abc"))
+                 (let ((response body (client-read-response client #:timeout 5)))
+                   (body-text body)))))
+           (proc server (lambda () (descriptors (server-pid server)))))
+         #:settings (make-loop-settings #:body-timeout 30)
+         options))
 
-(call-with-server body-handler
-  (lambda (server)
-    (define (level) (descriptors (server-pid server)))
-    (first-upload server)
+(call-with-upload-server
+  (lambda (server level)
     (test-group "clients that leave while their bodies are read: descriptors closed"
       (let* ((before (level))
              (clients (map (lambda (i) (slow-upload (server-port server) "/count"))
@@ -503,13 +508,10 @@
           (wait-until (lambda () (>= (level) (+ before (* 4 20) -1))) #:timeout 5))
         (for-each client-close! clients)
         (test-assert "descriptors back to their level"
-          (wait-until (lambda () (<= (level) before)) #:timeout 5)))))
-  #:settings (make-loop-settings #:body-timeout 30))
+          (wait-until (lambda () (<= (level) before)) #:timeout 5))))))
 
-(call-with-server body-handler
-  (lambda (server)
-    (define (level) (descriptors (server-pid server)))
-    (first-upload server)
+(call-with-upload-server
+  (lambda (server level)
     (test-group "--handler-timeout, the body half read: 503, descriptors closed"
       (let* ((before (level))
              (client (slow-upload (server-port server) "/read-then-wait")))
@@ -518,7 +520,6 @@
         (client-close! client)
         (test-assert "descriptors back to their level"
           (wait-until (lambda () (<= (level) before)) #:timeout 5)))))
-  #:settings (make-loop-settings #:body-timeout 30)
   #:options '(#:handler-timeout 1))
 
 ;;;
