@@ -299,10 +299,12 @@
               (and (= 2 (length replies)) (body-text (cdadr replies))))))))
 
     (test-group "a large body the handler reads in part: answer, then close"
+      ;; Larger than a pipe holds whole (1 MiB): the handler runs once the
+      ;; pipe is full, not once the body is all there.
       (with-client port
         (lambda (client)
           (client-send! client (string-append "POST /read-some HTTP/1.1\r\nHost: x\r\n"
-                                              "Content-Length: 1000000\r\n\r\n"
+                                              "Content-Length: 2000000\r\n\r\n"
                                               (make-string 200000 #\a)))
           (let ((response body (client-read-response client #:timeout 5)))
             (test-equal "answered" "aaa" (body-text body))
@@ -310,6 +312,20 @@
               (and response (response-connection response)))
             (test-assert "closes: the rest is never read as a request"
               (client-eof? client))))))
+
+    (test-group "a body up to 1 MiB, sent in two parts: read whole before the handler"
+      ;; `/echo' reads with `get-bytevector-all', written in C: it cannot
+      ;; suspend, and finds the whole body in the pipe.
+      (with-client port
+        (lambda (client)
+          (client-send! client (string-append "POST /echo HTTP/1.1\r\nHost: x\r\n"
+                                              "Content-Length: 600000\r\n\r\n"
+                                              (make-string 300000 #\a)))
+          (client-send! client (make-string 300000 #\b))
+          (let ((response body (client-read-response client #:timeout 10)))
+            (test-equal "all of it" (+ 6 600000) (and body (bytevector-length body)))
+            (test-equal "in order" (char->integer #\b)
+              (and body (bytevector-u8-ref body (+ 6 599999))))))))
 
     (test-group "a handler that fails while reading: 500, the server goes on"
       (with-client port
