@@ -10,10 +10,12 @@
 ;;;   curl 127.0.0.1:8080/numbers?n=100000     a chunked answer, written as made
 ;;;
 ;;; `with-body-port' makes plucky give the handler each request body as an
-;;; input port instead of a bytevector (and call it on a worker thread, so
-;;; it may block); an answer whose body is a procedure and whose headers
-;;; say Transfer-Encoding: chunked or Content-Type: text/event-stream is
-;;; sent as the procedure writes it.
+;;; input port instead of a bytevector (read as it arrives: the request
+;;; suspends while the client sends nothing, and the worker serves
+;;; others); an answer whose body is a procedure and whose headers say
+;;; Transfer-Encoding: chunked or Content-Type: text/event-stream is sent
+;;; as the procedure writes it.  Both run on the worker's loop: they wait
+;;; with `sleep-ms' (plucky server), never with Guile's `sleep'.
 
 (use-modules (plucky server)
              (plucky web forms)
@@ -63,7 +65,7 @@
                     (format port "data: ~a\n\n" (strftime "%T" (localtime (current-time))))
                     ;; Out now, not when the buffer fills.
                     (force-output port)
-                    (sleep 1)
+                    (sleep-ms 1000)
                     (lp (+ i 1)))))))
      ((string=? path "/numbers")
       (let ((n (query-number request "n" 1000)))

@@ -38,8 +38,8 @@
 ;;;   suspended  its handler waits (plucky server suspend): watched for
 ;;;              the client hanging up only; handler timeout
 ;;;   streaming  a streamed answer's body procedure runs on the loop
-;;;   handed-off a pool thread has the connection (a body read as a port,
-;;;              a stream that blocks); out of epoll until `job-done!'
+;;;   handed-off a pool thread has the connection (a stream that
+;;;              blocks); out of epoll until `job-done!'
 ;;;   lingering  after an error answer: reads and drops, then closes
 ;;;
 ;;; Requests that arrive behind one that waits (pipelined) stay in the
@@ -47,7 +47,8 @@
 ;;; that has not all arrived gets storage of its own and is read straight
 ;;; into it, or decoded as it comes (chunked); the request is answered
 ;;; once it is whole.  A handler that reads bodies from ports
-;;; (`with-body-port') gets the connection on a thread instead.
+;;; (`with-body-port') is called at once, with a port that reads the
+;;; socket as it goes (`serve-body-port!').
 ;;;
 ;;; Code:
 
@@ -66,8 +67,8 @@
                                                  output-bytes write-error-response!))
   ;; Loaded by the first chunked request body, not at start-up (bench/startup).
   #:autoload (plucky http chunked) (make-chunked-decoder decode-chunked!)
-  ;; Loaded by the first connection handed to a thread (bench/startup).
-  #:autoload (plucky server stream) (make-body-reader write-all!)
+  ;; Loaded by the first body read as a port (bench/startup).
+  #:autoload (plucky server stream) (make-body-pipe)
   ;; Loaded by the first HTTP/2 connection, not at start-up (bench/startup).
   #:autoload (plucky server http2) (http2-preface? start-http2! http2-ready!)
   #:use-module (plucky server transport)
@@ -385,8 +386,8 @@ connection.  Return nothing."
                ((and (loop-body-port? loop)
                      (or (eq? length 'chunked)
                          (< 0 length (+ 1 (settings-max-body settings)))))
-                ;; The handler reads the body itself, on a thread.
-                (hand-off-call! loop conn request length bv index end))
+                ;; The handler reads the body itself, as it comes.
+                (serve-body-port! loop conn request length bv index end))
                ((eq? length 'chunked)
                 (let ((decoder (make-chunked-decoder
                                 #:max-total (settings-max-body settings)))
@@ -719,33 +720,36 @@ their resumption made ready in turn; return nothing."
      ((= n (- errno-EAGAIN)) #t)
      (else (close-connection! loop conn)))))
 
-(define (hand-off-call! loop conn request framing bv start end)
-  ;; Hand CONN to a thread that calls the handler with the body of
-  ;; REQUEST as a port; BV [START, END) are the bytes after its head.
+(define (serve-body-port! loop conn request framing bv start end)
+  ;; Call the handler with the body of REQUEST as a port (plucky server
+  ;; stream's body pipe), on the loop; BV [START, END) are the bytes
+  ;; after its head.  The body pipe gives back the bytes it read past the
+  ;; body's end (pipelined requests), which are served after it.
   (let* ((settings (loop-settings loop))
-         (out-fd (connection-out-fd conn))
          (continue? (and (assq 'expect (request-headers request))
                          (equal? (request-version request) '(1 . 1))
                          ;; The whole body came with the head: the client
                          ;; did not wait, nothing to say.
                          (not (and (integer? framing) (>= (- end start) framing)))))
-         (reader (make-body-reader
-                  (connection-fd conn) framing bv start end
-                  #:timeout (/ (settings-body-ms settings) 1000)
-                  #:max-body (settings-max-body settings)
-                  #:transport (connection-transport conn)
-                  #:continue (and continue?
-                                  (lambda ()
-                                    (write-all! out-fd continue-line 0
-                                                (bytevector-length continue-line)
-                                                (/ (settings-write-ms settings) 1000)
-                                                (connection-transport conn)))))))
+         (queued? (or (> (output-fill (loop-output loop)) 0)
+                      (pair? (connection-pending conn))))
+         (body (make-body-pipe
+                (connection-fd conn) framing bv start end
+                #:timeout-ms (settings-body-ms settings)
+                #:max-body (settings-max-body settings)
+                #:transport (connection-transport conn)
+                ;; Sent by the body pipe on the handler's first wait, or
+                ;; now, behind the answers to earlier requests not sent yet.
+                #:continue (and continue? (not queued?) continue-line)
+                #:on-leftover (lambda (bv start end) (keep-input! conn bv start end))
+                ;; --handler-timeout counts from the body's last bytes: a
+                ;; large upload takes the time its client takes.
+                #:on-progress (let ((limit (tasks-handler-ms (loop-tasks loop))))
+                                (and limit (lambda () (set-deadline! loop conn limit)))))))
+    (when (and continue? queued?)
+      (output-put-bytes! (loop-output loop) continue-line))
     (set-connection-input! conn #f)
-    (hand-to-thread! loop conn
-                     (make-job #:conn conn #:kind 'call #:request request #:reader reader
-                               #:close? (or (not (request-keep-alive? request))
-                                            (and (loop-drain-deadline loop) #t))
-                               #:state (loop-state loop)))))
+    (after-task! loop conn (respond! loop conn request body))))
 
 ;;;
 ;;; Connections back from the pool
@@ -755,8 +759,6 @@ their resumption made ready in turn; return nothing."
   (let ((conn (job-conn job))
         (observer (loop-observer loop)))
     (when (eq? (connection-ref loop (connection-fd conn)) conn)
-      (when (and (eq? (job-kind job) 'call) (pair? (job-state job)))
-        (set-loop-state! loop (job-state job)))
       (when (job-code job)
         (report-response! loop conn (job-request job) (job-code job) (job-bytes job))
         (when observer
@@ -777,9 +779,6 @@ their resumption made ready in turn; return nothing."
                (set-connection-state! conn 'idle)
                (set-deadline! loop conn (settings-keep-alive-ms (loop-settings loop)))
                (watch! loop conn EPOLLIN)
-               (let ((leftover (job-leftover job)))
-                 (when leftover
-                   (keep-input! conn leftover 0 (bytevector-length leftover))))
                (let ((own (connection-input conn)))
                  (when own
                    (serve-input! loop conn own (connection-start conn)

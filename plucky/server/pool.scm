@@ -1,23 +1,23 @@
-;;; (plucky server pool) --- threads for the answers the loop cannot make without blocking
+;;; (plucky server pool) --- threads for streamed answers that block
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
 
 ;;; Commentary:
 ;;;
-;;; Two kinds of answer cannot be made without blocking: a handler that
-;;; reads its request body from a port (`with-body-port'), and a streamed
-;;; answer (see `streamed-response?' in (plucky http response)), whose
-;;; body procedure writes as it goes.  The loop hands such a connection
-;;; to a thread of its pool, as a job: out of the epoll set, state
+;;; A streamed answer (see `streamed-response?' in (plucky http
+;;; response)) whose body procedure blocks (`stream-on-thread') cannot be
+;;; sent from the loop.  The loop hands such a connection to a thread of
+;;; its pool, as a job: out of the epoll set, state
 ;;; 'handed-off, no deadline (the thread has its own time-outs).  The
 ;;; thread (`run-job!') reads and writes the socket with (plucky server
 ;;; stream), then gives the connection back through the pool's done list
 ;;; and wakes the loop, which reports the answer and serves, closes or
 ;;; lingers as the job's outcome says ((plucky server loop)'s
 ;;; `job-done!').  A thread never closes a descriptor.  The common case
-;;; (no body, or a body read whole) never gets here: bench/hello is what
-;;; it was.
+;;; never gets here: bench/hello is what it was.  (Request bodies read as
+;;; ports do not either: `with-body-port' is here, but its handler runs
+;;; on the loop, with (plucky server stream)'s body pipe.)
 ;;;
 ;;; Threads start as jobs wait and none is idle, up to the settings'
 ;;; max-threads; past that, jobs queue, and the loop answers 503 to one
@@ -41,11 +41,9 @@
                               broadcast-condition-variable)
   #:use-module (plucky http response)
   ;; Loaded by the first connection handed to a thread (bench/startup).
-  #:autoload (plucky server stream) (body-reader-port body-reader-complete?
-                                     body-reader-leftover body-reader-finish!
+  #:autoload (plucky server stream) (body-pipe? call-with-body-pipe
                                      write-all! open-stream-writer
-                                     connection-lost? body-error?
-                                     body-error-status)
+                                     connection-lost?)
   #:use-module (plucky server connection)
   #:export (with-body-port
             body-port-handler?
@@ -57,10 +55,9 @@
             ;; Procedures, not the record's macros: see <job>.
             (%job? . job?) (%job-conn . job-conn) (%job-kind . job-kind)
             (%job-request . job-request) (%job-pending . job-pending)
-            (%set-job-pending! . set-job-pending!) (%job-state . job-state)
+            (%set-job-pending! . set-job-pending!)
             (%job-outcome . job-outcome) (%job-code . job-code)
-            (%job-bytes . job-bytes) (%job-leftover . job-leftover)
-            (%job-failure . job-failure)
+            (%job-bytes . job-bytes) (%job-failure . job-failure)
             make-pool
             pool-submit!
             take-done-jobs!
@@ -77,12 +74,18 @@
 is not empty as an input port rather than a bytevector: it reads what it
 wants (Content-Length and chunked framing decoded, \"100 Continue\" sent
 when it first reads), and the body's unread bytes are never buffered.
-Such requests are answered on a thread of the worker, so the handler may
-block; its threaded state, if any, is the state when the request
-arrived, and what it returns becomes the state again."
+The handler runs on the worker's loop as any other; while it reads a
+body that has not arrived it suspends, and the worker serves other
+requests (plucky server stream, docs/waiting.md)."
   (let ((wrapped (case-lambda
-                   ((request body) (handler request body))
-                   ((request body . state) (apply handler request body state)))))
+                   ((request body)
+                    (if (body-pipe? body)
+                        (call-with-body-pipe handler request body '())
+                        (handler request body)))
+                   ((request body . state)
+                    (if (body-pipe? body)
+                        (call-with-body-pipe handler request body state)
+                        (apply handler request body state))))))
     (hashq-set! body-port-handlers wrapped #t)
     (when (connect-handler? handler)    ; keeps with-connect's mark
       (hashq-set! connect-handlers wrapped #t))
@@ -180,32 +183,28 @@ second); return nothing."
 ;; Private to this module, as <pool> is; the loop reads a job once, when
 ;; the thread is done with it, through the procedures below.
 (define-record-type <job>
-  (%make-job conn kind request response body reader close? pending state
-             outcome code bytes handler-ns leftover queued failure)
+  (%make-job conn kind request response body close? pending
+             outcome code bytes queued failure)
   job?
   (conn job-conn)
-  (kind job-kind)                 ; call: run the handler | stream: send BODY
+  (kind job-kind)                 ; stream: send BODY
   (request job-request)
-  (response job-response)         ; stream: the handler's answer
-  (body job-body)                 ; stream: the body procedure
-  (reader job-reader)             ; call: the request body's <body-reader>
+  (response job-response)         ; the handler's answer
+  (body job-body)                 ; the body procedure
   (close? job-close?)             ; close after the answer, whatever it says
   (pending job-pending set-job-pending!) ; earlier answers to send first
-  (state job-state set-job-state!)       ; call: the handler's state, in and out
   ;; Set by the thread: keep | close | linger; the status sent (#f if
-  ;; none); bytes sent; the handler's ns; bytes read past the body.
+  ;; none); bytes sent.
   (outcome job-outcome set-job-outcome!)
   (code job-code set-job-code!)
   (bytes job-bytes set-job-bytes!)
-  (handler-ns job-handler-ns set-job-handler-ns!)
-  (leftover job-leftover set-job-leftover!)
   (queued job-queued set-job-queued!)   ; the loop's ms it was queued
   ;; #f, or (exception . stack) when the application failed
   (failure job-failure set-job-failure!))
 
 (define (%job? object) "Return true when OBJECT is a job." (job? object))
 (define (%job-conn job) "Return the connection of JOB." (job-conn job))
-(define (%job-kind job) "Return the kind of JOB: call or stream." (job-kind job))
+(define (%job-kind job) "Return the kind of JOB: stream." (job-kind job))
 (define (%job-request job) "Return the request JOB answers." (job-request job))
 (define (%job-pending job)
   "Return the answers to earlier requests JOB sends first."
@@ -213,15 +212,11 @@ second); return nothing."
 (define (%set-job-pending! job pending)
   "Make PENDING the answers JOB sends first."
   (set-job-pending! job pending))
-(define (%job-state job) "Return the handler's state after JOB." (job-state job))
 (define (%job-outcome job)
   "Return what becomes of JOB's connection: keep, close or linger."
   (job-outcome job))
 (define (%job-code job) "Return the status JOB sent, or #f." (job-code job))
 (define (%job-bytes job) "Return the bytes JOB sent." (job-bytes job))
-(define (%job-leftover job)
-  "Return #f, or the bytes JOB read past the request's body."
-  (job-leftover job))
 (define (%job-failure job)
   "Return #f, or (exception . stack) when JOB's handler failed."
   (job-failure job))
@@ -230,13 +225,11 @@ second); return nothing."
   (lambda (job port)
     (format port "#<job ~a ~a>" (job-kind job) (job-conn job))))
 
-(define* (make-job #:key conn kind request response body reader close? (state '()))
-  "Return a job for a pool thread: answer REQUEST on CONN.  KIND 'call
-runs the handler with READER's port as the body (and STATE, the
-handler's state); KIND 'stream sends RESPONSE and BODY, a body procedure.
+(define* (make-job #:key conn (kind 'stream) request response body close?)
+  "Return a job for a pool thread: answer REQUEST on CONN, sending
+RESPONSE and BODY, a body procedure (KIND 'stream, the only kind).
 CLOSE? closes the connection after the answer whatever it says."
-  (%make-job conn kind request response body reader close? '() state
-             'close #f 0 0 #f 0 #f))
+  (%make-job conn kind request response body close? '() 'close #f 0 0 #f))
 
 ;;;
 ;;; The pool
@@ -374,105 +367,51 @@ for them; return nothing."
         (list #f exception stack)))))
 
 (define (run-job! pool job)
-  ;; On a pool thread: answer JOB's request on its connection.  Sets the
-  ;; job's outcome; never closes the descriptor, never raises.
+  ;; On a pool thread: send JOB's streamed answer on its connection.
+  ;; Sets the job's outcome; never closes the descriptor, never raises.
   (let* ((conn (job-conn job))
          (out-fd (connection-out-fd conn))
          (timeout (pool-write-timeout pool))
-         (handler (pool-handler pool))
          (request (job-request job)))
     (define (send! bv start count)
       (write-all! out-fd bv start count timeout (connection-transport conn))
       (set-job-bytes! job (+ (job-bytes job) count)))
     (define (send-output! out)
       (send! (output-bytes out) 0 (output-fill out)))
-    (define (answer-error! code close-how)
-      ;; An error answer, if the client still reads.
-      (let ((out (make-output 512)))
-        (write-error-response! out (request-version request) code #f
-                               (request-method request) #f)
-        (set-job-code! job code)
-        (set-job-outcome! job close-how)
-        (call-caught (lambda () (send-output! out)))))
-    (define (complete? reader)
-      (or (not reader) (body-reader-complete? reader)))
     (define (answer! response body)
       ;; -> outcome; raises on the application's errors
-      (let* ((reader (job-reader job))
-             (close? (or (job-close? job) (not (complete? reader))))
-             (code (answer-code response)))
-        (if (streamed-response? response body)
-            (let ((out (make-output 1024)))
-              (call-with-values (lambda () (write-streamed-head! out request response))
-                (lambda (framing head-close?)
-                  (set-job-code! job code)
-                  (send-output! out)
-                  (unless (eq? framing 'none)
-                    (stream-body! job send! out-fd timeout response body framing))
-                  (if (or close? head-close?) 'close 'keep))))
-            (let ((out (make-output 4096)))
-              (call-with-values
-                  (lambda () (write-response! out request response body close? #f))
-                (lambda (close? large)
-                  (set-job-code! job code)
-                  (send-output! out)
-                  (when large (send! large 0 (bytevector-length large)))
-                  (if close? 'close 'keep)))))))
+      (let ((out (make-output 1024)))
+        (call-with-values (lambda () (write-streamed-head! out request response))
+          (lambda (framing head-close?)
+            (set-job-code! job (answer-code response))
+            (send-output! out)
+            (unless (eq? framing 'none)
+              (stream-body! job send! out-fd timeout response body framing))
+            (if (or (job-close? job) head-close?) 'close 'keep)))))
     (define (failed exception stack)
-      (cond
-       ((connection-lost? exception)
-        (set-job-outcome! job 'close))
-       ((body-error? exception)
-        (answer-error! (body-error-status exception) 'linger))
-       ((job-code job)
-        ;; The head is out: all that can be said is to stop.
+      (unless (connection-lost? exception)
         (report-handler-error request exception stack)
         (set-job-failure! job (cons exception stack))
-        (set-job-outcome! job 'close))
-       (else
-        (report-handler-error request exception stack)
-        (set-job-failure! job (cons exception stack))
-        (answer-error! 500 (if (complete? (job-reader job)) 'close 'linger)))))
+        (unless (job-code job)
+          ;; The head could not be made: a 500, if the client still reads.
+          (let ((out (make-output 512)))
+            (write-error-response! out (request-version request) 500 #f
+                                   (request-method request) #f)
+            (set-job-code! job 500)
+            (call-caught (lambda () (send-output! out))))))
+      ;; Once the head is out, all that can be said is to stop.
+      (set-job-outcome! job 'close))
     (fluid-set! thread-connection conn)
     (match (call-caught
             (lambda ()
               (for-each (match-lambda ((bv start . end) (send! bv start (- end start))))
                         (job-pending job))
               (set-job-pending! job '())
-              (case (job-kind job)
-                ((call)
-                 (let* ((start (clock))
-                        (state (job-state job))
-                        (port (body-reader-port (job-reader job)))
-                        (result (call-caught
-                                 (lambda ()
-                                   (if (null? state)
-                                       (handler request port)
-                                       (apply handler request port state))))))
-                   (set-job-handler-ns! job (- (clock) start))
-                   ;; The connection goes back to the loop: a handler that
-                   ;; kept the port must not read it any more.
-                   (body-reader-finish! (job-reader job))
-                   (match result
-                     ((#t response body . state)
-                      (set-job-state! job state)
-                      (answer! response body))
-                     ((#f exception stack)
-                      (failed exception stack)
-                      (job-outcome job)))))
-                ((stream)
-                 (answer! (job-response job) (job-body job))))))
+              (answer! (job-response job) (job-body job))))
       ((#t outcome)
        (set-job-outcome! job outcome))
       ((#f exception stack)
        (failed exception stack)))
-    ;; Bytes read beyond the body belong to the next request.
-    (let ((reader (job-reader job)))
-      (when (and reader (eq? (job-outcome job) 'keep))
-        (call-with-values (lambda () (body-reader-leftover reader))
-          (lambda (bv start end)
-            (when (< start end)
-              (set-job-leftover! job (bytevector-copy-range bv start end)))))))
     (fluid-set! thread-connection #f)))
 
 (define (stream-body! job send! out-fd timeout response body framing)

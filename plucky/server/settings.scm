@@ -220,8 +220,8 @@ Bearer T, and only to those")
    (setting 'max-connections #:range `(1 ,(expt 2 20)) #:default 10000 #:section 'limits
             #:scope 'loop #:doc "open connections per worker")
    (setting 'max-threads #:range '(1 1024) #:default 32 #:section 'limits #:scope 'loop
-            #:doc "threads per worker for requests whose body the app reads as a port \
-(with-body-port) and for streamed answers; more wait")
+            #:doc "threads per worker for `blocking` calls and for streamed answers \
+marked stream-on-thread; more wait (bodies read as ports take none)")
    (setting 'keep-alive-timeout-s #:aliases '(keep-alive-timeout) #:range `(0 ,day)
             #:default 60 #:unit "seconds" #:section 'limits #:scope 'loop
             #:doc "seconds an idle connection is kept")

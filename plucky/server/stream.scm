@@ -1,4 +1,4 @@
-;;; (plucky server stream) --- request bodies and answers as ports, on a thread
+;;; (plucky server stream) --- request bodies as ports, answers on a thread
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
@@ -6,29 +6,32 @@
 ;;; Commentary:
 ;;;
 ;;; The loop (plucky server loop) never blocks: it reads what a socket
-;;; has and goes on.  A handler that reads its request body as a port, or
-;;; an answer written by a procedure as it is produced, cannot work that
-;;; way without turning the application inside out.  So the loop hands
-;;; such a connection to one of its worker threads (see `hand-off!' in
-;;; the loop), which owns it until the answer is sent, and this module
-;;; gives that thread its ports:
+;;; has and goes on.  Two things do not fit that shape without turning
+;;; the application inside out, and this module gives them their ports:
 ;;;
-;;;  - a body reader, an input port over the request body: the bytes
-;;;    that arrived with the head first, then the socket itself, with
-;;;    Content-Length or chunked framing decoded as it is read (plucky
-;;;    http chunked), an idle time-out per read, "100 Continue" sent when
-;;;    the handler first reads (RFC 9110 §10.1.1), and the bytes that
-;;;    follow the body (a pipelined request) kept for the loop;
-;;;  - a stream writer, an output port whose writes go to the socket as
-;;;    they are made: one chunk per write for HTTP/1.1, the bytes as they
-;;;    are when the answer declared its length or the connection closes
-;;;    after it (HTTP/1.0); `force-output' sends what is buffered (server-
-;;;    sent events), closing the port sends the last chunk with its CRLF.
+;;;  - a body pipe, for a handler that reads its request body as a port
+;;;    (`with-body-port'): the handler runs on the loop as any other and
+;;;    reads a Guile file port over a pipe.  The bytes that came with the
+;;;    head are in the pipe before it runs; when it has read them, Guile's
+;;;    suspendable ports call `current-read-waiter', set here to `pump!',
+;;;    which reads the socket, decodes Content-Length or chunked framing
+;;;    (plucky http chunked), sends "100 Continue" the first time (RFC
+;;;    9110 §10.1.1), and writes the bytes into the pipe, suspending the
+;;;    request (plucky server suspend) while the client sends nothing.
+;;;    Bytes read past the body (a pipelined request) go back to the
+;;;    loop.  A read waits at most the body time-out (then 408);
+;;;  - a stream writer, for a streamed answer whose body procedure
+;;;    blocks (`stream-on-thread'), run on a thread of the pool: an output
+;;;    port whose writes go to the socket as they are made: one chunk per
+;;;    write for HTTP/1.1, the bytes as they are when the answer declared
+;;;    its length or the connection closes after it (HTTP/1.0);
+;;;    `force-output' sends what is buffered (server-sent events),
+;;;    closing the port sends the last chunk with its CRLF.  It waits
+;;;    with poll(2) when the socket takes nothing: the thread is its own.
 ;;;
-;;; The descriptors are the loop's and non-blocking; this thread waits
-;;; with poll(2) when they are not ready, so a slow client holds its own
-;;; thread, never the loop.  Nothing here closes a descriptor: the
-;;; thread gives the connection back and the loop closes it.
+;;; Nothing here closes the client's socket: the loop does.  A body
+;;; pipe's own descriptors (the pipe's ends, a dup of the socket to wait
+;;; on) are closed when its handler returns or raises.
 ;;;
 ;;; Code:
 
@@ -36,10 +39,18 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 exceptions)
-  #:use-module ((ice-9 binary-ports) #:select (make-custom-binary-input-port
-                                                make-custom-binary-output-port))
+  #:use-module ((ice-9 binary-ports) #:select (make-custom-binary-output-port))
+  ;; Installed by the first body pipe, not at start-up: docs/waiting.md.
+  #:autoload (ice-9 suspendable-ports) (install-suspendable-ports!
+                                        current-read-waiter)
+  #:use-module ((web response) #:select (build-response response? response-version
+                                         response-code response-reason-phrase
+                                         response-headers))
   #:use-module (plucky sys libc)
   #:use-module (plucky server transport)
+  #:use-module ((plucky server suspend) #:select (wait-readable wait-writable
+                                                  release-descriptor!))
+  #:use-module ((plucky server watchdog) #:select (handler-call))
   #:use-module (plucky http error)
   #:use-module (plucky http chunked)
   #:export (&body-error
@@ -48,11 +59,12 @@
             &connection-lost
             connection-lost?
             write-all!
-            make-body-reader
-            body-reader-port
-            body-reader-complete?
-            body-reader-leftover
-            body-reader-finish!
+            make-body-pipe
+            body-pipe?
+            body-pipe-port
+            body-pipe-complete?
+            body-pipe-close!
+            call-with-body-pipe
             open-stream-writer))
 
 ;;;
@@ -102,176 +114,372 @@ or the time runs out."
                 (connection-lost "the client did not read the answer in time")))
            (else (connection-lost (errno->string n)))))))))
 
-(define (read-some! fd bv start count timeout transport)
-  ;; -> bytes read into BV [START, START+COUNT) through TRANSPORT, at
-  ;; least 1; raise a &body-error when the body stops or ends early.
-  (let ((address (bytevector-address bv))
-        (read (transport-read transport)))
-    (let lp ()
-      (let ((n (read fd address start count)))
-        (cond
-         ((> n 0) n)
-         ((= n (- errno-EAGAIN))
-          (if (or ((transport-pending? transport) fd)
-                  (fd-wait fd 'read (* 1000 timeout)))
-              (lp)
-              (body-error 408 "the request body stopped arriving")))
-         ((zero? n) (body-error 400 "the connection closed before the body's end"))
-         (else (body-error 400 (errno->string n))))))))
-
 ;;;
 ;;; Request bodies
 ;;;
 
-(define-record-type <body-reader>
-  (%make-body-reader fd transport timeout port continue remaining decoder
-                     raw raw-start raw-end data data-start data-end finished?)
-  body-reader?
-  (fd reader-fd)
-  (transport reader-transport)              ; <transport> of FD
-  ;; #t once the handler has returned: the socket is the loop's again
-  (finished? reader-finished? set-reader-finished!)
-  (timeout reader-timeout)                  ; seconds a read may wait
-  (port body-reader-port set-reader-port!)
-  ;; #f, or a thunk that sends "100 Continue", called before the first read
-  (continue reader-continue set-reader-continue!)
-  ;; Content-Length framing: bytes of body not yet read; #f when chunked
-  (remaining reader-remaining set-reader-remaining!)
-  (decoder reader-decoder)                  ; chunked framing: the decoder
+;; A `with-body-port' request's body, as a pipe the handler reads.  The
+;; handler runs on the loop; its port is a Guile file port over the
+;; pipe's read end, non-blocking.  When the pipe is empty, Guile's
+;; suspendable ports call `current-read-waiter', which is `pump!' here:
+;; it reads the next bytes of the body from the client's socket, decodes
+;; their framing, and writes them into the pipe (never more than it
+;; holds, so the write never blocks), waiting for the socket with
+;; `wait-readable' (the request suspends, the loop serves others).  The
+;; waiter is called from Scheme, not from C, so it may suspend, where a
+;; custom port's read procedure may not (docs/waiting.md).
+(define-record-type <body-pipe>
+  (%make-body-pipe fd wait-fd transport timeout-ms port write-fd write-port
+                   continue remaining decoder raw raw-start raw-end data
+                   data-start data-end on-leftover on-progress unyielded)
+  body-pipe?
+  (fd pipe-fd)                              ; the client's socket: read from it
+  ;; a dup of FD, waited on: the loop's table has FD as a connection
+  (wait-fd pipe-wait-fd set-pipe-wait-fd!)
+  (transport pipe-transport)                ; <transport> of FD
+  (timeout-ms pipe-timeout-ms)              ; how long a read of FD may wait
+  (port body-pipe-port)                     ; the pipe's read end: the handler's
+  (write-fd pipe-write-fd)                  ; the pipe's write end, or #f
+  (write-port pipe-write-port set-pipe-write-port!) ; its port, or #f once closed
+  ;; #f, or the bytes of "100 Continue", sent before the first wait
+  (continue pipe-continue set-pipe-continue!)
+  ;; Content-Length framing: body bytes not yet in the pipe; #f when chunked
+  (remaining pipe-remaining set-pipe-remaining!)
+  (decoder pipe-decoder)                    ; chunked framing: the decoder
   ;; bytes from the socket not yet used: RAW [raw-start, raw-end)
-  (raw reader-raw set-reader-raw!)
-  (raw-start reader-raw-start set-reader-raw-start!)
-  (raw-end reader-raw-end set-reader-raw-end!)
-  ;; chunked: decoded body bytes not yet read: DATA [data-start, data-end)
-  (data reader-data)
-  (data-start reader-data-start set-reader-data-start!)
-  (data-end reader-data-end set-reader-data-end!))
+  (raw pipe-raw)
+  (raw-start pipe-raw-start set-pipe-raw-start!)
+  (raw-end pipe-raw-end set-pipe-raw-end!)
+  ;; chunked: decoded body bytes not yet in the pipe: DATA [data-start, data-end)
+  (data pipe-data)
+  (data-start pipe-data-start set-pipe-data-start!)
+  (data-end pipe-data-end set-pipe-data-end!)
+  ;; (bv start end) -> _: given the bytes read past the body's end
+  (on-leftover pipe-on-leftover)
+  (on-progress pipe-on-progress)            ; thunk called as bytes arrive, or #f
+  ;; bytes moved since the request last let the loop serve others
+  (unyielded pipe-unyielded set-pipe-unyielded!))
+
+(define yield-bytes
+  ;; A body that arrives as fast as the handler reads it would never
+  ;; suspend: past this many bytes without a wait, the pump waits for
+  ;; the socket anyway (it is readable: one turn of the loop), so that
+  ;; other clients of the worker are served meanwhile.
+  (* 1024 1024))
 
 (define raw-size
-  ;; A chunked body is read from the socket this much at a time.  Its
-  ;; decoded data never outgrows the raw bytes it came in, so DATA is as
-  ;; big.
+  ;; The socket is read this much at a time, the size of a pipe's
+  ;; buffer.  A chunked body's decoded data never outgrows the raw bytes
+  ;; it came in, so DATA is as big.
   65536)
 
-(define* (make-body-reader fd framing bv start end #:key (timeout 30)
-                           (max-body (* 64 1024 1024)) (continue #f)
-                           (transport plain-transport))
-  "Return a reader of the request body that starts at BV [START, END) (the
-bytes that came after the head, copied) and goes on on the socket FD, read through TRANSPORT.
-FRAMING is the body's length in bytes (Content-Length) or 'chunked.
-Each read waits at most TIMEOUT seconds; a chunked body longer than
-MAX-BODY bytes is an error (413).  CONTINUE, if given, is a thunk called
-before the first read (it sends \"100 Continue\").  `body-reader-port'
-is the port the handler reads; errors reading it raise a &body-error."
+(define whole-body-size
+  ;; A body sent without Expect with a Content-Length up to this many
+  ;; bytes gets a pipe that holds it whole (F_SETPIPE_SZ; Linux's default
+  ;; /proc/sys/fs/pipe-max-size): it is all there before the handler runs
+  ;; (see `prefill!').  The kernel takes the pages as they fill.
+  (* 1024 1024))
+
+(define F_SETPIPE_SZ 1031)                  ; Linux, <fcntl.h>
+
+(define suspendable-ports-installed? #f)
+
+(define (ensure-suspendable-ports!)
+  ;; Guile's port procedures, replaced for the whole process by ones that
+  ;; call `current-read-waiter': only once an app gets a body as a port,
+  ;; since they are slower for every port (docs/waiting.md).
+  (unless suspendable-ports-installed?
+    (set! suspendable-ports-installed? #t)
+    (install-suspendable-ports!)))
+
+(define (set-flags! port-or-fd get set flags)
+  (fcntl port-or-fd set (logior flags (fcntl port-or-fd get))))
+
+(define* (make-body-pipe fd framing bv start end #:key (timeout-ms 30000)
+                         (max-body (* 64 1024 1024)) (continue #f)
+                         (transport plain-transport) (on-leftover #f)
+                         (on-progress #f))
+  "Return the body of a request as a pipe: its port (`body-pipe-port') is
+what the handler reads, the bytes at BV [START, END) (those that came
+after the head, copied) first, then what the socket FD (read through
+TRANSPORT) brings, Content-Length or chunked framing (FRAMING: a length
+in bytes, or 'chunked) decoded.  Call the handler through
+`call-with-body-pipe'.  A wait for FD longer than TIMEOUT-MS is a 408; a
+chunked body longer than MAX-BODY bytes a 413.  CONTINUE, if given, is
+a thunk called before the first wait (it sends \"100 Continue\").
+ON-LEFTOVER is called as (ON-LEFTOVER bv start end) with the bytes read
+past the body's end (a pipelined request) once the handler returns;
+ON-PROGRESS, a thunk, each time bytes of the body arrive."
+  (ensure-suspendable-ports!)
   (let* ((chunked? (eq? framing 'chunked))
          (have (- end start))
-         ;; With a Content-Length the socket is read straight into the
-         ;; handler's buffer: RAW holds only what came with the head.
-         (raw (make-bytevector (if chunked? (max raw-size have) have)))
-         (reader (%make-body-reader
-                  fd transport timeout #f continue (and (not chunked?) framing)
-                  (and chunked? (make-chunked-decoder #:max-total max-body))
-                  raw 0 have
-                  (and chunked? (make-bytevector (bytevector-length raw))) 0 0 #f)))
+         (raw (make-bytevector (max raw-size have)))
+         (ends (pipe))
+         (wait-fd (dup->fdes fd))
+         (body (%make-body-pipe
+                fd wait-fd transport timeout-ms (car ends) (fileno (cdr ends))
+                (cdr ends) continue (and (not chunked?) framing)
+                (and chunked? (make-chunked-decoder #:max-total max-body))
+                raw 0 have
+                (and chunked? (make-bytevector (bytevector-length raw))) 0 0
+                on-leftover on-progress 0)))
+    (fcntl wait-fd F_SETFD FD_CLOEXEC)
+    (for-each (lambda (port)
+                (fcntl port F_SETFD FD_CLOEXEC)
+                (set-flags! port F_GETFL F_SETFL O_NONBLOCK))
+              (list (car ends) (cdr ends)))
+    (when (and (not chunked?) (not continue) (> framing raw-size)
+               (<= framing whole-body-size))
+      ;; Refused past the user's share of pipe memory: then the default.
+      (false-if-exception (fcntl (cdr ends) F_SETPIPE_SZ framing)))
+    (set-port-encoding! (car ends) "ISO-8859-1")
+    (setvbuf (car ends) 'block raw-size)
     (bytevector-copy! bv start raw 0 have)
-    (let ((port (make-custom-binary-input-port
-                 "request body"
-                 (lambda (bv start count) (reader-read! reader bv start count))
-                 #f #f #f)))
-      (set-reader-port! reader port)
-      reader)))
+    body))
 
-(define (reader-read! reader bv start count)
-  ;; The port's read!: -> bytes put in BV [START, START+COUNT), 0 at the
-  ;; end of the body.
-  (when (reader-finished? reader)
-    (error "request body read after its handler returned"))
-  (let ((continue (reader-continue reader)))
+(define (prefill! body)
+  ;; What came with the head goes in the pipe before the handler runs.
+  ;; A body the client sends without waiting for "100 Continue" is read
+  ;; until the pipe is full (the request suspends meanwhile): a body the
+  ;; pipe holds whole (64 KiB, or a Content-Length up to
+  ;; `whole-body-size') is then all there even for Guile's port
+  ;; procedures written in C, which cannot suspend (`get-bytevector-all').
+  (unless (pipe-remaining body) (decode-raw! body))
+  (fill-pipe! body)
+  (unless (pipe-continue body)
+    (let lp ()
+      (unless (or (body-pipe-complete? body)
+                  ;; full
+                  (call-with-values (lambda () (ready-slice body))
+                    (lambda (bv start count) (> count 0))))
+        (pump! body)
+        (lp)))))
+
+(define (body-error-of status)
+  ;; -> the http-error STATUS (from the chunked decoder) raised as a body error
+  (body-error (http-error-status status) (http-error-reason status)))
+
+(define (decode-raw! body)
+  ;; Chunked: decode what RAW holds into DATA, which is empty.
+  (set-pipe-data-start! body 0)
+  (set-pipe-data-end! body 0)
+  (call-with-values
+      (lambda ()
+        (decode-chunked! (pipe-decoder body) (pipe-raw body) (pipe-raw-start body)
+                         (pipe-raw-end body)
+                         (lambda (raw start count)
+                           (let ((end (pipe-data-end body)))
+                             (bytevector-copy! raw start (pipe-data body) end count)
+                             (set-pipe-data-end! body (+ end count))))))
+    (lambda (status index)
+      (when (http-error? status)
+        (body-error-of status))
+      ;; 'more used every byte; 'done leaves what follows the body (a
+      ;; pipelined request) in RAW.
+      (set-pipe-raw-start! body index))))
+
+(define (body-pipe-complete? body)
+  "True when every byte of BODY has been read from the socket, so that
+the connection is at the next request's first byte (or at the bytes
+BODY gives its ON-LEFTOVER)."
+  (if (pipe-remaining body)
+      (zero? (pipe-remaining body))
+      (and (chunked-decoder-done? (pipe-decoder body))
+           (= (pipe-data-start body) (pipe-data-end body)))))
+
+(define (ready-slice body)
+  ;; -> (values bv start count): decoded body bytes for the pipe
+  (if (pipe-remaining body)
+      (values (pipe-raw body) (pipe-raw-start body)
+              (min (pipe-remaining body) (- (pipe-raw-end body) (pipe-raw-start body))))
+      (values (pipe-data body) (pipe-data-start body)
+              (- (pipe-data-end body) (pipe-data-start body)))))
+
+(define (slice-taken! body n)
+  ;; N bytes of `ready-slice' went into the pipe.
+  (if (pipe-remaining body)
+      (begin
+        (set-pipe-raw-start! body (+ n (pipe-raw-start body)))
+        (set-pipe-remaining! body (- (pipe-remaining body) n)))
+      (set-pipe-data-start! body (+ n (pipe-data-start body)))))
+
+(define (close-write-end! body)
+  (let ((port (pipe-write-port body)))
+    (when port
+      (set-pipe-write-port! body #f)
+      (close-port port))))
+
+(define (fill-pipe! body)
+  ;; Move decoded bytes into the pipe while it takes them.  -> #t when
+  ;; some went in or the body ended (its write end then closed), #f
+  ;; when there is nothing decoded to move.
+  (let lp ((moved? #f))
+    (if (body-pipe-complete? body)
+        (begin (close-write-end! body) #t)
+        (call-with-values (lambda () (ready-slice body))
+          (lambda (bv start count)
+            (if (zero? count)
+                moved?
+                (let ((n (fd-write (pipe-write-fd body) (bytevector-address bv)
+                                   start count)))
+                  (cond
+                   ((> n 0)
+                    (slice-taken! body n)
+                    (set-pipe-unyielded! body (+ n (pipe-unyielded body)))
+                    (lp #t))
+                   ;; Full: the handler has bytes to read.
+                   ((= n (- errno-EAGAIN)) #t)
+                   (else (error "request body pipe:" (errno->string n)))))))))))
+
+(define (read-socket! body wait?)
+  ;; Read what the socket has into RAW, which is used up; when it has
+  ;; nothing, wait for it if WAIT?, else -> #f.  Raise a body error when
+  ;; the body stops or ends early.
+  (let* ((raw (pipe-raw body))
+         (room (if (pipe-remaining body)
+                   ;; Never past the body's end: what follows belongs to
+                   ;; the next request, and the loop reads it.
+                   (min (bytevector-length raw) (pipe-remaining body))
+                   (bytevector-length raw)))
+         (read (transport-read (pipe-transport body))))
+    (define (wait!)
+      (set-pipe-unyielded! body 0)
+      (or (wait-readable (pipe-wait-fd body) #:timeout-ms (pipe-timeout-ms body)
+                         #:kind 'socket #:label "request body")
+          (body-error 408 "the request body stopped arriving")))
+    (when (and wait? (> (pipe-unyielded body) yield-bytes))
+      (wait!))
+    (let lp ()
+      (let ((n (read (pipe-fd body) (bytevector-address raw) 0 room)))
+        (cond
+         ((> n 0)
+          (let ((on-progress (pipe-on-progress body)))
+            (when on-progress (on-progress)))
+          (set-pipe-raw-start! body 0)
+          (set-pipe-raw-end! body n)
+          (unless (pipe-remaining body) (decode-raw! body))
+          #t)
+         ((= n (- errno-EAGAIN))
+          (cond
+           (((transport-pending? (pipe-transport body)) (pipe-fd body)) (lp))
+           ((not wait?) #f)
+           (else (wait!) (lp))))
+         ((zero? n) (body-error 400 "the connection closed before the body's end"))
+         (else (body-error 400 (errno->string n))))))))
+
+(define (send-all! body bv)
+  ;; Write BV to the client, suspending while its socket takes nothing.
+  (let ((write (transport-write (pipe-transport body))))
+    (let lp ((start 0))
+      (when (< start (bytevector-length bv))
+        (let ((n (write (pipe-fd body) (bytevector-address bv) start
+                        (- (bytevector-length bv) start))))
+          (cond
+           ((>= n 0) (lp (+ start n)))
+           ((= n (- errno-EAGAIN))
+            (if (wait-writable (pipe-wait-fd body) #:timeout-ms (pipe-timeout-ms body)
+                               #:kind 'socket #:label "client")
+                (lp start)
+                (connection-lost "the client did not read in time")))
+           (else (connection-lost (errno->string n)))))))))
+
+(define (pump! body)
+  ;; The waiter of BODY's port, called when the pipe is empty: put the
+  ;; next bytes of the body in the pipe, or close its write end at the
+  ;; body's end, reading (and waiting for) the socket as needed.
+  (let ((continue (pipe-continue body)))
     (when continue
-      (set-reader-continue! reader #f)
-      (continue)))
-  (if (reader-remaining reader)
-      (read-counted! reader bv start count)
-      (read-chunked! reader bv start count)))
+      (set-pipe-continue! body #f)
+      (send-all! body continue)))
+  ;; The time spent here is the client's, not the handler's: the
+  ;; watchdog (plucky server watchdog) does not count it.
+  (let ((request (vector-ref handler-call 0)))
+    (vector-set! handler-call 0 #f)
+    (let lp ((moved? #f))
+      (let ((moved? (or (fill-pipe! body) moved?)))
+        ;; Once the pipe has what the socket had at once, or is full,
+        ;; the handler reads.
+        (when (and (not (body-pipe-complete? body))
+                   (call-with-values (lambda () (ready-slice body))
+                     (lambda (bv start count) (zero? count)))
+                   (or (not moved?) (< (pipe-unyielded body) yield-bytes))
+                   (read-socket! body (not moved?)))
+          (lp moved?))))
+    (vector-set! handler-call 0 request)))
 
-(define (take-raw! reader bv start count)
-  ;; Move up to COUNT bytes of RAW to BV; -> how many.
-  (let* ((raw-start (reader-raw-start reader))
-         (n (min count (- (reader-raw-end reader) raw-start))))
-    (bytevector-copy! (reader-raw reader) raw-start bv start n)
-    (set-reader-raw-start! reader (+ raw-start n))
-    n))
+(define (body-pipe-close! body)
+  "Close the descriptors of BODY (the pipe's ends, the socket's dup);
+return nothing.  Its port then reads nothing more."
+  (close-write-end! body)
+  (close-port (body-pipe-port body))
+  (let ((fd (pipe-wait-fd body)))
+    (when fd
+      (set-pipe-wait-fd! body #f)
+      (release-descriptor! fd)
+      (fd-close fd)))
+  (values))
 
-(define (read-counted! reader bv start count)
-  (let ((remaining (reader-remaining reader)))
-    (if (zero? remaining)
-        0
-        (let* ((count (min count remaining))
-               (n (if (< (reader-raw-start reader) (reader-raw-end reader))
-                      (take-raw! reader bv start count)
-                      ;; Straight from the socket into the caller's
-                      ;; buffer, never past the body's end: what follows
-                      ;; belongs to the next request.
-                      (read-some! (reader-fd reader) bv start count
-                                  (reader-timeout reader) (reader-transport reader)))))
-          (set-reader-remaining! reader (- remaining n))
-          n))))
+(define (closing-answer response)
+  ;; -> RESPONSE, a handler's answer, saying the connection closes
+  (if (response? response)
+      (build-response #:version (response-version response)
+                      #:code (response-code response)
+                      #:reason-phrase (response-reason-phrase response)
+                      #:headers (cons '(connection close) (response-headers response))
+                      #:port #f)
+      (cons '(connection close) response)))
 
-(define (read-chunked! reader bv start count)
-  (let ((data-start (reader-data-start reader))
-        (data-end (reader-data-end reader))
-        (decoder (reader-decoder reader)))
-    (cond
-     ((< data-start data-end)
-      (let ((n (min count (- data-end data-start))))
-        (bytevector-copy! (reader-data reader) data-start bv start n)
-        (set-reader-data-start! reader (+ data-start n))
-        n))
-     ((chunked-decoder-done? decoder) 0)
-     (else
-      (when (= (reader-raw-start reader) (reader-raw-end reader))
-        (let ((n (read-some! (reader-fd reader) (reader-raw reader) 0
-                             (bytevector-length (reader-raw reader))
-                             (reader-timeout reader) (reader-transport reader))))
-          (set-reader-raw-start! reader 0)
-          (set-reader-raw-end! reader n)))
-      (set-reader-data-start! reader 0)
-      (set-reader-data-end! reader 0)
-      (call-with-values
-          (lambda ()
-            (decode-chunked! decoder (reader-raw reader) (reader-raw-start reader)
-                             (reader-raw-end reader)
-                             (lambda (raw start count)
-                               (let ((end (reader-data-end reader)))
-                                 (bytevector-copy! raw start (reader-data reader) end count)
-                                 (set-reader-data-end! reader (+ end count))))))
-        (lambda (status index)
-          (if (http-error? status)
-              (body-error (http-error-status status) (http-error-reason status))
-              (begin
-                ;; 'more used every byte; 'done leaves what follows the
-                ;; body (a pipelined request) in RAW for the loop.
-                (set-reader-raw-start! reader index)
-                (read-chunked! reader bv start count)))))))))
+(define (body-error-answer exception)
+  (values (build-response #:code (body-error-status exception)
+                          #:headers '((content-type text/plain) (connection close)))
+          (string-append (exception-message* exception) "\n")))
 
-(define (body-reader-complete? reader)
-  "True when every byte of the body has been read from the socket, so
-that the connection is at the next request's first byte (or at bytes
-kept in `body-reader-leftover')."
-  (if (reader-remaining reader)
-      (zero? (reader-remaining reader))
-      (and (chunked-decoder-done? (reader-decoder reader))
-           (= (reader-data-start reader) (reader-data-end reader)))))
+(define (exception-message* exception)
+  (if (exception-with-message? exception) (exception-message exception) ""))
 
-(define (body-reader-finish! reader)
-  "Make READER's port refuse to read: its handler has returned and the
-connection is going back to the loop."
-  (set-reader-finished! reader #t))
-
-(define (body-reader-leftover reader)
-  "Return the bytes read from the socket beyond the body (the start of a
-pipelined request) as three values: a bytevector, start and end."
-  (values (reader-raw reader) (reader-raw-start reader) (reader-raw-end reader)))
+(define (call-with-body-pipe handler request body state)
+  "Return the values of (HANDLER REQUEST PORT . STATE), PORT the port of
+BODY (a <body-pipe>), read as the handler goes, which may then suspend;
+the response says the connection closes when the handler left part of
+the body unread.  A body error (408, 413, 400) that escapes the handler
+becomes that answer.  BODY is closed once the handler returns or
+raises."
+  (let ((port (body-pipe-port body))
+        (tag (make-prompt-tag "body")))
+    (call-with-prompt tag
+      (lambda ()
+        (call-with-values
+            (lambda ()
+              (with-exception-handler
+                  (lambda (exception)
+                    (if (body-error? exception)
+                        (abort-to-prompt tag exception)
+                        (begin
+                          ;; The handler failed or was given up: its
+                          ;; descriptors go now, the error goes on.
+                          (body-pipe-close! body)
+                          (raise-exception exception))))
+                (lambda ()
+                  (prefill! body)
+                  (let ((other (current-read-waiter)))
+                    (parameterize ((current-read-waiter
+                                    (lambda (p) (if (eq? p port) (pump! body) (other p)))))
+                      (apply handler request port state))))))
+          (lambda (response response-body . state)
+            (let ((complete? (body-pipe-complete? body)))
+              (body-pipe-close! body)
+              (when complete?
+                (let ((on-leftover (pipe-on-leftover body)))
+                  (when (and on-leftover (< (pipe-raw-start body) (pipe-raw-end body)))
+                    (on-leftover (pipe-raw body) (pipe-raw-start body)
+                                 (pipe-raw-end body)))))
+              (apply values (if complete? response (closing-answer response))
+                     response-body state)))))
+      (lambda (k exception)
+        (body-pipe-close! body)
+        (call-with-values (lambda () (body-error-answer exception))
+          (lambda (response response-body)
+            (apply values response response-body state)))))))
 
 ;;;
 ;;; Answers sent as they are written
