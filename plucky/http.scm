@@ -13,7 +13,7 @@
 ;;;   errors      &http-error: a status, a reason and a byte offset
 ;;;   dates       IMF-fixdate, as Date and Last-Modified say it
 ;;;   status      status lines and reason phrases
-;;;   parse       the limits on a request head
+;;;   parse       the limits on a request head; response heads as positions
 ;;;   response    response records and heads written into output buffers
 ;;;   chunked     the chunked transfer coding, both ways
 ;;;   multipart   multipart/form-data, incrementally
@@ -43,6 +43,12 @@
                make-parse-limits parse-limits? %default-parse-limits
                parse-limits-max-request-line parse-limits-max-header-bytes
                parse-limits-max-header-count
+               parse-response-head response-head? response-head-version
+               response-head-code response-head-reason-start response-head-reason-end
+               response-head-fields response-head-content-length
+               response-head-transfer-coding response-head-connection
+               field-symbol field-name field-name-start field-name-end
+               field-value-start field-value-end field-line-end
                ;; response
                response-record? response-record-code response-record-headers
                answer-code answer-headers streamed-response? copy-limit
@@ -50,6 +56,8 @@
                output-reset! output-put-bytes! output-put-slice!
                write-response! write-response-head! write-streamed-head!
                write-error-response!
+               make-raw-response raw-response? raw-response-code raw-response-fields
+               raw-response-closing raw-response->response
                ;; chunked
                make-chunked-decoder chunked-decoder? decode-chunked!
                chunked-decoder-done? chunked-decoder-total encode-chunk!

@@ -89,6 +89,7 @@
             http-trace
             http-options
             http-request-stream
+            http-request-raw
             read-reader-rest
             close-reader!))
 
@@ -289,15 +290,26 @@
 
 (define (exchange uri request payload timeouts settings)
   ;; -> (values response body conn): the request sent, the head read.
-  ;; A pooled connection the server had closed is retried once, on a
-  ;; new one, when the method is idempotent.
+  (let ((method (request-method request)))
+    (exchange-bytes uri method (request->bytevector request payload) timeouts settings
+                    (lambda (conn where)
+                      (let-values (((response head-size)
+                                    (read-response-head conn timeouts where)))
+                        (cons response
+                              (make-body conn response head-size method
+                                         #:max-body (settings-max-body settings)
+                                         #:uri where)))))))
+
+(define (exchange-bytes uri method bytes timeouts settings read-head)
+  ;; -> (values head body conn): BYTES, a request of METHOD, sent; the
+  ;; head and body of the response read by (READ-HEAD conn where) ->
+  ;; (head . body).  A pooled connection the server had closed is
+  ;; retried once, on a new one, when the method is idempotent.
   (let* ((tls? (eq? (uri-scheme uri) 'https))
          (host (uri-host uri))
          (port (or (uri-port uri) (if tls? 443 80)))
          (origin (string-append (if tls? "https://" "http://") host ":"
                                 (number->string port)))
-         (method (request-method request))
-         (bytes (request->bytevector request payload))
          (where (settings-uri settings)))
     (let attempt ((fresh? #f))
       (let* ((pooled (and (settings-keep-alive? settings) (not fresh?)
@@ -316,10 +328,7 @@
                         (raise-exception e)))
                 (lambda ()
                   (connection-write! conn bytes timeouts)
-                  (let-values (((response head-size) (read-response-head conn timeouts where)))
-                    (cons response
-                          (make-body conn response head-size method
-                                     #:max-body (settings-max-body settings) #:uri where))))
+                  (read-head conn where))
                 #:unwind? #t)))
         (if (eq? outcome 'stale)
             (attempt #t)
@@ -506,6 +515,41 @@ server declared is read straight into one bytevector of that size."
 ;;;
 ;;; The procedures
 ;;;
+
+(define* (http-request-raw uri method bytes #:key
+                           (verify-certificate? #t)
+                           (keep-alive? #f)
+                           (connect-timeout-ms default-connect-timeout-ms)
+                           (read-timeout-ms default-read-timeout-ms)
+                           (timeout-ms #f)
+                           (max-body #f)
+                           (label #f)
+                           (where #f))
+  "Send BYTES, a whole HTTP/1.1 request of METHOD (a symbol): its head
+and body as they go on the wire, to the origin of URI (a URI record),
+and return four values: the response's head as (plucky http)'s
+`parse-response-head' gives it, a bytevector of the head's bytes, BASE,
+the head's positions less BASE being offsets in those bytes, and a
+READER of its body, as `http-request-stream''s.  For a proxy, which has
+the bytes to send and passes the head's fields on as they came, without
+Guile's records.  WHERE names URI in conditions (default: URI as a
+string); the other keywords are those of `http-request'.  Redirects are
+not followed; BYTES are not checked."
+  (let ((timeouts (make-timeouts #:connect-ms connect-timeout-ms
+                                 #:read-ms read-timeout-ms #:total-ms timeout-ms))
+        (settings (make-settings keep-alive? verify-certificate? max-body label
+                                 (or where (uri->string uri)))))
+    (let-values (((head body conn)
+                  (exchange-bytes
+                   uri method bytes timeouts settings
+                   (lambda (conn where)
+                     (let-values (((head bytes base)
+                                   (read-raw-response-head conn timeouts where)))
+                       (cons (list head bytes base)
+                             (make-raw-body conn head (bytevector-length bytes) method
+                                            #:max-body max-body #:uri where)))))))
+      (values (car head) (cadr head) (caddr head)
+              (make-reader conn body timeouts settings)))))
 
 (define* (http-request-stream uri #:key
                               (body #f)

@@ -41,6 +41,7 @@
 ;;; Code:
 
 (define-module (plucky web proxy)
+  #:use-module ((srfi srfi-1) #:select (any filter-map))
   #:use-module (srfi srfi-9)
   #:use-module (srfi srfi-11)
   #:use-module (rnrs bytevectors)
@@ -50,10 +51,18 @@
   #:use-module (web uri)
   #:use-module (web request)
   #:use-module (web response)
-  #:use-module ((web http) #:select (known-header? valid-header?))
+  #:use-module ((web http) #:select (known-header? header->string header-writer))
   #:use-module ((plucky server)
                 #:select (current-request-peer current-request-scheme
                           wait-stream-drained))
+  #:use-module ((plucky http)
+                #:select (make-raw-response status-reason
+                          response-head-version response-head-code
+                          response-head-reason-start response-head-reason-end
+                          response-head-fields response-head-content-length
+                          response-head-connection
+                          field-symbol field-name-start field-name-end
+                          field-value-start field-value-end))
   #:use-module (plucky web client)
   #:export (proxy-handler))
 
@@ -119,29 +128,6 @@
            (string-split value #\,)))
      (else '()))))
 
-(define (without-hop-by-hop headers drop)
-  ;; HEADERS less the hop-by-hop ones and those named in DROP
-  (let ((named (connection-names headers)))
-    (let lp ((headers headers) (kept '()))
-      (if (null? headers)
-          (reverse kept)
-          (let ((name (caar headers)))
-            (lp (cdr headers)
-                (if (or (memq name hop-by-hop-headers) (memq name named)
-                        (memq name drop))
-                    kept
-                    (cons (car headers) kept))))))))
-
-(define (writable header)
-  ;; HEADER as Guile's `write-request' can write it.  (plucky http
-  ;; parse) keeps a value Guile's parser refuses as its raw string; a
-  ;; known header's writer would fail on it, so it goes under a name
-  ;; Guile does not know that prints the same ('|Accept| for 'accept).
-  (let ((name (car header)) (value (cdr header)))
-    (if (and (string? value) (known-header? name) (not (valid-header? name value)))
-        (cons (string->symbol (string-titlecase (symbol->string name))) value)
-        header)))
-
 (define token-chars
   ;; RFC 9110 §5.6.2 tchar
   (char-set-union (char-set-intersection char-set:ascii char-set:letter+digit)
@@ -167,91 +153,177 @@
   ;; Guile's parsed Host, (NAME . PORT-OR-#f), or the raw string
   (cond
    ((string? host) host)
-   ((pair? host) (if (cdr host)
-                     (string-append (car host) ":" (number->string (cdr host)))
-                     (car host)))
+   ((pair? host) (let ((name (if (string-index (car host) #\:)
+                                 (string-append "[" (car host) "]") ; IPv6
+                                 (car host))))
+                   (if (cdr host)
+                       (string-append name ":" (number->string (cdr host)))
+                       name)))
    (else #f)))
 
-(define (appended headers name value separator)
-  ;; HEADERS with NAME's value VALUE, or its old value, SEPARATOR, VALUE
-  (let ((old (assq-ref headers name)))
-    (acons name (if (string? old) (string-append old separator value) value)
-           (if old (assq-remove! (list-copy headers) name) headers))))
-
-(define (via-value version via)
-  (string-append (number->string (car version)) "." (number->string (cdr version))
-                 " " via))
-
-(define via-lists (make-hash-table))    ; via -> ((version . (value)) ...)
-(define via-mutex (make-mutex))         ; handlers may run on pool threads
-
-(define (via-list version via)
-  ;; -> the list ("1.1 VIA"), the same object each time for VERSION
-  ;; and VIA: (plucky http response) renders a header value once per
-  ;; object, so a fresh list would be rendered on every response
-  ;; (bench/proxy)
-  (with-mutex via-mutex
-    (let ((known (hash-ref via-lists via '())))
-      (or (assoc-ref known version)
-          (let ((value (list (via-value version via))))
-            (hash-set! via-lists via (acons (cons (car version) (cdr version)) value known))
-            value)))))
-
-(define (with-via headers version via)
-  ;; Via is parsed by Guile as a list of strings
-  (if via
-      (let ((old (assq-ref headers 'via)))
-        (if (pair? old)
-            (acons 'via (append old (list (via-value version via)))
-                   (assq-remove! (list-copy headers) 'via))
-            (acons 'via (via-list version via)
-                   (if old (assq-remove! (list-copy headers) 'via) headers))))
-      headers))
-
-(define (upstream-headers request upstream preserve-host? via)
-  ;; -> the headers of the request sent to UPSTREAM
-  (let* ((headers (request-headers request))
-         (peer (current-request-peer))
-         (scheme (symbol->string (or (current-request-scheme) 'http)))
-         (host (assq-ref headers 'host))
-         (kept (without-hop-by-hop headers (if preserve-host? '(expect) '(expect host))))
-         (kept (map writable kept))
-         (kept (if preserve-host?
-                   kept
-                   (let ((uri (upstream-uri upstream)))
-                     (acons 'host (cons (uri-host uri) (uri-port uri)) kept))))
-         (kept (if (and peer (not (string=? peer "unix")))
-                   (appended kept 'x-forwarded-for peer ", ")
-                   kept))
-         (kept (acons 'x-forwarded-proto scheme
-                      (assq-remove! kept 'x-forwarded-proto)))
-         (kept (appended kept 'forwarded
-                         (string-append "for=" (forwarded-for peer)
-                                        (let ((h (host->string host)))
-                                          (if h (string-append ";host=" (forwarded-value h)) ""))
-                                        ";proto=" scheme)
-                         ", ")))
-    (with-via kept (request-version request) via)))
+(define (version-text version)
+  (string-append (number->string (car version)) "." (number->string (cdr version))))
 
 ;;;
-;;; The request
+;;; The request, as bytes
 ;;;
 
-(define (upstream-target request strip-prefix)
-  ;; -> a URI reference holding the path and query to send
+;;; The request to the upstream is written straight into one bytevector
+;;; from the server's parsed request: its headers' values are strings
+;;; (written as they are) or Guile's parsed values, written by Guile's
+;;; writer once per distinct value (`value-text').  Building a Guile
+;;; request and writing it with `write-request' made a string port per
+;;; header and per request (bench/instructions-proxy).
+
+(define name-texts
+  ;; header symbol -> "Name: ", for Guile's known headers and those a
+  ;; proxy adds; filled here, read-only after, so that threads share it
+  (let ((table (make-hash-table 128)))
+    (for-each (lambda (name)
+                (hashq-set! table name (string-append (header->string name) ": ")))
+              '(accept accept-charset accept-encoding accept-language authorization
+                cache-control content-encoding content-language content-length
+                content-location content-md5 content-range content-type date
+                expect from host if-match if-modified-since if-none-match if-range
+                if-unmodified-since max-forwards pragma range referer user-agent
+                via warning cookie origin dnt priority forwarded
+                upgrade-insecure-requests x-requested-with x-forwarded-for
+                x-forwarded-host x-forwarded-proto x-real-ip sec-fetch-site
+                sec-fetch-mode sec-fetch-user sec-fetch-dest sec-ch-ua
+                sec-ch-ua-mobile sec-ch-ua-platform))
+    table))
+
+(define (name-text name)
+  (or (hashq-ref name-texts name)
+      (string-append (header->string name) ": ")))
+
+;; Parsed values -> their text, by `equal?': the parser hands each
+;; request a fresh copy of a value it has seen, so `eq?' would miss.
+;; Bounded, cleared when full; a mutex, as handlers may run on threads.
+(define value-texts (make-hash-table 64))
+(define value-texts-count 0)
+(define value-texts-mutex (make-mutex))
+
+(define (value-text name value)
+  ;; -> VALUE of the header NAME as Guile's writer writes it
+  (cond
+   ((string? value) value)
+   ((eq? name 'host) (host->string value))
+   ((eq? name 'content-length) (number->string value))
+   ((not (known-header? name)) (object->string value display))
+   (else
+    (let* ((key (cons name value))
+           (hit (with-mutex value-texts-mutex (hash-ref value-texts key))))
+      (or hit
+          (let ((text (call-with-output-string
+                        (lambda (port) ((header-writer name) value port)))))
+            (with-mutex value-texts-mutex
+              (when (>= value-texts-count 256)
+                (hash-clear! value-texts)
+                (set! value-texts-count 0))
+              (hash-set! value-texts key text)
+              (set! value-texts-count (+ value-texts-count 1)))
+            text))))))
+
+(define (texts->bytevector texts body)
+  ;; TEXTS: strings, last first, each character a byte (latin-1; "?"
+  ;; for one over U+00FF); -> one bytevector of them in order, then BODY
+  (let* ((body-length (if body (bytevector-length body) 0))
+         (head-length (let lp ((texts texts) (n 0))
+                        (if (null? texts) n
+                            (lp (cdr texts) (+ n (string-length (car texts)))))))
+         (out (make-bytevector (+ head-length body-length))))
+    (when body (bytevector-copy! body 0 out head-length body-length))
+    (let lp ((texts texts) (end head-length))
+      (if (null? texts)
+          out
+          (let* ((text (car texts))
+                 (start (- end (string-length text))))
+            (let put ((i 0))
+              (when (< i (string-length text))
+                (let ((c (char->integer (string-ref text i))))
+                  (bytevector-u8-set! out (+ start i) (if (< c 256) c 63))
+                  (put (+ i 1)))))
+            (lp (cdr texts) start))))))
+
+(define (upstream-path request strip-prefix)
+  ;; -> the path and query to send, a string
   (let* ((uri (request-uri request))
          (path (uri-path uri))
-         (stripped (if (and strip-prefix (string-prefix? strip-prefix path))
-                       (let ((rest (substring path (string-length strip-prefix))))
-                         (if (string-prefix? "/" rest) rest (string-append "/" rest)))
-                       path)))
-    (if (and (eq? stripped path) (not (uri-host uri)) (not (uri-scheme uri)))
-        uri
-        (build-uri-reference #:path stripped #:query (uri-query uri)))))
+         (path (cond
+                ((and strip-prefix (string-prefix? strip-prefix path))
+                 (let ((rest (substring path (string-length strip-prefix))))
+                   (if (string-prefix? "/" rest) rest (string-append "/" rest))))
+                ((string-null? path) "/")
+                (else path)))
+         (query (uri-query uri)))
+    (if query (string-append path "?" query) path)))
 
-;; Guile's `build-request' wants a port for a body; the request is only
-;; written out, never read from.
-(define no-port (%make-void-port "w"))
+(define (request-bytes request body upstream strip-prefix preserve-host? via peer scheme)
+  ;; -> the request to send UPSTREAM, head and BODY (#f or a bytevector),
+  ;; as one bytevector: method, path and query, HTTP/1.1, the headers
+  ;; less the hop-by-hop ones, Expect and (unless PRESERVE-HOST?) Host,
+  ;; then Host, X-Forwarded-For, X-Forwarded-Proto, Forwarded and Via
+  (let* ((headers (request-headers request))
+         (named (connection-names headers))
+         (client-host (host->string (assq-ref headers 'host)))
+         (peer? (and peer (not (string=? peer "unix")))))
+    (define (dropped? name)
+      ;; the ones not sent as they came: X-Forwarded-For, Forwarded and
+      ;; Via are sent after them, with an element appended
+      (or (memq name hop-by-hop-headers) (memq name named)
+          (memq name '(expect x-forwarded-proto forwarded))
+          (and (eq? name 'host) (not preserve-host?))
+          (and peer? (eq? name 'x-forwarded-for))
+          (and via (eq? name 'via))))
+    (define (joined name value separator)
+      ;; VALUE after the client's NAME values, if any
+      (let ((old (filter-map (lambda (h) (and (eq? (car h) name) (value-text name (cdr h))))
+                             headers)))
+        (if (null? old) value (string-join (append old (list value)) separator))))
+    (let lp ((headers headers)
+             (texts (list " HTTP/1.1\r\n" (upstream-path request strip-prefix) " "
+                          (symbol->string (request-method request)))))
+      (if (pair? headers)
+          (let ((name (caar headers)))
+            (lp (cdr headers)
+                (if (dropped? name)
+                    texts
+                    (cons* "\r\n" (value-text name (cdar headers)) (name-text name) texts))))
+          (let* ((texts (if preserve-host?
+                            texts
+                            (let ((uri (upstream-uri upstream)))
+                              (cons* "\r\n" (host->string (cons (uri-host uri) (uri-port uri)))
+                                     "Host: " texts))))
+                 (texts (if peer?
+                            (cons* "\r\n" (joined 'x-forwarded-for peer ", ")
+                                   "X-Forwarded-For: " texts)
+                            texts))
+                 (texts (cons* "\r\n" scheme "X-Forwarded-Proto: " texts))
+                 (texts (cons* "\r\n"
+                               (joined 'forwarded
+                                       (string-append
+                                        "for=" (forwarded-for peer)
+                                        (if client-host
+                                            (string-append ";host=" (forwarded-value client-host))
+                                            "")
+                                        ";proto=" scheme)
+                                       ", ")
+                               "Forwarded: " texts))
+                 (texts (if via
+                            (cons* "\r\n"
+                                   (joined 'via (string-append
+                                                 (version-text (request-version request))
+                                                 " " via)
+                                           ", ")
+                                   "Via: " texts)
+                            texts))
+                 (texts (if (and body (not (assq 'content-length (request-headers request))))
+                            ;; a chunked request's body, collected
+                            (cons* "\r\n" (number->string (bytevector-length body))
+                                   "Content-Length: " texts)
+                            texts)))
+            (texts->bytevector (cons "\r\n" texts) body))))))
 
 (define (upstream-body request body)
   ;; -> the body to send, or #f
@@ -304,15 +376,108 @@
 ;;; The response
 ;;;
 
+;;; The upstream's head is passed on as its bytes (`make-raw-response'):
+;;; its field lines are copied but for the hop-by-hop ones, those its
+;;; Connection names and, on a response without a body, Content-Length;
+;;; its Via gets an element appended.  Guile's records of the head were
+;;; most of the cost of a proxied request (bench/instructions-proxy).
+
 (define (bodiless-code? code)
   (or (< code 200) (= code 204) (= code 304)))
 
-(define (client-response response headers)
-  (build-response #:version (response-version response)
-                  #:code (response-code response)
-                  #:reason-phrase (response-reason-phrase response)
-                  #:headers headers
-                  #:validate-headers? #f))
+(define (lowercase-name bytes start end)
+  ;; -> the symbol of the header name BYTES [START, END), lower-cased
+  (let ((s (make-string (- end start))))
+    (let lp ((i start))
+      (when (< i end)
+        (string-set! s (- i start) (char-downcase (integer->char (bytevector-u8-ref bytes i))))
+        (lp (+ i 1))))
+    (string->symbol s)))
+
+(define (bytes=string? bytes start end text)
+  (and (= (- end start) (string-length text))
+       (let lp ((i 0))
+         (or (= i (string-length text))
+             (and (= (bytevector-u8-ref bytes (+ start i)) (char->integer (string-ref text i)))
+                  (lp (+ i 1)))))))
+
+(define (latin-1-string bytes start end)
+  (let ((s (make-string (- end start))))
+    (let lp ((i start))
+      (when (< i end)
+        (string-set! s (- i start) (integer->char (bytevector-u8-ref bytes i)))
+        (lp (+ i 1))))
+    s))
+
+(define via-prefix (string->utf8 "Via: "))
+(define comma-space (string->utf8 ", "))
+(define crlf (string->utf8 "\r\n"))
+
+(define (client-response head bytes base drop via)
+  ;; -> the raw response to send the client for the upstream's HEAD,
+  ;; parsed from BYTES (positions less BASE): its fields less the
+  ;; hop-by-hop ones, those its Connection names and DROP (symbols),
+  ;; with VIA ("1.1 plucky", or #f) appended to its Via
+  (let* ((named (response-head-connection head))
+         ;; a name not among the known headers' is made a symbol only
+         ;; when it may be one to drop: Proxy-Connection, or a name
+         ;; Connection lists beyond its usual options
+         (other-names? (any (lambda (n) (not (memq n '(close keep-alive upgrade)))) named)))
+    (define (kept? field)
+      (let ((symbol (field-symbol field)))
+        (define (dropped? name)
+          (or (memq name hop-by-hop-headers) (memq name named) (memq name drop)))
+        (if symbol
+            (not (dropped? symbol))
+            (let ((start (- (field-name-start field) base))
+                  (end (- (field-name-end field) base)))
+              (not (and (or other-names? (= (- end start) 16))
+                        (dropped? (lowercase-name bytes start end))))))))
+    (let lp ((fields (response-head-fields head)) (pieces '()) (size 0)
+             (vias '()) (date? #f))
+      (if (pair? fields)
+          (let* ((field (car fields))
+                 (start (- (field-name-start field) base))
+                 (end (- (field-value-end field) base)))
+            (cond
+             ((and via (eq? (field-symbol field) 'via))
+              (lp (cdr fields) pieces size
+                  (cons (cons (- (field-value-start field) base) end) vias) date?))
+             ((kept? field)
+              (lp (cdr fields) (cons (cons start end) pieces) (+ size (- end start) 2)
+                  vias (or date? (eq? (field-symbol field) 'date))))
+             (else (lp (cdr fields) pieces size vias date?))))
+          (let* ((via-text (and via (string->utf8
+                                     (string-append (version-text (response-head-version head))
+                                                    " " via))))
+                 (via-size (if via
+                               (+ 5 (bytevector-length via-text) 2
+                                  (apply + (map (lambda (v) (+ (- (cdr v) (car v)) 2)) vias)))
+                               0))
+                 (out (make-bytevector (+ size via-size))))
+            (define (put! bv start end at)
+              (bytevector-copy! bv start out at (- end start))
+              (+ at (- end start)))
+            (let ((at (let put-fields ((pieces (reverse! pieces)) (at 0))
+                        (if (null? pieces)
+                            at
+                            (put-fields (cdr pieces)
+                                        (put! crlf 0 2 (put! bytes (caar pieces) (cdar pieces) at)))))))
+              (when via
+                (let ((at (let put-vias ((vias (reverse! vias)) (at (put! via-prefix 0 5 at)))
+                            (if (null? vias)
+                                at
+                                (put-vias (cdr vias)
+                                          (put! comma-space 0 2
+                                                (put! bytes (caar vias) (cdar vias) at)))))))
+                  (put! crlf 0 2 (put! via-text 0 (bytevector-length via-text) at)))))
+            (let* ((code (response-head-code head))
+                   (rs (- (response-head-reason-start head) base))
+                   (re (- (response-head-reason-end head) base)))
+              (make-raw-response code out
+                                 #:reason (and (not (bytes=string? bytes rs re (status-reason code)))
+                                               (latin-1-string bytes rs re))
+                                 #:date? date?)))))))
 
 (define (stream-body request upstream reader)
   ;; -> the body procedure of a streamed answer: each piece of READER,
@@ -336,30 +501,28 @@
               (lp)))))
       #:unwind? #t)))
 
-(define (pass-response request upstream response reader buffer-limit via)
+(define (pass-response request upstream head bytes base reader buffer-limit via)
   ;; -> (values response body) to send the client
-  (let* ((code (response-code response))
-         (length (response-content-length response))
+  (let* ((code (response-head-code head))
+         (length (response-head-content-length head))
          (head? (eq? (request-method request) 'HEAD))
-         (headers (without-hop-by-hop (response-headers response)
-                                      (if (bodiless-code? code) '(content-length) '())))
-         (headers (with-via headers (response-version response) via)))
+         (response (client-response head bytes base
+                                    (if (bodiless-code? code) '(content-length) '())
+                                    via)))
     (cond
      ((or (bodiless-code? code) (and head? length))
       (close-reader! reader)
-      (values (client-response response headers) #f))
+      (values response #f))
      (head?
       ;; no length to tell: the head of a chunked answer, without a body
       (close-reader! reader)
-      (values (client-response response (acons 'transfer-encoding '((chunked)) headers))
-              (lambda (port) #t)))
+      (values response (lambda (port) #t)))
      ((and length (<= length buffer-limit))
-      (values (client-response response headers) (read-reader-rest reader)))
+      (values response (read-reader-rest reader)))
      (else
-      (values (client-response response
-                               (acons 'transfer-encoding '((chunked))
-                                      (assq-remove! headers 'content-length)))
-              (stream-body request upstream reader))))))
+      ;; passed on as it comes: with its Content-Length when it has one
+      ;; (the bytes go as they are), else chunked by the server
+      (values response (stream-body request upstream reader))))))
 
 ;;;
 ;;; The handler
@@ -413,28 +576,27 @@ port.  WebSocket upgrades and CONNECT are answered 501."
        ((eq? (request-method request) 'CONNECT) (not-proxied "CONNECT"))
        ((websocket-upgrade? request) (not-proxied "a WebSocket upgrade"))
        (else
-        (let ((target (upstream-target request strip-prefix))
-              (payload (upstream-body request body)))
+        (let ((payload (upstream-body request body))
+              (method (request-method request))
+              ;; now: after a wait, the loop serves another connection
+              (peer (current-request-peer))
+              (scheme (if (eq? (current-request-scheme) 'https) "https" "http")))
           (define (exchange upstream)
             ;; -> (response . body) for the client
             (let-values
-                (((response reader)
-                  (http-request-stream
-                   (upstream-uri upstream)
-                   #:request (build-request
-                              target
-                              #:method (request-method request)
-                              #:headers (upstream-headers request upstream
-                                                          preserve-host? via)
-                              #:port no-port
-                              #:validate-headers? #f)
-                   #:body payload #:keep-alive? #t
+                (((head bytes base reader)
+                  (http-request-raw
+                   (upstream-uri upstream) method
+                   (request-bytes request payload upstream strip-prefix preserve-host? via
+                                  peer scheme)
+                   #:keep-alive? #t
                    #:connect-timeout-ms connect-timeout-ms
                    #:read-timeout-ms read-timeout-ms
-                   #:timeout-ms timeout-ms #:max-body max-body)))
+                   #:timeout-ms timeout-ms #:max-body max-body
+                   #:where (upstream-origin upstream))))
               (call-with-values
                   (lambda ()
-                    (pass-response request upstream response reader buffer-limit via))
+                    (pass-response request upstream head bytes base reader buffer-limit via))
                 cons)))
           (let attempt ((tried '()) (failure #f))
             (let ((upstream (pick tried)))

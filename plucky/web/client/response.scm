@@ -42,7 +42,9 @@
   #:export (max-head-bytes
             max-header-fields
             read-response-head
+            read-raw-response-head
             make-body
+            make-raw-body
             body?
             body-done?
             body-reusable?
@@ -283,6 +285,55 @@ up), malformed-response, head-too-large, or a time-out."
 ;;; The body
 ;;;
 
+(define raw-head-limits
+  ;; what `read-raw-response-head' allows: as `read-response-head'
+  (make-parse-limits #:max-request-line 8192 #:max-header-bytes max-head-bytes
+                     #:max-header-count max-header-fields))
+
+(define (read-raw-response-head conn timeouts uri)
+  "Read the head of the next final response from CONN (skipping 1xx ones
+but 101) with (plucky http)'s `parse-response-head' and return three
+values: its <response-head>, a fresh bytevector of the head's bytes (its
+size the head's), and BASE: the head's positions count in BYTES from
+-BASE (a field's name starts at (- (field-name-start field) BASE)).  Raise an
+&http-client-error as `read-response-head' does."
+  (let lp ()
+    (let* ((bv (connection-buffer conn))
+           (start (connection-start conn))
+           (end (connection-end conn)))
+      (call-with-values (lambda () (parse-response-head bv start end raw-head-limits))
+        (lambda (head index)
+          (cond
+           ((response-head? head)
+            (let* ((size (- index start))
+                   (bytes (make-bytevector size)))
+              (bytevector-copy! bv start bytes 0 size)
+              (set-connection-start! conn index)
+              (let ((code (response-head-code head)))
+                (if (and (<= 100 code 199) (not (= code 101)))
+                    (lp)
+                    (values head bytes start)))))
+           ((http-error? head)
+            (if (= 431 (http-error-status head))
+                (raise-client-error 'head-too-large
+                                    (string-append "the response head passed a limit: "
+                                                   (http-error-reason head))
+                                    #:uri uri)
+                (raise-client-error 'malformed-response
+                                    (string-append "a malformed response head: "
+                                                   (http-error-reason head))
+                                    #:offset (- (http-error-offset head) start) #:uri uri)))
+           (else
+            (let ((n (connection-fill! conn timeouts)))
+              (when (zero? n)
+                (if (= start end)
+                    (raise-client-error 'closed "the server closed the connection without a response"
+                                        #:uri uri)
+                    (raise-client-error 'malformed-response
+                                        "the server closed the connection within the response head"
+                                        #:offset (- end start) #:uri uri)))
+              (lp)))))))))
+
 (define-record-type <body>
   (%make-body conn kind left decoder max-body total offset done? keep? uri)
   body?
@@ -307,21 +358,37 @@ up), malformed-response, head-too-large, or a time-out."
   "Return a <body> reading RESPONSE's body from CONN, its framing chosen
 by METHOD (a symbol) and RESPONSE.  Raise body-too-large at once when
 its Content-Length passes MAX-BODY."
-  (let* ((code (response-code response))
-         (no-body? (or (eq? method 'HEAD) (<= 100 code 199) (= code 204) (= code 304)))
-         (encoded? (pair? (response-transfer-encoding response)))
-         (length (response-content-length response))
+  (framed-body conn (response-code response) (response-version response)
+               (let ((codings (response-transfer-encoding response)))
+                 (cond ((chunked? response) 'chunked)
+                       ((pair? codings) 'other)
+                       (else #f)))
+               (response-content-length response) (response-connection response)
+               head-size method max-body uri))
+
+(define* (make-raw-body conn head head-size method #:key max-body uri)
+  "Return a <body> reading the body of the response whose
+<response-head> is HEAD from CONN, as `make-body' does."
+  (framed-body conn (response-head-code head) (response-head-version head)
+               (response-head-transfer-coding head) (response-head-content-length head)
+               (response-head-connection head) head-size method max-body uri))
+
+(define (framed-body conn code version coding length connection head-size method
+                     max-body uri)
+  ;; CODING: #f, chunked (the last coding) or other; CONNECTION: the
+  ;; Connection options, symbols
+  (let* ((no-body? (or (eq? method 'HEAD) (<= 100 code 199) (= code 204) (= code 304)))
          (kind (cond (no-body? 'none)
-                     ((chunked? response) 'chunked)
-                     (encoded? 'close)
+                     ((eq? coding 'chunked) 'chunked)
+                     (coding 'close)
                      (length 'length)
                      (else 'close)))
-         (close? (memq 'close (response-connection response)))
+         (close? (memq 'close connection))
          (keep? (and (not (eq? kind 'close))
                      (not (= code 101))
                      (not close?)
-                     (or (equal? (response-version response) '(1 . 1))
-                         (memq 'keep-alive (response-connection response)))
+                     (or (equal? version '(1 . 1))
+                         (memq 'keep-alive connection))
                      #t)))
     (when (and (eq? kind 'length) max-body (> length max-body))
       (raise-client-error 'body-too-large "the response's Content-Length passes #:max-body"
