@@ -300,6 +300,20 @@
                                          #:max-body (settings-max-body settings)
                                          #:uri where)))))))
 
+(define last-origin #f)                  ; #(uri origin): see uri-origin
+
+(define (uri-origin uri tls? host port)
+  ;; -> "http://HOST:PORT", the pool's key.  The last one made is kept,
+  ;; by URI (immutable, replaced whole, so threads share it): a proxy
+  ;; asks for its upstream's on every request.
+  (let ((last last-origin))
+    (if (and last (eq? (vector-ref last 0) uri))
+        (vector-ref last 1)
+        (let ((origin (string-append (if tls? "https://" "http://") host ":"
+                                     (number->string port))))
+          (set! last-origin (vector uri origin))
+          origin))))
+
 (define (exchange-bytes uri method bytes timeouts settings read-head)
   ;; -> (values head body conn): BYTES, a request of METHOD, sent; the
   ;; head and body of the response read by (READ-HEAD conn where) ->
@@ -308,12 +322,11 @@
   (let* ((tls? (eq? (uri-scheme uri) 'https))
          (host (uri-host uri))
          (port (or (uri-port uri) (if tls? 443 80)))
-         (origin (string-append (if tls? "https://" "http://") host ":"
-                                (number->string port)))
+         (origin (uri-origin uri tls? host port))
          (where (settings-uri settings)))
     (let attempt ((fresh? #f))
       (let* ((pooled (and (settings-keep-alive? settings) (not fresh?)
-                          (pool-take! origin)))
+                          (pool-take! origin (idempotent? method))))
              (conn (or pooled
                        (open-connection host port tls? #:timeouts timeouts
                                         #:verify-certificate? (settings-verify? settings)
@@ -353,9 +366,12 @@
 ;;; Readers
 ;;;
 
-;; reader -> (finish . rest): the thunks that give it up and that read
-;; the rest of its body
-(define closers (make-weak-key-hash-table))
+;; A reader is a procedure of no argument (the next piece) that also
+;; takes one, `reader-finish' or `reader-rest', for `close-reader!'
+;; and `read-reader-rest': a closure where a weak table of the readers
+;; was, one entry per exchange (bench/instructions-proxy).
+(define reader-finish (list 'finish))
+(define reader-rest (list 'rest))
 
 (define (make-reader conn body timeouts settings)
   (define finished? #f)
@@ -371,32 +387,32 @@
           (raise-exception e))
       (lambda () (read body timeouts))
       #:unwind? #t))
-  (define (reader)
-    (if finished?
-        (eof-object)
-        (let ((piece (read-guarded read-body-piece)))
-          ;; Pooled as soon as the last byte is in, without waiting for
-          ;; the caller to ask for the end.
-          (when (body-done? body) (finish))
-          piece)))
-  (define (rest)
-    (if finished?
-        #vu8()
-        (let ((bv (read-guarded read-body-rest)))
-          (finish)
-          bv)))
   (when (body-done? body) (finish))
-  (hashq-set! closers reader (cons finish rest))
-  reader)
+  (case-lambda
+    (()
+     (if finished?
+         (eof-object)
+         (let ((piece (read-guarded read-body-piece)))
+           ;; Pooled as soon as the last byte is in, without waiting for
+           ;; the caller to ask for the end.
+           (when (body-done? body) (finish))
+           piece)))
+    ((what)
+     (cond
+      ((eq? what reader-finish) (finish))
+      ((eq? what reader-rest)
+       (if finished?
+           #vu8()
+           (let ((bv (read-guarded read-body-rest)))
+             (finish)
+             bv)))
+      (else (error "not a reader's message" what))))))
 
 (define (close-reader! reader)
   "Give up READER, from `http-request-stream': its connection returns to
 the pool if the body was read whole, and is closed otherwise.  Return
 nothing."
-  (let ((thunks (hashq-ref closers reader)))
-    (when thunks
-      (hashq-remove! closers reader)
-      ((car thunks))))
+  (reader reader-finish)
   (values))
 
 (define (read-reader-rest reader)
@@ -404,12 +420,9 @@ nothing."
 one bytevector (empty when it is over), waiting (suspending) as needed,
 and give READER up as `close-reader!' does.  A body whose length the
 server declared is read straight into one bytevector of that size."
-  (let ((thunks (hashq-ref closers reader)))
-    (if thunks
-        (let ((bv ((cdr thunks))))
-          (close-reader! reader)
-          bv)
-        #vu8())))
+  (let ((bv (reader reader-rest)))
+    (close-reader! reader)
+    bv))
 
 (define (reader->port reader)
   ;; A blocking port over READER, for callers that cannot suspend.

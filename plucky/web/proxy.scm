@@ -149,17 +149,43 @@
    ((string=? peer "unix") "unknown")
    (else peer)))
 
+(define last-host #f)                    ; #(name port text): see host->string
+
 (define (host->string host)
-  ;; Guile's parsed Host, (NAME . PORT-OR-#f), or the raw string
+  ;; Guile's parsed Host, (NAME . PORT-OR-#f), or the raw string.  The
+  ;; last one made is kept, immutable, replaced whole: a connection's
+  ;; requests name the same host.
   (cond
    ((string? host) host)
-   ((pair? host) (let ((name (if (string-index (car host) #\:)
-                                 (string-append "[" (car host) "]") ; IPv6
-                                 (car host))))
-                   (if (cdr host)
-                       (string-append name ":" (number->string (cdr host)))
-                       name)))
+   ((pair? host)
+    (let ((last last-host))
+      (if (and last (eqv? (vector-ref last 1) (cdr host))
+               (string=? (vector-ref last 0) (car host)))
+          (vector-ref last 2)
+          (let* ((name (if (string-index (car host) #\:)
+                           (string-append "[" (car host) "]") ; IPv6
+                           (car host)))
+                 (text (if (cdr host)
+                           (string-append name ":" (number->string (cdr host)))
+                           name)))
+            (set! last-host (vector (car host) (cdr host) text))
+            text))))
    (else #f)))
+
+(define last-forwarded #f)               ; #(peer host scheme text)
+
+(define (forwarded-element peer host scheme)
+  ;; -> RFC 7239's element for PEER (or #f), HOST (or #f) and SCHEME.
+  ;; The last one made is kept as `host->string''s is.
+  (let ((last last-forwarded))
+    (if (and last (equal? (vector-ref last 0) peer) (equal? (vector-ref last 1) host)
+             (string=? (vector-ref last 2) scheme))
+        (vector-ref last 3)
+        (let ((text (string-append "for=" (forwarded-for peer)
+                                   (if host (string-append ";host=" (forwarded-value host)) "")
+                                   ";proto=" scheme)))
+          (set! last-forwarded (vector peer host scheme text))
+          text))))
 
 (define (version-text version)
   (string-append (number->string (car version)) "." (number->string (cdr version))))
@@ -175,12 +201,28 @@
 ;;; request and writing it with `write-request' made a string port per
 ;;; header and per request (bench/instructions-proxy).
 
+(define (latin-1-bytes text)
+  ;; -> TEXT as bytes, a character a byte ("?" for one over U+00FF).
+  ;; ASCII, the usual case, goes through string->utf8 (C).
+  (let ((bv (string->utf8 text)))
+    (if (= (bytevector-length bv) (string-length text))
+        bv
+        (let ((out (make-bytevector (string-length text))))
+          (let lp ((i 0))
+            (when (< i (string-length text))
+              (let ((c (char->integer (string-ref text i))))
+                (bytevector-u8-set! out i (if (< c 256) c 63))
+                (lp (+ i 1)))))
+          out))))
+
 (define name-texts
-  ;; header symbol -> "Name: ", for Guile's known headers and those a
-  ;; proxy adds; filled here, read-only after, so that threads share it
+  ;; header symbol -> the bytes "Name: ", for Guile's known headers and
+  ;; common others; filled here, read-only after, so that threads
+  ;; share it
   (let ((table (make-hash-table 128)))
     (for-each (lambda (name)
-                (hashq-set! table name (string-append (header->string name) ": ")))
+                (hashq-set! table name
+                            (latin-1-bytes (string-append (header->string name) ": "))))
               '(accept accept-charset accept-encoding accept-language authorization
                 cache-control content-encoding content-language content-length
                 content-location content-md5 content-range content-type date
@@ -195,14 +237,13 @@
 
 (define (name-text name)
   (or (hashq-ref name-texts name)
-      (string-append (header->string name) ": ")))
+      (latin-1-bytes (string-append (header->string name) ": "))))
 
-;; Parsed values -> their text, by `equal?': the parser hands each
-;; request a fresh copy of a value it has seen, so `eq?' would miss.
-;; Bounded, cleared when full; a mutex, as handlers may run on threads.
-(define value-texts (make-hash-table 64))
-(define value-texts-count 0)
-(define value-texts-mutex (make-mutex))
+;; Parsed values -> their text: a slot per name's hash, each slot an
+;; immutable #(name value text) replaced whole, so that threads share
+;; the table without a lock.  Compared by `equal?': the parser hands
+;; each request a fresh copy of a value it has seen (Accept: */*).
+(define value-texts (make-vector 64 #f))
 
 (define (value-text name value)
   ;; -> VALUE of the header NAME as Guile's writer writes it
@@ -212,39 +253,39 @@
    ((eq? name 'content-length) (number->string value))
    ((not (known-header? name)) (object->string value display))
    (else
-    (let* ((key (cons name value))
-           (hit (with-mutex value-texts-mutex (hash-ref value-texts key))))
-      (or hit
+    (let* ((slot (hashq name (vector-length value-texts)))
+           (entry (vector-ref value-texts slot)))
+      (if (and entry (eq? (vector-ref entry 0) name) (equal? (vector-ref entry 1) value))
+          (vector-ref entry 2)
           (let ((text (call-with-output-string
                         (lambda (port) ((header-writer name) value port)))))
-            (with-mutex value-texts-mutex
-              (when (>= value-texts-count 256)
-                (hash-clear! value-texts)
-                (set! value-texts-count 0))
-              (hash-set! value-texts key text)
-              (set! value-texts-count (+ value-texts-count 1)))
+            (vector-set! value-texts slot (vector name value text))
             text))))))
 
-(define (texts->bytevector texts body)
-  ;; TEXTS: strings, last first, each character a byte (latin-1; "?"
-  ;; for one over U+00FF); -> one bytevector of them in order, then BODY
+(define (pieces->bytevector pieces body)
+  ;; PIECES: bytevectors and strings (a character a byte, "?" for one
+  ;; over U+00FF), last first; -> one bytevector of them in order, then
+  ;; BODY
+  (define (size piece)
+    (if (string? piece) (string-length piece) (bytevector-length piece)))
   (let* ((body-length (if body (bytevector-length body) 0))
-         (head-length (let lp ((texts texts) (n 0))
-                        (if (null? texts) n
-                            (lp (cdr texts) (+ n (string-length (car texts)))))))
+         (head-length (let lp ((pieces pieces) (n 0))
+                        (if (null? pieces) n (lp (cdr pieces) (+ n (size (car pieces)))))))
          (out (make-bytevector (+ head-length body-length))))
     (when body (bytevector-copy! body 0 out head-length body-length))
-    (let lp ((texts texts) (end head-length))
-      (if (null? texts)
+    (let lp ((pieces pieces) (end head-length))
+      (if (null? pieces)
           out
-          (let* ((text (car texts))
-                 (start (- end (string-length text))))
-            (let put ((i 0))
-              (when (< i (string-length text))
-                (let ((c (char->integer (string-ref text i))))
-                  (bytevector-u8-set! out (+ start i) (if (< c 256) c 63))
-                  (put (+ i 1)))))
-            (lp (cdr texts) start))))))
+          (let* ((piece (car pieces))
+                 (start (- end (size piece))))
+            (if (string? piece)
+                (let put ((i 0))
+                  (when (< i (string-length piece))
+                    (let ((c (char->integer (string-ref piece i))))
+                      (bytevector-u8-set! out (+ start i) (if (< c 256) c 63))
+                      (put (+ i 1)))))
+                (bytevector-copy! piece 0 out start (bytevector-length piece)))
+            (lp (cdr pieces) start))))))
 
 (define (upstream-path request strip-prefix)
   ;; -> the path and query to send, a string
@@ -259,71 +300,87 @@
          (query (uri-query uri)))
     (if query (string-append path "?" query) path)))
 
+(define crlf (string->utf8 "\r\n"))
+(define space (string->utf8 " "))
+(define http/1.1-line (string->utf8 " HTTP/1.1\r\n"))
+(define host-prefix (string->utf8 "Host: "))
+(define x-forwarded-for-prefix (string->utf8 "X-Forwarded-For: "))
+(define x-forwarded-proto-prefix (string->utf8 "X-Forwarded-Proto: "))
+(define forwarded-prefix (string->utf8 "Forwarded: "))
+(define via-prefix (string->utf8 "Via: "))
+(define content-length-prefix (string->utf8 "Content-Length: "))
+
+(define (joined olds value)
+  ;; OLDS (texts, last first) and VALUE, joined with ", "
+  (if (null? olds) value (string-join (reverse (cons value olds)) ", ")))
+
 (define (request-bytes request body upstream strip-prefix preserve-host? via peer scheme)
   ;; -> the request to send UPSTREAM, head and BODY (#f or a bytevector),
   ;; as one bytevector: method, path and query, HTTP/1.1, the headers
   ;; less the hop-by-hop ones, Expect and (unless PRESERVE-HOST?) Host,
   ;; then Host, X-Forwarded-For, X-Forwarded-Proto, Forwarded and Via
+  ;; (VIA: "1.1 plucky" for the request's version, or #f), each of the
+  ;; last three with the client's elements first
   (let* ((headers (request-headers request))
          (named (connection-names headers))
-         (client-host (host->string (assq-ref headers 'host)))
          (peer? (and peer (not (string=? peer "unix")))))
-    (define (dropped? name)
-      ;; the ones not sent as they came: X-Forwarded-For, Forwarded and
-      ;; Via are sent after them, with an element appended
-      (or (memq name hop-by-hop-headers) (memq name named)
-          (memq name '(expect x-forwarded-proto forwarded))
-          (and (eq? name 'host) (not preserve-host?))
-          (and peer? (eq? name 'x-forwarded-for))
-          (and via (eq? name 'via))))
-    (define (joined name value separator)
-      ;; VALUE after the client's NAME values, if any
-      (let ((old (filter-map (lambda (h) (and (eq? (car h) name) (value-text name (cdr h))))
-                             headers)))
-        (if (null? old) value (string-join (append old (list value)) separator))))
     (let lp ((headers headers)
-             (texts (list " HTTP/1.1\r\n" (upstream-path request strip-prefix) " "
-                          (symbol->string (request-method request)))))
+             (pieces (list http/1.1-line (upstream-path request strip-prefix) space
+                           (symbol->string (request-method request))))
+             (xff '()) (forwarded '()) (vias '()) (client-host #f) (length? #f))
       (if (pair? headers)
-          (let ((name (caar headers)))
-            (lp (cdr headers)
-                (if (dropped? name)
-                    texts
-                    (cons* "\r\n" (value-text name (cdar headers)) (name-text name) texts))))
-          (let* ((texts (if preserve-host?
-                            texts
-                            (let ((uri (upstream-uri upstream)))
-                              (cons* "\r\n" (host->string (cons (uri-host uri) (uri-port uri)))
-                                     "Host: " texts))))
-                 (texts (if peer?
-                            (cons* "\r\n" (joined 'x-forwarded-for peer ", ")
-                                   "X-Forwarded-For: " texts)
-                            texts))
-                 (texts (cons* "\r\n" scheme "X-Forwarded-Proto: " texts))
-                 (texts (cons* "\r\n"
-                               (joined 'forwarded
-                                       (string-append
-                                        "for=" (forwarded-for peer)
-                                        (if client-host
-                                            (string-append ";host=" (forwarded-value client-host))
-                                            "")
-                                        ";proto=" scheme)
-                                       ", ")
-                               "Forwarded: " texts))
-                 (texts (if via
-                            (cons* "\r\n"
-                                   (joined 'via (string-append
-                                                 (version-text (request-version request))
-                                                 " " via)
-                                           ", ")
-                                   "Via: " texts)
-                            texts))
-                 (texts (if (and body (not (assq 'content-length (request-headers request))))
-                            ;; a chunked request's body, collected
-                            (cons* "\r\n" (number->string (bytevector-length body))
-                                   "Content-Length: " texts)
-                            texts)))
-            (texts->bytevector (cons "\r\n" texts) body))))))
+          (let ((name (caar headers))
+                (value (cdar headers)))
+            (define (next pieces)
+              (lp (cdr headers) pieces xff forwarded vias client-host length?))
+            (case name
+              ((host)
+               (let ((text (host->string value)))
+                 (lp (cdr headers)
+                     (if preserve-host? (cons* crlf text host-prefix pieces) pieces)
+                     xff forwarded vias (or client-host text) length?)))
+              ((x-forwarded-for)
+               (if peer?
+                   (lp (cdr headers) pieces (cons (value-text name value) xff)
+                       forwarded vias client-host length?)
+                   (next (cons* crlf (value-text name value) (name-text name) pieces))))
+              ((forwarded)
+               (lp (cdr headers) pieces xff (cons (value-text name value) forwarded)
+                   vias client-host length?))
+              ((via)
+               (if via
+                   (lp (cdr headers) pieces xff forwarded (cons (value-text name value) vias)
+                       client-host length?)
+                   (next (cons* crlf (value-text name value) (name-text name) pieces))))
+              ((expect x-forwarded-proto) (next pieces))
+              ((content-length)
+               (lp (cdr headers) (cons* crlf (value-text name value) (name-text name) pieces)
+                   xff forwarded vias client-host #t))
+              (else
+               (if (or (memq name hop-by-hop-headers) (memq name named))
+                   (next pieces)
+                   (next (cons* crlf (value-text name value) (name-text name) pieces))))))
+          (let* ((pieces (if preserve-host?
+                             pieces
+                             (let ((uri (upstream-uri upstream)))
+                               (cons* crlf (host->string (cons (uri-host uri) (uri-port uri)))
+                                      host-prefix pieces))))
+                 (pieces (if peer?
+                             (cons* crlf (joined xff peer) x-forwarded-for-prefix pieces)
+                             pieces))
+                 (pieces (cons* crlf scheme x-forwarded-proto-prefix pieces))
+                 (pieces (cons* crlf
+                                (joined forwarded (forwarded-element peer client-host scheme))
+                                forwarded-prefix pieces))
+                 (pieces (if via
+                             (cons* crlf (joined vias via) via-prefix pieces)
+                             pieces))
+                 (pieces (if (and body (not length?))
+                             ;; a chunked request's body, collected
+                             (cons* crlf (number->string (bytevector-length body))
+                                    content-length-prefix pieces)
+                             pieces)))
+            (pieces->bytevector (cons crlf pieces) body))))))
 
 (define (upstream-body request body)
   ;; -> the body to send, or #f
@@ -409,15 +466,13 @@
         (lp (+ i 1))))
     s))
 
-(define via-prefix (string->utf8 "Via: "))
 (define comma-space (string->utf8 ", "))
-(define crlf (string->utf8 "\r\n"))
 
 (define (client-response head bytes base drop via)
   ;; -> the raw response to send the client for the upstream's HEAD,
   ;; parsed from BYTES (positions less BASE): its fields less the
   ;; hop-by-hop ones, those its Connection names and DROP (symbols),
-  ;; with VIA ("1.1 plucky", or #f) appended to its Via
+  ;; with VIA (the bytes of "1.1 plucky", or #f) appended to its Via
   (let* ((named (response-head-connection head))
          ;; a name not among the known headers' is made a symbol only
          ;; when it may be one to drop: Proxy-Connection, or a name
@@ -447,9 +502,7 @@
               (lp (cdr fields) (cons (cons start end) pieces) (+ size (- end start) 2)
                   vias (or date? (eq? (field-symbol field) 'date))))
              (else (lp (cdr fields) pieces size vias date?))))
-          (let* ((via-text (and via (string->utf8
-                                     (string-append (version-text (response-head-version head))
-                                                    " " via))))
+          (let* ((via-text via)
                  (via-size (if via
                                (+ 5 (bytevector-length via-text) 2
                                   (apply + (map (lambda (v) (+ (- (cdr v) (car v)) 2)) vias)))
@@ -501,14 +554,16 @@
               (lp)))))
       #:unwind? #t)))
 
-(define (pass-response request upstream head bytes base reader buffer-limit via)
-  ;; -> (values response body) to send the client
+(define (pass-response request upstream head bytes base reader buffer-limit via-text)
+  ;; -> (values response body) to send the client; VIA-TEXT: version ->
+  ;; the text of Via's element, or #f
   (let* ((code (response-head-code head))
          (length (response-head-content-length head))
          (head? (eq? (request-method request) 'HEAD))
          (response (client-response head bytes base
                                     (if (bodiless-code? code) '(content-length) '())
-                                    via)))
+                                    (and via-text
+                                         (via-text (response-head-version head) #t)))))
     (cond
      ((or (bodiless-code? code) (and head? length))
       (close-reader! reader)
@@ -527,6 +582,22 @@
 ;;;
 ;;; The handler
 ;;;
+
+(define (make-via-text via)
+  ;; -> (version bytes?) -> the element of Via for VIA and VERSION,
+  ;; "1.1 plucky", a string or (BYTES?) a bytevector; those of 1.1 and
+  ;; 1.0 made once
+  (let* ((text (lambda (version) (string-append (version-text version) " " via)))
+         (text-1.1 (text '(1 . 1)))
+         (text-1.0 (text '(1 . 0)))
+         (bytes-1.1 (latin-1-bytes text-1.1))
+         (bytes-1.0 (latin-1-bytes text-1.0)))
+    (lambda (version bytes?)
+      (cond
+       ((equal? version '(1 . 1)) (if bytes? bytes-1.1 text-1.1))
+       ((equal? version '(1 . 0)) (if bytes? bytes-1.0 text-1.0))
+       (bytes? (latin-1-bytes (text version)))
+       (else (text version))))))
 
 (define* (proxy-handler upstreams #:key
                         (strip-prefix #f)
@@ -567,7 +638,8 @@ over MAX-BODY bytes (#f: no bound), 502.  Each is logged on the error
 port.  WebSocket upgrades and CONNECT are answered 501."
   (let* ((upstreams (map string->upstream
                          (if (string? upstreams) (list upstreams) upstreams)))
-         (pick (make-picker upstreams)))
+         (pick (make-picker upstreams))
+         (via-text (and via (make-via-text via))))
     (when (null? upstreams)
       (error "proxy-handler: no upstream"))
     (set-pool-limits! #:max-idle pool-max-idle)
@@ -587,7 +659,8 @@ port.  WebSocket upgrades and CONNECT are answered 501."
                 (((head bytes base reader)
                   (http-request-raw
                    (upstream-uri upstream) method
-                   (request-bytes request payload upstream strip-prefix preserve-host? via
+                   (request-bytes request payload upstream strip-prefix preserve-host?
+                                  (and via-text (via-text (request-version request) #f))
                                   peer scheme)
                    #:keep-alive? #t
                    #:connect-timeout-ms connect-timeout-ms
@@ -596,7 +669,8 @@ port.  WebSocket upgrades and CONNECT are answered 501."
                    #:where (upstream-origin upstream))))
               (call-with-values
                   (lambda ()
-                    (pass-response request upstream head bytes base reader buffer-limit via))
+                    (pass-response request upstream head bytes base reader buffer-limit
+                                   via-text))
                 cons)))
           (let attempt ((tried '()) (failure #f))
             (let ((upstream (pick tried)))
