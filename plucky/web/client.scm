@@ -403,7 +403,10 @@
       ((eq? what reader-rest)
        (if finished?
            #vu8()
-           (let ((bv (read-guarded read-body-rest)))
+           ;; all come (a small answer): no wait, no failure to guard
+           (let ((bv (if (body-buffered? body)
+                         (read-body-rest body timeouts)
+                         (read-guarded read-body-rest))))
              (finish)
              bv)))
       (else (error "not a reader's message" what))))))

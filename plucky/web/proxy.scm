@@ -488,42 +488,48 @@
                   (end (- (field-name-end field) base)))
               (not (and (or other-names? (= (- end start) 16))
                         (dropped? (lowercase-name bytes start end))))))))
-    (let lp ((fields (response-head-fields head)) (pieces '()) (size 0)
-             (vias '()) (date? #f))
+    ;; Two passes over the fields, the first for the size, the second
+    ;; to copy: no list of what is kept.
+    (let size-of ((fields (response-head-fields head)) (size 0) (vias 0) (date? #f))
       (if (pair? fields)
           (let* ((field (car fields))
-                 (start (- (field-name-start field) base))
-                 (end (- (field-value-end field) base)))
+                 (length (+ 2 (- (field-value-end field) (field-name-start field)))))
             (cond
              ((and via (eq? (field-symbol field) 'via))
-              (lp (cdr fields) pieces size
-                  (cons (cons (- (field-value-start field) base) end) vias) date?))
+              (size-of (cdr fields) size
+                       (+ vias 2 (- (field-value-end field) (field-value-start field)))
+                       date?))
              ((kept? field)
-              (lp (cdr fields) (cons (cons start end) pieces) (+ size (- end start) 2)
-                  vias (or date? (eq? (field-symbol field) 'date))))
-             (else (lp (cdr fields) pieces size vias date?))))
-          (let* ((via-text via)
-                 (via-size (if via
-                               (+ 5 (bytevector-length via-text) 2
-                                  (apply + (map (lambda (v) (+ (- (cdr v) (car v)) 2)) vias)))
-                               0))
-                 (out (make-bytevector (+ size via-size))))
+              (size-of (cdr fields) (+ size length) vias
+                       (or date? (eq? (field-symbol field) 'date))))
+             (else (size-of (cdr fields) size vias date?))))
+          (let ((out (make-bytevector
+                      (+ size (if via (+ 5 vias (bytevector-length via) 2) 0)))))
             (define (put! bv start end at)
               (bytevector-copy! bv start out at (- end start))
               (+ at (- end start)))
-            (let ((at (let put-fields ((pieces (reverse! pieces)) (at 0))
-                        (if (null? pieces)
-                            at
-                            (put-fields (cdr pieces)
-                                        (put! crlf 0 2 (put! bytes (caar pieces) (cdar pieces) at)))))))
-              (when via
-                (let ((at (let put-vias ((vias (reverse! vias)) (at (put! via-prefix 0 5 at)))
-                            (if (null? vias)
-                                at
-                                (put-vias (cdr vias)
-                                          (put! comma-space 0 2
-                                                (put! bytes (caar vias) (cdar vias) at)))))))
-                  (put! crlf 0 2 (put! via-text 0 (bytevector-length via-text) at)))))
+            (let copy ((fields (response-head-fields head)) (at 0) (via-at size))
+              ;; AT: where the next kept field goes; VIA-AT: where the
+              ;; next element of Via goes, after them all
+              (if (pair? fields)
+                  (let ((field (car fields)))
+                    (cond
+                     ((and via (eq? (field-symbol field) 'via))
+                      (copy (cdr fields) at
+                            (put! comma-space 0 2
+                                  (put! bytes (- (field-value-start field) base)
+                                        (- (field-value-end field) base)
+                                        (if (= via-at size) (put! via-prefix 0 5 via-at) via-at)))))
+                     ((kept? field)
+                      (copy (cdr fields)
+                            (put! crlf 0 2 (put! bytes (- (field-name-start field) base)
+                                                 (- (field-value-end field) base) at))
+                            via-at))
+                     (else (copy (cdr fields) at via-at))))
+                  (when via
+                    (put! crlf 0 2
+                          (put! via 0 (bytevector-length via)
+                                (if (= via-at size) (put! via-prefix 0 5 via-at) via-at))))))
             (let* ((code (response-head-code head))
                    (rs (- (response-head-reason-start head) base))
                    (re (- (response-head-reason-end head) base)))

@@ -19,6 +19,7 @@
 
 (use-modules (srfi srfi-1)
              (srfi srfi-64)
+             ((srfi srfi-19) #:select (date-year))
              (srfi srfi-71)
              (rnrs bytevectors)
              (ice-9 binary-ports)
@@ -142,6 +143,13 @@
                 "Connection: X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\n"
                 "Proxy-Authenticate: Basic realm=\"r\"\r\nTrailer: X-T\r\nUpgrade: foo\r\n"
                 "X-End: kept\r\n\r\nok"))
+    ("/via" . ,(string-append
+                "HTTP/1.1 200 Fine Thanks\r\nVia: 1.0 origin\r\nContent-Length: 2\r\n"
+                "Proxy-Connection: keep-alive\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+                "via: 1.1 cache\r\nX-Odd:\tvalue  \r\n\r\nok"))
+    ("/fold" . "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2\r\n\r\nok")
+    ("/smuggle" . ,(string-append "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"))
     ("/garbage" . "SSH-2.0-OpenSSH_9.2\r\n\r\n")
     ("/half" . "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly a few")))
 
@@ -291,6 +299,24 @@
                   '(x-hop keep-alive proxy-authenticate trailer upgrade))
         (test-equal "an end-to-end header kept" "kept" (assq-ref headers 'x-end))
         (test-equal "Via" '("1.1 plucky") (assq-ref headers 'via))))
+    (let ((response body (fetch port (request-text "/via"))))
+      (test-equal "the upstream's reason phrase" "Fine Thanks" (response-reason-phrase response))
+      (test-equal "Via: the upstream's elements, then the proxy's"
+        '("1.0 origin" "1.1 cache" "1.1 plucky")
+        (assq-ref (response-headers response) 'via))
+      (test-assert "Proxy-Connection removed"
+        (not (assq 'proxy-connection (response-headers response))))
+      (test-equal "the upstream's Date kept, no second one"
+        '(1994)
+        (map (lambda (h) (date-year (cdr h)))
+             (filter (lambda (h) (eq? (car h) 'date)) (response-headers response))))
+      (test-equal "a field's value as it came, less its blanks" "value"
+        (assq-ref (response-headers response) 'x-odd)))
+    (let ((response body (fetch port (request-text "/fold"))))
+      (test-eqv "obs-fold from the upstream: 502" 502 (response-code response)))
+    (let ((response body (fetch port (request-text "/smuggle"))))
+      (test-eqv "Content-Length with Transfer-Encoding from the upstream: 502" 502
+        (response-code response)))
     (stop-server server)))
 
 ;;;

@@ -50,7 +50,8 @@
             body-reusable?
             body-total
             read-body-piece
-            read-body-rest))
+            read-body-rest
+            body-buffered?))
 
 ;; Limits on a response head: its bytes, status line included, and its
 ;; field lines.  Larger than any server's defaults for its own limits
@@ -439,6 +440,12 @@ the framing allowed it, and the server sent nothing past the response."
 (define (buffered body)
   (let ((conn (body-conn body)))
     (- (connection-end conn) (connection-start conn))))
+
+(define (body-buffered? body)
+  "True when the rest of BODY, of known length, has all come: reading it
+waits for nothing and cannot fail."
+  (and (eq? (body-kind body) 'length)
+       (<= (body-left body) (buffered body))))
 
 (define (read-body-piece body timeouts)
   "Return the next piece of BODY as a fresh bytevector, waiting within
