@@ -57,7 +57,8 @@
                write-response! write-response-head! write-streamed-head!
                write-error-response!
                make-raw-response raw-response? raw-response-code raw-response-fields
-               raw-response-closing raw-response->response
+               raw-response-closing raw-response->response answer-body
+               raw-response-with-headers
                ;; chunked
                make-chunked-decoder chunked-decoder? decode-chunked!
                chunked-decoder-done? chunked-decoder-total encode-chunk!

@@ -37,6 +37,7 @@
   #:use-module (rnrs bytevectors)
   #:use-module (ice-9 iconv)
   #:use-module ((ice-9 binary-ports) #:select (open-bytevector-input-port))
+  #:use-module ((srfi srfi-1) #:select (filter-map))
   #:use-module (srfi srfi-9)
   #:use-module ((srfi srfi-9 gnu) #:select (set-fields))
   #:use-module (web http)
@@ -72,7 +73,9 @@
             raw-response-code
             raw-response-fields
             raw-response-closing
-            raw-response->response))
+            raw-response->response
+            raw-response-with-headers
+            answer-body))
 
 ;;;
 ;;; Output buffers
@@ -239,7 +242,7 @@ bytes as (PROCEDURE bytevector) returns it.  Return nothing useful."
 ;;; headers are the handler's to get right, as the fields are not read.
 
 (define-record-type <raw-response>
-  (%make-raw-response code reason fields date? close? headers)
+  (%make-raw-response code reason fields date? close? body-length headers)
   raw-response?
   (code raw-response-code)
   (reason raw-response-reason)          ; string, or #f for the standard one
@@ -248,9 +251,11 @@ bytes as (PROCEDURE bytevector) returns it.  Return nothing useful."
   (fields raw-response-fields)
   (date? raw-response-date?)            ; the fields hold a Date
   (close? raw-response-close?)          ; close the connection after it
+  (body-length raw-response-body-length) ; #f, or the body's bytes: see below
   (headers %raw-response-headers set-raw-response-headers!)) ; #f until asked
 
-(define* (make-raw-response code fields #:key (reason #f) (date? #f) (close? #f))
+(define* (make-raw-response code fields #:key (reason #f) (date? #f) (close? #f)
+                            (body-length #f))
   "Return a handler's response whose header fields are the bytes FIELDS,
 written as they are: field lines each ending in CRLF, with neither the
 status line nor the empty line, nor Connection (the server writes its
@@ -259,16 +264,33 @@ frames a streamed body).  CODE is the status code; REASON the reason
 phrase (#f: the standard one); DATE? says that FIELDS hold a Date (else
 the server adds one); CLOSE? asks for the connection to close after.
 The body that goes with it must agree with the Content-Length of
-FIELDS, which are not checked."
+FIELDS, which are not checked.  BODY-LENGTH, at most `copy-limit', says
+that only the first BODY-LENGTH bytes of the bytevector body are the
+body: they are copied into the answer as the handler returns, before
+its thread runs other code, so that a handler may reuse that
+bytevector for its next answer (plucky web proxy)."
   (unless (and (exact-integer? code) (<= 100 code 999) (bytevector? fields))
     (error "make-raw-response: a code and a bytevector of field lines" code fields))
-  (%make-raw-response code reason fields date? close? #f))
+  (when (and body-length (not (and (exact-integer? body-length)
+                                   (<= 0 body-length copy-limit))))
+    (error "make-raw-response: a body-length from 0 to copy-limit" body-length))
+  (%make-raw-response code reason fields date? close? body-length #f))
+
+(define (answer-body response body)
+  "Return BODY, returned by a handler with RESPONSE, as the body alone:
+for a raw response with a BODY-LENGTH (see `make-raw-response'), a
+fresh bytevector of that many bytes of BODY; otherwise BODY.  For
+middleware that reads a body."
+  (if (and (raw-response? response) (raw-response-body-length response)
+           (bytevector? body))
+      (bytevector-copy-range body 0 (raw-response-body-length response))
+      body))
 
 (define (raw-response-closing response)
   "Return the raw response RESPONSE that closes the connection after it."
   (%make-raw-response (raw-response-code response) (raw-response-reason response)
                       (raw-response-fields response) (raw-response-date? response)
-                      #t #f))
+                      #t (raw-response-body-length response) #f))
 
 (define (answer-headers response)
   "Return the header alist of RESPONSE, a handler's answer: a (web
@@ -298,6 +320,33 @@ response) record's or a raw response's code, or 200 for a header alist."
                (read-headers port))))
         (set-raw-response-headers! response headers)
         headers)))
+
+(define (raw-response-with-headers response headers)
+  "Return the raw response RESPONSE with HEADERS, an alist, written by
+Guile's writers after its own fields, but Connection, which asks for a
+close if it lists close (its body as it was: for middleware that adds
+headers)."
+  (let ((added (filter-map (lambda (h)
+                             ;; Connection: the server's, from CLOSE?
+                             (and (not (eq? (car h) 'connection))
+                                  (render-header (car h) (cdr h))))
+                           headers)))
+    (%make-raw-response (raw-response-code response) (raw-response-reason response)
+                        (apply bytevector-concatenate (raw-response-fields response) added)
+                        (or (raw-response-date? response) (and (assq 'date headers) #t))
+                        (or (raw-response-close? response)
+                            (let ((c (assq-ref headers 'connection)))
+                              (and (pair? c) (memq 'close c) #t)))
+                        (raw-response-body-length response) #f)))
+
+(define (bytevector-concatenate . bvs)
+  (let ((out (make-bytevector (apply + (map bytevector-length bvs)))))
+    (let lp ((bvs bvs) (at 0))
+      (if (null? bvs)
+          out
+          (begin
+            (bytevector-copy! (car bvs) 0 out at (bytevector-length (car bvs)))
+            (lp (cdr bvs) (+ at (bytevector-length (car bvs)))))))))
 
 (define (raw-response->response response)
   "Return the raw response RESPONSE as a (web response) record, its
@@ -338,9 +387,12 @@ headers parsed by Guile's parsers."
 (define (write-raw-response! out request response body close?)
   ;; `write-response!' of a raw RESPONSE
   (let* ((code (raw-response-code response))
-         (length (cond ((bytevector? body) (bytevector-length body))
-                       ((not body) 0)
-                       (else (error "a raw response's body is #f or a bytevector" body)))))
+         (length (cond ((not (bytevector? body))
+                        (if body
+                            (error "a raw response's body is #f or a bytevector" body)
+                            0))
+                       ((raw-response-body-length response))
+                       (else (bytevector-length body)))))
     (when (and (must-not-include-body? code) (> length 0))
       (error "response with this status code must not include body" code))
     (let ((close? (put-raw-head! out request response #f close?)))
@@ -348,7 +400,7 @@ headers parsed by Guile's parsers."
        ((or (eq? (request-method request) 'HEAD) (zero? length))
         (values close? #f))
        ((<= length copy-limit)
-        (output-put-bytes! out body)
+        (output-put-slice! out body 0 length)
         (values close? #f))
        (else
         (values close? body))))))

@@ -91,6 +91,7 @@
             http-request-stream
             http-request-raw
             read-reader-rest
+            read-reader-rest-into!
             close-reader!))
 
 ;;;
@@ -409,7 +410,19 @@
                          (read-guarded read-body-rest))))
              (finish)
              bv)))
-      (else (error "not a reader's message" what))))))
+      (else (error "not a reader's message" what))))
+    ((what into)
+     ;; reader-rest into INTO: -> the number of bytes read
+     (if (or finished? (body-done? body))
+         (begin (finish) 0)
+         (let ((n (body-left body)))
+           (unless (and (eq? (body-kind body) 'length) (<= n (bytevector-length into)))
+             (error "read-reader-rest-into!: not a body of known length that fits" n))
+           (if (body-buffered? body)
+               (read-body-rest body timeouts into)
+               (read-guarded (lambda (body timeouts) (read-body-rest body timeouts into))))
+           (finish)
+           n)))))
 
 (define (close-reader! reader)
   "Give up READER, from `http-request-stream': its connection returns to
@@ -426,6 +439,16 @@ server declared is read straight into one bytevector of that size."
   (let ((bv (reader reader-rest)))
     (close-reader! reader)
     bv))
+
+(define (read-reader-rest-into! reader bv)
+  "Read the rest of the body of READER, from `http-request-raw' or
+`http-request-stream', whose response declared its Content-Length, into
+BV, which must hold that many bytes, and give READER up as
+`close-reader!' does.  Return the number of bytes read: a proxy reads
+into a buffer it reuses (plucky web proxy)."
+  (let ((n (reader reader-rest bv)))
+    (close-reader! reader)
+    n))
 
 (define (reader->port reader)
   ;; A blocking port over READER, for callers that cannot suspend.

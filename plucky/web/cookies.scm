@@ -222,11 +222,10 @@ value that expired at the epoch."
 
 (define (response-with-headers response headers)
   "Return RESPONSE, a handler's response (a (web response) record, a raw
-response, made a record, or a header alist), with HEADERS, an alist,
+response, or a header alist), with HEADERS, an alist,
 added after its own."
   (cond
-   ((raw-response? response)
-    (response-with-headers (raw-response->response response) headers))
+   ((raw-response? response) (raw-response-with-headers response headers))
    ((response? response)
     (build-response #:version (response-version response)
                       #:code (response-code response)

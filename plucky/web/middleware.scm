@@ -36,7 +36,7 @@
   #:use-module (web response)
   #:use-module ((web uri) #:select (string->uri-reference))
   #:use-module ((plucky http) #:select (answer-code answer-headers raw-response?
-                                        raw-response->response))
+                                        raw-response-with-headers))
   #:export (compose-middleware
             wrap
             response-code*
@@ -75,9 +75,9 @@ response (its fields parsed) or a header alist."
 (define (with-response-headers response headers)
   "Return RESPONSE (a record, a raw response or a header alist) with
 HEADERS, an alist, added after its own headers, of the same kind as
-RESPONSE (a record for a raw response)."
+RESPONSE (for a raw response, HEADERS written after its fields)."
   (if (raw-response? response)
-      (with-response-headers (raw-response->response response) headers)
+      (raw-response-with-headers response headers)
       (with-guile-response-headers response headers)))
 
 (define (with-guile-response-headers response headers)

@@ -54,9 +54,9 @@
   #:use-module ((web http) #:select (known-header? header->string header-writer))
   #:use-module ((plucky server)
                 #:select (current-request-peer current-request-scheme
-                          wait-stream-drained))
+                          wait-stream-drained suspendable?))
   #:use-module ((plucky http)
-                #:select (make-raw-response status-reason
+                #:select (make-raw-response status-reason copy-limit
                           response-head-version response-head-code
                           response-head-reason-start response-head-reason-end
                           response-head-fields response-head-content-length
@@ -468,7 +468,7 @@
 
 (define comma-space (string->utf8 ", "))
 
-(define (client-response head bytes base drop via)
+(define* (client-response head bytes base drop via #:optional (body-length #f))
   ;; -> the raw response to send the client for the upstream's HEAD,
   ;; parsed from BYTES (positions less BASE): its fields less the
   ;; hop-by-hop ones, those its Connection names and DROP (symbols),
@@ -536,7 +536,7 @@
               (make-raw-response code out
                                  #:reason (and (not (bytes=string? bytes rs re (status-reason code)))
                                                (latin-1-string bytes rs re))
-                                 #:date? date?)))))))
+                                 #:date? date? #:body-length body-length)))))))
 
 (define (stream-body request upstream reader)
   ;; -> the body procedure of a streamed answer: each piece of READER,
@@ -560,30 +560,45 @@
               (lp)))))
       #:unwind? #t)))
 
+(define scratch #f)   ; a bytevector of copy-limit bytes, not in use; or #f
+
 (define (pass-response request upstream head bytes base reader buffer-limit via-text)
   ;; -> (values response body) to send the client; VIA-TEXT: version ->
   ;; the text of Via's element, or #f
   (let* ((code (response-head-code head))
          (length (response-head-content-length head))
          (head? (eq? (request-method request) 'HEAD))
-         (response (client-response head bytes base
-                                    (if (bodiless-code? code) '(content-length) '())
-                                    (and via-text
-                                         (via-text (response-head-version head) #t)))))
+         (drop (if (bodiless-code? code) '(content-length) '()))
+         (via (and via-text (via-text (response-head-version head) #t))))
+    (define (response) (client-response head bytes base drop via))
     (cond
+     ((and length (<= length copy-limit) (not head?) (not (bodiless-code? code))
+           (suspendable?))
+      ;; Read into a buffer kept from one answer to the next: the
+      ;; server copies the body as the handler returns (see
+      ;; `make-raw-response''s BODY-LENGTH), and a body of fresh bytes
+      ;; per answer was most of a proxied page's cost in the collector
+      ;; (bench/instructions-proxy).  Only handlers the loop runs share
+      ;; it, on its thread; one that waits while it reads holds it, and
+      ;; the next reads into a buffer of its own.
+      (let ((buffer (or scratch (make-bytevector copy-limit))))
+        (set! scratch #f)
+        (let ((n (read-reader-rest-into! reader buffer)))
+          (set! scratch buffer)
+          (values (client-response head bytes base drop via n) buffer))))
      ((or (bodiless-code? code) (and head? length))
       (close-reader! reader)
-      (values response #f))
+      (values (response) #f))
      (head?
       ;; no length to tell: the head of a chunked answer, without a body
       (close-reader! reader)
-      (values response (lambda (port) #t)))
+      (values (response) (lambda (port) #t)))
      ((and length (<= length buffer-limit))
-      (values response (read-reader-rest reader)))
+      (values (response) (read-reader-rest reader)))
      (else
       ;; passed on as it comes: with its Content-Length when it has one
       ;; (the bytes go as they are), else chunked by the server
-      (values response (stream-body request upstream reader))))))
+      (values (response) (stream-body request upstream reader))))))
 
 ;;;
 ;;; The handler

@@ -34,7 +34,9 @@
              ((tests lib server) #:hide (http-get))
              (plucky server)
              (plucky web client)
-             (plucky web proxy))
+             (plucky web proxy)
+             ((plucky web compress) #:select (compress-middleware))
+             ((plucky web middleware) #:select (wrap with-headers with-response-headers)))
 
 (test-begin "web/proxy")
 
@@ -275,6 +277,38 @@
     (test-assert "an HTTP/1.0 client: Via 1.0" (header-line? text "Via: 1.0 plucky"))
     (test-assert "…Forwarded with no host when it sent none"
       (header-line? text "Forwarded: for=127.0.0.1;host=localhost;proto=http"))))
+
+(test-group "in middleware that reads the body"
+  ;; the proxy's small bodies are read into a buffer it reuses, of
+  ;; which the raw response names the length (answer-body)
+  (let* ((server (start-server ((compress-middleware) (proxy-handler (origin upstream-port)))))
+         (port (server-port server)))
+    (let ((response body (http-get (url port "/hello"))))
+      (test-equal "compress-middleware, no coding asked: the body as it came"
+        '(200 "hello from upstream" 19)
+        (list (response-code response) body (response-content-length response))))
+    (let ((response body (http-get (url port "/echo?x") #:headers '((accept-encoding (1000 . "gzip"))))))
+      (test-equal "…and twice: each answer its own bytes" "GET /echo?x "
+        (if (bytevector? body) (utf8->string body) body)))
+    (stop-server server))
+  (let* ((server (start-server (wrap (proxy-handler (origin upstream-port))
+                                     (with-headers '((x-frame-options . "DENY")))
+                                     (lambda (handler)
+                                       (lambda (request body)
+                                         (let ((response body (handler request body)))
+                                           (values (with-response-headers
+                                                    response '((x-added . "yes")
+                                                               (connection close)))
+                                                   body)))))))
+         (port (server-port server)))
+    (let ((response body (http-get (url port "/hello"))))
+      (test-equal "middleware that adds headers: the body as it came, the headers added"
+        '(200 "hello from upstream" "DENY" "yes" (close))
+        (list (response-code response) body
+              (assq-ref (response-headers response) 'x-frame-options)
+              (assq-ref (response-headers response) 'x-added)
+              (response-connection response))))
+    (stop-server server)))
 
 (test-group "#:strip-prefix, #:preserve-host? #f"
   (let* ((server (start-proxy (origin upstream-port) #:strip-prefix "/api"

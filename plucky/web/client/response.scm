@@ -49,6 +49,8 @@
             body-done?
             body-reusable?
             body-total
+            body-left
+            body-kind
             read-body-piece
             read-body-rest
             body-buffered?))
@@ -469,15 +471,17 @@ is malformed or passes its #:max-body."
          (count! body (take! body (buffered body))))
         ((chunked) (read-chunked-piece body timeouts lp)))))))
 
-(define (read-body-rest body timeouts)
+(define* (read-body-rest body timeouts #:optional (into #f))
   "Return the rest of BODY as one fresh bytevector, waiting within
 TIMEOUTS for it to come; BODY is then over.  A body of known length is
 read straight into a bytevector of its size, without the pieces and
-their concatenation (a proxy's buffered body, `http-request')."
+their concatenation (a proxy's buffered body, `http-request'), or into
+INTO, a bytevector at least that large, when given: INTO is then
+returned, its first (`body-left' before the call) bytes the rest."
   (if (and (eq? (body-kind body) 'length) (not (body-done? body)))
       (let* ((conn (body-conn body))
              (left (body-left body))
-             (out (make-bytevector left)))
+             (out (or into (make-bytevector left))))
         (let lp ((at 0))
           (if (= at left)
               (begin
