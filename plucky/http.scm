@@ -18,7 +18,8 @@
 ;;;   chunked     the chunked transfer coding, both ways
 ;;;   multipart   multipart/form-data, incrementally
 ;;;   websocket   RFC 6455 frames and permessage-deflate's parameters
-;;;   bytes       `put-utf8!', a string's UTF-8 into a bytevector
+;;;   bytes       `put-utf8!', a string's UTF-8 into a bytevector;
+;;;               `bytevector-concatenate'
 ;;;
 ;;; Code:
 
@@ -31,7 +32,7 @@
   #:use-module (plucky http chunked)
   #:use-module (plucky http multipart)
   #:use-module (plucky http websocket)
-  #:use-module ((plucky http bytes) #:select (put-utf8!))
+  #:use-module ((plucky http bytes) #:select (put-utf8! bytevector-concatenate))
   #:re-export (;; errors
                &http-error make-http-error http-error? http-error-status
                http-error-reason http-error-offset
@@ -79,6 +80,6 @@
                deflate-params-server-bits deflate-params-client-bits
                deflate-params-server-reset? deflate-params-client-reset?
                ;; bytes
-               put-utf8!))
+               put-utf8! bytevector-concatenate))
 
 ;;; (plucky http) ends here

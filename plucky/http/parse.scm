@@ -1127,6 +1127,58 @@ HIGH? says whether any byte is #x80 or above."
                                     (cdar cell)))))))
             (loop (cdr cells))))))))
 
+(eval-when (expand)
+  (define-syntax-rule (with-field-name bv i stop status more (known colon) body)
+    ;; The field name at I, up to its colon: BODY with KNOWN (its
+    ;; <known-header>, or #f) and COLON bound; (MORE offset) when the
+    ;; bytes end first; a failure of STATUS (400 for a request, 502 for
+    ;; a response) when it is not a token followed by a colon.
+    (let ((colon (skip-name-plain bv i stop)))
+      (cond
+       ((= colon stop) (more colon))
+       ((not (= (u8 bv colon) COLON))
+        (let ((b (u8 bv colon)))
+          (fail status
+                (cond
+                 ((ows? b) "whitespace before colon in header field")
+                 ((or (= b CR) (= b LF)) "header field without colon")
+                 (else "invalid character in header name"))
+                colon)))
+       ((= colon i) (fail status "empty header name" i))
+       (else
+        (let* ((known (match-known-header bv i (- colon i)))
+               (bad (and (not known) (first-non-tchar bv i colon))))
+          (if (and bad (< bad colon))
+              (fail status "invalid character in header name" bad)
+              body)))))))
+
+(eval-when (expand)
+  (define-syntax-rule (with-field-value bv colon stop status more (vs ve next high?) body)
+    ;; The value after COLON, up to its line's end: BODY with VS and VE
+    ;; (its bounds, OWS trimmed), NEXT (the next line's first byte) and
+    ;; HIGH? (a byte over #x7F in it) bound; (MORE offset) when the bytes
+    ;; end first; a failure of STATUS at a control byte or a bare CR.
+    (let ((vs (skip-ows bv (+ colon 1) stop)))
+      (let scan ((k (skip-value-plain bv vs stop)) (high? #f))
+        (if (= k stop)
+            (more k)
+            (let ((b (u8 bv k)))
+              (cond
+               ((= b CR)
+                (cond
+                 ((= (+ k 1) stop) (more (+ k 1)))
+                 ((= (u8 bv (+ k 1)) LF)
+                  (let ((ve (trim-ows-right bv vs k)) (next (+ k 2))) body))
+                 (else (fail status "bare CR" k))))
+               ((= b LF)
+                (let ((ve (trim-ows-right bv vs k)) (next (+ k 1))) body))
+               ((= b HTAB)
+                (scan (skip-value-plain bv (+ k 1) stop) high?))
+               ((<= #x80 b)
+                (scan (skip-value-plain bv (+ k 1) stop) #t))
+               (else
+                (fail status "control character in header value" k)))))))))
+
 (define (parse-fields bv hs end limits build? method uri version)
   ;; HS: the first byte after the request line.
   ;; -> as parse-head
@@ -1236,46 +1288,12 @@ HIGH? says whether any byte is #x80 or above."
                        pending host? content-length coding))))
       (define (field-value name known colon)
         ;; the value after COLON, up to the end of the line
-        (let ((vs (skip-ows bv (+ colon 1) stop)))
-          (let scan ((k (skip-value-plain bv vs stop)) (high? #f))
-            (if (= k stop)
-                (too-large-or-incomplete k)
-                (let ((b (u8 bv k)))
-                  (cond
-                   ((= b CR)
-                    (cond
-                     ((= (+ k 1) stop) (too-large-or-incomplete (+ k 1)))
-                     ((= (u8 bv (+ k 1)) LF)
-                      (value name known vs (trim-ows-right bv vs k) (+ k 2) high?))
-                     (else (fail 400 "bare CR" k))))
-                   ((= b LF)
-                    (value name known vs (trim-ows-right bv vs k) (+ k 1) high?))
-                   ((= b HTAB)
-                    (scan (skip-value-plain bv (+ k 1) stop) high?))
-                   ((<= #x80 b)
-                    (scan (skip-value-plain bv (+ k 1) stop) #t))
-                   (else
-                    (fail 400 "control character in header value" k))))))))
+        (with-field-value bv colon stop 400 too-large-or-incomplete (vs ve next high?)
+          (value name known vs ve next high?)))
       (define (field-line)
-        (let ((colon (skip-name-plain bv i stop)))
-          (cond
-           ((= colon stop) (too-large-or-incomplete colon))
-           ((not (= (u8 bv colon) COLON))
-            (let ((b (u8 bv colon)))
-              (fail 400
-                    (cond
-                     ((ows? b) "whitespace before colon in header field")
-                     ((or (= b CR) (= b LF)) "header field without colon")
-                     (else "invalid character in header name"))
-                    colon)))
-           ((= colon i) (fail 400 "empty header name" i))
-           (else
-            (let* ((known (match-known-header bv i (- colon i)))
-                   (bad (and (not known) (first-non-tchar bv i colon))))
-              (if (and bad (< bad colon))
-                  (fail 400 "invalid character in header name" bad)
-                  (field-value (and build? (not known) (lowercase-symbol bv i colon))
-                               known colon)))))))
+        (with-field-name bv i stop 400 too-large-or-incomplete (known colon)
+          (field-value (and build? (not known) (lowercase-symbol bv i colon))
+                       known colon)))
       (if (= i stop)
           (too-large-or-incomplete i)
           (let ((b (u8 bv i)))
@@ -1499,40 +1517,11 @@ as soon as its first wrong byte is in."
                     (append connection (connection-value bv vs ve))))
             (else (field next count fields length coding connection)))))
       (define (field-value known ns colon)
-        (let ((vs (skip-ows bv (+ colon 1) stop)))
-          (let scan ((k (skip-value-plain bv vs stop)))
-            (if (= k stop)
-                (too-large-or-incomplete k)
-                (let ((b (u8 bv k)))
-                  (cond
-                   ((= b CR)
-                    (cond
-                     ((= (+ k 1) stop) (too-large-or-incomplete (+ k 1)))
-                     ((= (u8 bv (+ k 1)) LF)
-                      (value known ns colon vs (trim-ows-right bv vs k) (+ k 2)))
-                     (else (fail 502 "bare CR" k))))
-                   ((= b LF) (value known ns colon vs (trim-ows-right bv vs k) (+ k 1)))
-                   ((or (= b HTAB) (<= #x80 b)) (scan (skip-value-plain bv (+ k 1) stop)))
-                   (else (fail 502 "control character in header value" k))))))))
+        (with-field-value bv colon stop 502 too-large-or-incomplete (vs ve next high?)
+          (value known ns colon vs ve next)))
       (define (field-line)
-        (let ((colon (skip-name-plain bv i stop)))
-          (cond
-           ((= colon stop) (too-large-or-incomplete colon))
-           ((not (= (u8 bv colon) COLON))
-            (let ((b (u8 bv colon)))
-              (fail 502
-                    (cond
-                     ((ows? b) "whitespace before colon in header field")
-                     ((or (= b CR) (= b LF)) "header field without colon")
-                     (else "invalid character in header name"))
-                    colon)))
-           ((= colon i) (fail 502 "empty header name" i))
-           (else
-            (let* ((known (match-known-header bv i (- colon i)))
-                   (bad (and (not known) (first-non-tchar bv i colon))))
-              (if (and bad (< bad colon))
-                  (fail 502 "invalid character in header name" bad)
-                  (field-value known i colon)))))))
+        (with-field-name bv i stop 502 too-large-or-incomplete (known colon)
+          (field-value known i colon)))
       (define (finish next)
         (values (%make-response-head version code reason-start reason-end
                                      (reverse! fields) length coding connection)

@@ -46,7 +46,8 @@
   ;; Not (web response): see `response-record?'.
   #:use-module (plucky http status)
   #:use-module (plucky http date)
-  #:use-module ((plucky http bytes) #:select (bytevector-copy-range))
+  #:use-module ((plucky http bytes) #:select (bytevector-copy-range
+                                             bytevector-concatenate))
   #:export (make-output
             output?
             output-bytes
@@ -315,7 +316,7 @@ response) record's or a raw response's code, or 200 for a header alist."
   (or (%raw-response-headers response)
       (let ((headers
              (let ((port (open-bytevector-input-port
-                          (bytevector-append (raw-response-fields response) crlf))))
+                          (bytevector-concatenate (list (raw-response-fields response) crlf)))))
                (set-port-encoding! port "ISO-8859-1")
                (read-headers port))))
         (set-raw-response-headers! response headers)
@@ -332,21 +333,12 @@ headers)."
                                   (render-header (car h) (cdr h))))
                            headers)))
     (%make-raw-response (raw-response-code response) (raw-response-reason response)
-                        (apply bytevector-concatenate (raw-response-fields response) added)
+                        (bytevector-concatenate (cons (raw-response-fields response) added))
                         (or (raw-response-date? response) (and (assq 'date headers) #t))
                         (or (raw-response-close? response)
                             (let ((c (assq-ref headers 'connection)))
                               (and (pair? c) (memq 'close c) #t)))
                         (raw-response-body-length response) #f)))
-
-(define (bytevector-concatenate . bvs)
-  (let ((out (make-bytevector (apply + (map bytevector-length bvs)))))
-    (let lp ((bvs bvs) (at 0))
-      (if (null? bvs)
-          out
-          (begin
-            (bytevector-copy! (car bvs) 0 out at (bytevector-length (car bvs)))
-            (lp (cdr bvs) (+ at (bytevector-length (car bvs)))))))))
 
 (define (raw-response->response response)
   "Return the raw response RESPONSE as a (web response) record, its
@@ -358,12 +350,6 @@ headers parsed by Guile's parsers."
    #:headers (append (raw-response-headers response)
                      (if (raw-response-close? response) '((connection close)) '()))
    #:validate-headers? #f))
-
-(define (bytevector-append a b)
-  (let ((c (make-bytevector (+ (bytevector-length a) (bytevector-length b)))))
-    (bytevector-copy! a 0 c 0 (bytevector-length a))
-    (bytevector-copy! b 0 c (bytevector-length a) (bytevector-length b))
-    c))
 
 (define (put-raw-head! out request response framing close?)
   ;; The head of the raw RESPONSE: status line, its fields, Date, the

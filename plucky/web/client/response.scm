@@ -273,16 +273,19 @@ up), malformed-response, head-too-large, or a time-out."
             (raise-client-error 'malformed-response
                                 "the server's bytes do not start with an HTTP/1 status line"
                                 #:offset fault #:uri uri)))
-        (let ((n (connection-fill! conn timeouts)))
-          (when (zero? n)
-            (if (= start end)
-                (raise-client-error 'closed "the server closed the connection without a response"
-                                    #:uri uri)
-                (raise-client-error 'malformed-response
-                                    "the server closed the connection within the response head"
-                                    #:offset (- end start) #:uri uri)))
-          ;; The buffer may have moved: scan from the same byte anew.
-          (lp (+ (connection-start conn) (- end start)))))))))
+        (fill-head! conn timeouts start end uri)
+        ;; The buffer may have moved: scan from the same byte anew.
+        (lp (+ (connection-start conn) (- end start))))))))
+
+(define (fill-head! conn timeouts start end uri)
+  ;; Read more of a head, [START, END) so far; raise at an end of file.
+  (when (zero? (connection-fill! conn timeouts))
+    (if (= start end)
+        (raise-client-error 'closed "the server closed the connection without a response"
+                            #:uri uri)
+        (raise-client-error 'malformed-response
+                            "the server closed the connection within the response head"
+                            #:offset (- end start) #:uri uri))))
 
 ;;;
 ;;; The body
@@ -327,15 +330,8 @@ size the head's), and BASE: the head's positions count in BYTES from
                                                    (http-error-reason head))
                                     #:offset (- (http-error-offset head) start) #:uri uri)))
            (else
-            (let ((n (connection-fill! conn timeouts)))
-              (when (zero? n)
-                (if (= start end)
-                    (raise-client-error 'closed "the server closed the connection without a response"
-                                        #:uri uri)
-                    (raise-client-error 'malformed-response
-                                        "the server closed the connection within the response head"
-                                        #:offset (- end start) #:uri uri)))
-              (lp)))))))))
+            (fill-head! conn timeouts start end uri)
+            (lp))))))))
 
 (define-record-type <body>
   (%make-body conn kind left decoder max-body total offset done? keep? uri)
@@ -506,7 +502,7 @@ returned, its first (`body-left' before the call) bytes the rest."
            ((not (eof-object? piece)) (lp (cons piece pieces)))
            ((null? pieces) #vu8())
            ((null? (cdr pieces)) (car pieces))
-           (else (concatenate (reverse pieces))))))))
+           (else (bytevector-concatenate (reverse pieces))))))))
 
 (define (read-chunked-piece body timeouts again)
   (let* ((conn (body-conn body))
@@ -539,17 +535,9 @@ returned, its first (`body-left' before the call) bytes the rest."
               (again)
               (let ((piece (if (null? (cdr pieces))
                                (car pieces)
-                               (concatenate (reverse pieces)))))
+                               (bytevector-concatenate (reverse pieces)))))
                 (set-body-total! body (+ (body-total body) (bytevector-length piece)))
                 piece))))))))
 
-(define (concatenate pieces)
-  (let ((out (make-bytevector (apply + (map bytevector-length pieces)))))
-    (let lp ((pieces pieces) (at 0))
-      (if (null? pieces)
-          out
-          (begin
-            (bytevector-copy! (car pieces) 0 out at (bytevector-length (car pieces)))
-            (lp (cdr pieces) (+ at (bytevector-length (car pieces)))))))))
 
 ;;; (plucky web client response) ends here
