@@ -13,12 +13,13 @@
 ;;;   errors      &http-error: a status, a reason and a byte offset
 ;;;   dates       IMF-fixdate, as Date and Last-Modified say it
 ;;;   status      status lines and reason phrases
-;;;   parse       the limits on a request head
+;;;   parse       the limits on a request head; response heads as positions
 ;;;   response    response records and heads written into output buffers
 ;;;   chunked     the chunked transfer coding, both ways
 ;;;   multipart   multipart/form-data, incrementally
 ;;;   websocket   RFC 6455 frames and permessage-deflate's parameters
-;;;   bytes       `put-utf8!', a string's UTF-8 into a bytevector
+;;;   bytes       `put-utf8!', a string's UTF-8 into a bytevector;
+;;;               `bytevector-concatenate'
 ;;;
 ;;; Code:
 
@@ -31,7 +32,7 @@
   #:use-module (plucky http chunked)
   #:use-module (plucky http multipart)
   #:use-module (plucky http websocket)
-  #:use-module ((plucky http bytes) #:select (put-utf8!))
+  #:use-module ((plucky http bytes) #:select (put-utf8! bytevector-concatenate))
   #:re-export (;; errors
                &http-error make-http-error http-error? http-error-status
                http-error-reason http-error-offset
@@ -43,6 +44,12 @@
                make-parse-limits parse-limits? %default-parse-limits
                parse-limits-max-request-line parse-limits-max-header-bytes
                parse-limits-max-header-count
+               parse-response-head response-head? response-head-version
+               response-head-code response-head-reason-start response-head-reason-end
+               response-head-fields response-head-content-length
+               response-head-transfer-coding response-head-connection
+               field-symbol field-name field-name-start field-name-end
+               field-value-start field-value-end field-line-end
                ;; response
                response-record? response-record-code response-record-headers
                answer-code answer-headers streamed-response? copy-limit
@@ -50,6 +57,9 @@
                output-reset! output-put-bytes! output-put-slice!
                write-response! write-response-head! write-streamed-head!
                write-error-response!
+               make-raw-response raw-response? raw-response-code raw-response-fields
+               raw-response-closing raw-response->response answer-body
+               raw-response-with-headers
                ;; chunked
                make-chunked-decoder chunked-decoder? decode-chunked!
                chunked-decoder-done? chunked-decoder-total encode-chunk!
@@ -70,6 +80,6 @@
                deflate-params-server-bits deflate-params-client-bits
                deflate-params-server-reset? deflate-params-client-reset?
                ;; bytes
-               put-utf8!))
+               put-utf8! bytevector-concatenate))
 
 ;;; (plucky http) ends here

@@ -47,7 +47,8 @@
 (define-module (plucky server)
   ;; (web response) is loaded only when needed: see (plucky http response).
   #:use-module ((srfi srfi-1) #:select (any every concatenate))
-  #:use-module ((plucky http response) #:select (response-record?))
+  #:use-module ((plucky http response) #:select (response-record? raw-response?
+                                                 raw-response-closing))
   #:use-module (plucky sys libc)
   #:use-module (plucky sys signal)
   #:use-module ((plucky sys gc) #:select (set-free-space-divisor!))
@@ -179,15 +180,18 @@
   (list SIGTERM SIGINT SIGHUP SIGUSR1 SIGUSR2 tick-signal drain-signal))
 
 (define (closing-response response)
-  ;; RESPONSE (a record or a header alist) with Connection: close added.
-  (if (response-record? response)
+  ;; RESPONSE (a record, a raw response or a header alist) with
+  ;; Connection: close added.
+  (cond
+   ((raw-response? response) (raw-response-closing response))
+   ((response-record? response)
       ((@ (web response) build-response)
        #:version ((@ (web response) response-version) response)
        #:code ((@ (web response) response-code) response)
        #:reason-phrase ((@ (web response) response-reason-phrase) response)
        #:headers (cons '(connection close) ((@ (web response) response-headers) response))
-       #:port ((@ (web response) response-port) response))
-      (cons '(connection close) response)))
+       #:port ((@ (web response) response-port) response)))
+   (else (cons '(connection close) response))))
 
 (define (closing response body . state)
   (apply values (closing-response response) body state))

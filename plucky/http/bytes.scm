@@ -28,7 +28,8 @@
             *little-endian?*
             lowest-lane
             put-utf8!
-            bytevector-copy-range))
+            bytevector-copy-range
+            bytevector-concatenate))
 
 (define-syntax-rule (u8 bv i) (bytevector-u8-ref bv i))
 
@@ -95,5 +96,16 @@
   (let ((copy (make-bytevector (- end start))))
     (bytevector-copy! bv start copy 0 (- end start))
     copy))
+
+(define (bytevector-concatenate bvs)
+  "Return a fresh bytevector of the bytes of BVS, a list of bytevectors,
+one after the other."
+  (let ((all (make-bytevector (apply + (map bytevector-length bvs)))))
+    (let lp ((bvs bvs) (at 0))
+      (if (null? bvs)
+          all
+          (begin
+            (bytevector-copy! (car bvs) 0 all at (bytevector-length (car bvs)))
+            (lp (cdr bvs) (+ at (bytevector-length (car bvs)))))))))
 
 ;;; (plucky http bytes) ends here

@@ -119,7 +119,24 @@
             parse-limits-max-header-bytes
             parse-limits-max-header-count
             %default-parse-limits
-            request-keep-alive?))
+            request-keep-alive?
+            parse-response-head
+            response-head?
+            response-head-version
+            response-head-code
+            response-head-reason-start
+            response-head-reason-end
+            response-head-fields
+            response-head-content-length
+            response-head-transfer-coding
+            response-head-connection
+            field-symbol
+            field-name
+            field-name-start
+            field-name-end
+            field-value-start
+            field-value-end
+            field-line-end))
 
 ;; Macros only, needed while this file is compiled: see there.
 (eval-when (expand)
@@ -1110,6 +1127,58 @@ HIGH? says whether any byte is #x80 or above."
                                     (cdar cell)))))))
             (loop (cdr cells))))))))
 
+(eval-when (expand)
+  (define-syntax-rule (with-field-name bv i stop status more (known colon) body)
+    ;; The field name at I, up to its colon: BODY with KNOWN (its
+    ;; <known-header>, or #f) and COLON bound; (MORE offset) when the
+    ;; bytes end first; a failure of STATUS (400 for a request, 502 for
+    ;; a response) when it is not a token followed by a colon.
+    (let ((colon (skip-name-plain bv i stop)))
+      (cond
+       ((= colon stop) (more colon))
+       ((not (= (u8 bv colon) COLON))
+        (let ((b (u8 bv colon)))
+          (fail status
+                (cond
+                 ((ows? b) "whitespace before colon in header field")
+                 ((or (= b CR) (= b LF)) "header field without colon")
+                 (else "invalid character in header name"))
+                colon)))
+       ((= colon i) (fail status "empty header name" i))
+       (else
+        (let* ((known (match-known-header bv i (- colon i)))
+               (bad (and (not known) (first-non-tchar bv i colon))))
+          (if (and bad (< bad colon))
+              (fail status "invalid character in header name" bad)
+              body)))))))
+
+(eval-when (expand)
+  (define-syntax-rule (with-field-value bv colon stop status more (vs ve next high?) body)
+    ;; The value after COLON, up to its line's end: BODY with VS and VE
+    ;; (its bounds, OWS trimmed), NEXT (the next line's first byte) and
+    ;; HIGH? (a byte over #x7F in it) bound; (MORE offset) when the bytes
+    ;; end first; a failure of STATUS at a control byte or a bare CR.
+    (let ((vs (skip-ows bv (+ colon 1) stop)))
+      (let scan ((k (skip-value-plain bv vs stop)) (high? #f))
+        (if (= k stop)
+            (more k)
+            (let ((b (u8 bv k)))
+              (cond
+               ((= b CR)
+                (cond
+                 ((= (+ k 1) stop) (more (+ k 1)))
+                 ((= (u8 bv (+ k 1)) LF)
+                  (let ((ve (trim-ows-right bv vs k)) (next (+ k 2))) body))
+                 (else (fail status "bare CR" k))))
+               ((= b LF)
+                (let ((ve (trim-ows-right bv vs k)) (next (+ k 1))) body))
+               ((= b HTAB)
+                (scan (skip-value-plain bv (+ k 1) stop) high?))
+               ((<= #x80 b)
+                (scan (skip-value-plain bv (+ k 1) stop) #t))
+               (else
+                (fail status "control character in header value" k)))))))))
+
 (define (parse-fields bv hs end limits build? method uri version)
   ;; HS: the first byte after the request line.
   ;; -> as parse-head
@@ -1219,46 +1288,12 @@ HIGH? says whether any byte is #x80 or above."
                        pending host? content-length coding))))
       (define (field-value name known colon)
         ;; the value after COLON, up to the end of the line
-        (let ((vs (skip-ows bv (+ colon 1) stop)))
-          (let scan ((k (skip-value-plain bv vs stop)) (high? #f))
-            (if (= k stop)
-                (too-large-or-incomplete k)
-                (let ((b (u8 bv k)))
-                  (cond
-                   ((= b CR)
-                    (cond
-                     ((= (+ k 1) stop) (too-large-or-incomplete (+ k 1)))
-                     ((= (u8 bv (+ k 1)) LF)
-                      (value name known vs (trim-ows-right bv vs k) (+ k 2) high?))
-                     (else (fail 400 "bare CR" k))))
-                   ((= b LF)
-                    (value name known vs (trim-ows-right bv vs k) (+ k 1) high?))
-                   ((= b HTAB)
-                    (scan (skip-value-plain bv (+ k 1) stop) high?))
-                   ((<= #x80 b)
-                    (scan (skip-value-plain bv (+ k 1) stop) #t))
-                   (else
-                    (fail 400 "control character in header value" k))))))))
+        (with-field-value bv colon stop 400 too-large-or-incomplete (vs ve next high?)
+          (value name known vs ve next high?)))
       (define (field-line)
-        (let ((colon (skip-name-plain bv i stop)))
-          (cond
-           ((= colon stop) (too-large-or-incomplete colon))
-           ((not (= (u8 bv colon) COLON))
-            (let ((b (u8 bv colon)))
-              (fail 400
-                    (cond
-                     ((ows? b) "whitespace before colon in header field")
-                     ((or (= b CR) (= b LF)) "header field without colon")
-                     (else "invalid character in header name"))
-                    colon)))
-           ((= colon i) (fail 400 "empty header name" i))
-           (else
-            (let* ((known (match-known-header bv i (- colon i)))
-                   (bad (and (not known) (first-non-tchar bv i colon))))
-              (if (and bad (< bad colon))
-                  (fail 400 "invalid character in header name" bad)
-                  (field-value (and build? (not known) (lowercase-symbol bv i colon))
-                               known colon)))))))
+        (with-field-name bv i stop 400 too-large-or-incomplete (known colon)
+          (field-value (and build? (not known) (lowercase-symbol bv i colon))
+                       known colon)))
       (if (= i stop)
           (too-large-or-incomplete i)
           (let ((b (u8 bv i)))
@@ -1271,6 +1306,237 @@ HIGH? says whether any byte is #x80 or above."
                (else (fail 400 "bare CR" i))))
              ((= b LF) (finish i (+ i 1) headers pending host? coding))
              ((ows? b) (fail 400 "obsolete line folding" i))
+             ((<= max-count count) (fail 431 "too many header fields" i))
+             (else (field-line))))))))
+
+
+;;;
+;;; Response heads
+;;;
+
+;;; What a client or a proxy reads from a server: the status line and
+;;; the field lines, checked as strictly as a request head, and handed
+;;; back as positions in the bytes rather than as Guile's <response>, so
+;;; that a proxy can pass the fields on as they came (plucky web proxy)
+;;; and a client build what it needs of them (plucky web client).
+;;; Strict: only HTTP/1.x, a three-digit code of at least 100, no bare
+;;; CR, no obs-fold (RFC 9112 §5.2 lets a proxy refuse it), no
+;;; whitespace before a colon, no control byte in a value, conflicting
+;;; Content-Lengths, Content-Length with Transfer-Encoding (RFC 9112
+;;; §6.3: a smuggling attempt), or chunked applied twice or not last
+;;; then followed by another.  Lenient as with requests: bare LF line
+;;; ends, obs-text in values and the reason phrase, a status line with
+;;; no reason phrase (and no space before it).
+
+;; A core record type: see <parse-limits>.
+(define <response-head>
+  (make-record-type '<response-head>
+                    '(version           ; (1 . 1) or (1 . 0)
+                      code              ; 100 to 999
+                      reason-start      ; the reason phrase: [start, end) of the bytes
+                      reason-end
+                      fields            ; list of fields, in order: see `field'
+                      content-length    ; integer, or #f
+                      transfer-coding   ; #f, chunked (last), or other
+                      connection)))     ; the Connection options, lower-case symbols
+
+(define %make-response-head (record-constructor <response-head>))
+(define response-head? (record-predicate <response-head>))
+(define response-head-version (record-accessor <response-head> 'version))
+(define response-head-code (record-accessor <response-head> 'code))
+(define response-head-reason-start (record-accessor <response-head> 'reason-start))
+(define response-head-reason-end (record-accessor <response-head> 'reason-end))
+(define response-head-fields (record-accessor <response-head> 'fields))
+(define response-head-content-length (record-accessor <response-head> 'content-length))
+(define response-head-transfer-coding (record-accessor <response-head> 'transfer-coding))
+(define response-head-connection (record-accessor <response-head> 'connection))
+
+;; A field of a response head: a vector, whose slots are
+;;   0  the name's symbol when it is one of *known-header-names*, else #f
+;;   1  the name's first byte, 2 the colon
+;;   3  the value's first byte, 4 just past its last (OWS trimmed)
+;;   5  just past the field line's end (its LF)
+(define (field-symbol field) (vector-ref field 0))
+(define (field-name-start field) (vector-ref field 1))
+(define (field-name-end field) (vector-ref field 2))
+(define (field-value-start field) (vector-ref field 3))
+(define (field-value-end field) (vector-ref field 4))
+(define (field-line-end field) (vector-ref field 5))
+
+(define (field-name field bv)
+  "Return the name of FIELD, of a response head parsed from BV, as a
+lower-case symbol, as Guile's `string->header' makes it."
+  (or (field-symbol field)
+      (lowercase-symbol bv (field-name-start field) (field-name-end field))))
+
+(define version-1.1 '(1 . 1))
+(define version-1.0 '(1 . 0))
+
+(define (transfer-coding-value bv start end coding)
+  ;; -> the framing after one Transfer-Encoding value [START, END),
+  ;;    CODING the one before (#f, chunked or other): chunked when its
+  ;;    last coding is chunked, other when it is another; #f when a
+  ;;    coding is not a token or chunked is not last
+  (let loop ((i start) (coding coding))
+    (if (>= i end)
+        coding
+        (let* ((comma (let find ((j i))
+                        (if (or (= j end) (= (u8 bv j) COMMA)) j (find (+ j 1)))))
+               (s (skip-ows bv i comma))
+               ;; a coding's parameters (";q=...") are not framing
+               (e (let find ((j s))
+                    (if (or (= j comma) (= (u8 bv j) 59) (ows? (u8 bv j))) j (find (+ j 1)))))
+               (next (if (= comma end) end (+ comma 1))))
+          (cond
+           ((= s e) (and (= s (trim-ows-right bv s comma)) (loop next coding))) ; empty element
+           ((< (first-non-tchar bv s e) e) #f)
+           ((eq? coding 'chunked) #f)   ; chunked, then anything
+           ((and (= (- e s) 7) (bytes=?/ci bv s "chunked")) (loop next 'chunked))
+           (else (loop next 'other)))))))
+
+(define (status-line-prefix? bv start end)
+  ;; -> #t when [START, END) may begin a status line: "HTTP/1." DIGIT
+  ;;    SP DIGIT DIGIT DIGIT, cut anywhere
+  (let loop ((i start) (k 0))
+    (or (= i end) (= k 12)
+        (and (let ((b (u8 bv i)))
+               (case k
+                 ((0) (= b 72)) ((1 2) (= b 84)) ((3) (= b 80)) ((4) (= b SLASH))
+                 ((5) (= b 49)) ((6) (= b 46)) ((7) (digit? b)) ((8) (= b SP))
+                 ((9) (and (<= 49 b) (<= b 57))) ((10 11) (digit? b))
+                 (else #f)))
+             (loop (+ i 1) (+ k 1))))))
+
+(define* (parse-response-head bv start end #:optional (limits %default-parse-limits))
+  "Parse the response head at the start of the bytes [START, END) of
+bytevector BV.  Return two values: a <response-head> and the index just
+past the blank line that ends it; or the symbol `incomplete' and #f
+while the bytes are a valid beginning of a head; or an &http-error (not
+raised) and #f, with the byte offset in BV where the fault was seen and
+status 502 for bytes that are not an HTTP/1 response head, 431 for a
+head past LIMITS (MAX-REQUEST-LINE bounds the status line,
+MAX-HEADER-BYTES and MAX-HEADER-COUNT the fields).  Garbage is refused
+as soon as its first wrong byte is in."
+  (unless (and (bytevector? bv) (exact-integer? start) (exact-integer? end)
+               (<= 0 start end (bytevector-length bv))
+               (< end #x100000000))
+    (error "parse-response-head: bad bytevector range" start end))
+  (unless (%parse-limits? limits)
+    (error "parse-response-head: not a parse-limits record" limits))
+  (let ((prefix-end (min end (+ start 12))))
+    (cond
+     ((not (status-line-prefix? bv start prefix-end))
+      (let find ((i start))             ; the first wrong byte
+        (if (status-line-prefix? bv start (+ i 1)) (find (+ i 1))
+            (fail 502 "not an HTTP/1 status line" i))))
+     ((< prefix-end (+ start 12)) (incomplete))
+     (else (parse-status-rest bv start end limits)))))
+
+(define (parse-status-rest bv start end limits)
+  ;; BV [START, START + 12) holds "HTTP/1.d ddd"
+  ;; The limit counts the line without its end: the scan may see the
+  ;; CR LF just past it.  A line that ends past LINE-LIMIT is a 431.
+  (let* ((line-limit (+ start (limits-max-request-line limits)))
+         (stop (if (< end (+ line-limit 2)) end (+ line-limit 2)))
+         (version (if (= (u8 bv (+ start 7)) 49) version-1.1
+                      (cons 1 (- (u8 bv (+ start 7)) ZERO))))
+         (code (+ (* 100 (- (u8 bv (+ start 9)) ZERO))
+                  (* 10 (- (u8 bv (+ start 10)) ZERO))
+                  (- (u8 bv (+ start 11)) ZERO))))
+    (define (line-end k reason-start reason-end next)
+      ;; K: the line's end
+      (if (> k line-limit)
+          (fail 431 "status line too long" line-limit)
+          (parse-response-fields bv next end limits version code reason-start reason-end)))
+    (define (too-long-or-incomplete)
+      (if (= stop (+ line-limit 2))
+          (fail 431 "status line too long" line-limit)
+          (incomplete)))
+    (let ((i (+ start 12)))
+      (cond
+       ((= i stop) (too-long-or-incomplete))
+       (else
+        (let ((b (u8 bv i)))
+          (cond
+           ((= b LF) (line-end i i i (+ i 1)))
+           ((= b CR)
+            (cond
+             ((= (+ i 1) stop) (too-long-or-incomplete))
+             ((= (u8 bv (+ i 1)) LF) (line-end i i i (+ i 2)))
+             (else (fail 502 "bare CR" i))))
+           ((not (= b SP)) (fail 502 "status code not of three digits" i))
+           (else
+            (let scan ((k (skip-value-plain bv (+ i 1) stop)))
+              (if (= k stop)
+                  (too-long-or-incomplete)
+                  (let ((b (u8 bv k)))
+                    (cond
+                     ((= b LF) (line-end k (+ i 1) (trim-ows-right bv (+ i 1) k) (+ k 1)))
+                     ((= b CR)
+                      (cond
+                       ((= (+ k 1) stop) (too-long-or-incomplete))
+                       ((= (u8 bv (+ k 1)) LF)
+                        (line-end k (+ i 1) (trim-ows-right bv (+ i 1) k) (+ k 2)))
+                       (else (fail 502 "bare CR" k))))
+                     ((or (= b HTAB) (<= #x80 b)) (scan (skip-value-plain bv (+ k 1) stop)))
+                     (else (fail 502 "control character in the reason phrase" k))))))))))))))
+
+(define (parse-response-fields bv hs end limits version code reason-start reason-end)
+  ;; HS: the first byte after the status line.  -> as parse-response-head
+  (let* ((header-limit (+ hs (limits-max-header-bytes limits)))
+         (stop (if (< end header-limit) end header-limit))
+         (max-count (limits-max-header-count limits)))
+    (define (too-large-or-incomplete offset)
+      (if (= stop header-limit)
+          (fail 431 "response header section too large" offset)
+          (incomplete)))
+    (let field ((i hs) (count 0) (fields '()) (length #f) (coding #f) (connection '()))
+      ;; I: the first byte of a line
+      (define (value known ns ne vs ve next)
+        ;; one field, its value [VS, VE) trimmed, NEXT the next line
+        (let ((fields (cons (vector (and known (known-header-symbol known)) ns ne vs ve next)
+                            fields))
+              (count (+ count 1)))
+          (case (and known (known-header-kind known))
+            ((content-length)
+             (let ((n (content-length-value bv vs ve)))
+               (cond
+                ((not n) (fail 502 "invalid Content-Length" vs))
+                (coding (fail 502 "Content-Length with Transfer-Encoding" ns))
+                ((and length (not (= n length)))
+                 (fail 502 "conflicting Content-Length fields" ns))
+                (else (field next count fields n coding connection)))))
+            ((transfer-encoding)
+             (let ((coding (and (not length) (transfer-coding-value bv vs ve coding))))
+               (cond
+                (length (fail 502 "Content-Length with Transfer-Encoding" ns))
+                ((not coding) (fail 502 "invalid Transfer-Encoding" vs))
+                (else (field next count fields length coding connection)))))
+            ((connection)
+             (field next count fields length coding
+                    (append connection (connection-value bv vs ve))))
+            (else (field next count fields length coding connection)))))
+      (define (field-value known ns colon)
+        (with-field-value bv colon stop 502 too-large-or-incomplete (vs ve next high?)
+          (value known ns colon vs ve next)))
+      (define (field-line)
+        (with-field-name bv i stop 502 too-large-or-incomplete (known colon)
+          (field-value known i colon)))
+      (define (finish next)
+        (values (%make-response-head version code reason-start reason-end
+                                     (reverse! fields) length coding connection)
+                next))
+      (if (= i stop)
+          (too-large-or-incomplete i)
+          (let ((b (u8 bv i)))
+            (cond
+             ((= b CR)
+              (cond
+               ((= (+ i 1) stop) (too-large-or-incomplete (+ i 1)))
+               ((= (u8 bv (+ i 1)) LF) (finish (+ i 2)))
+               (else (fail 502 "bare CR" i))))
+             ((= b LF) (finish (+ i 1)))
+             ((ows? b) (fail 502 "obsolete line folding" i))
              ((<= max-count count) (fail 431 "too many header fields" i))
              (else (field-line))))))))
 

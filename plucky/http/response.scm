@@ -36,6 +36,8 @@
 (define-module (plucky http response)
   #:use-module (rnrs bytevectors)
   #:use-module (ice-9 iconv)
+  #:use-module ((ice-9 binary-ports) #:select (open-bytevector-input-port))
+  #:use-module ((srfi srfi-1) #:select (filter-map))
   #:use-module (srfi srfi-9)
   #:use-module ((srfi srfi-9 gnu) #:select (set-fields))
   #:use-module (web http)
@@ -44,7 +46,8 @@
   ;; Not (web response): see `response-record?'.
   #:use-module (plucky http status)
   #:use-module (plucky http date)
-  #:use-module ((plucky http bytes) #:select (bytevector-copy-range))
+  #:use-module ((plucky http bytes) #:select (bytevector-copy-range
+                                             bytevector-concatenate))
   #:export (make-output
             output?
             output-bytes
@@ -65,7 +68,15 @@
             answer-headers
             answer-code
             write-streamed-head!
-            copy-limit))
+            copy-limit
+            make-raw-response
+            raw-response?
+            raw-response-code
+            raw-response-fields
+            raw-response-closing
+            raw-response->response
+            raw-response-with-headers
+            answer-body))
 
 ;;;
 ;;; Output buffers
@@ -221,15 +232,164 @@ bytes as (PROCEDURE bytevector) returns it.  Return nothing useful."
     (and (not (string=? phrase (guile-reason code)))
          phrase)))
 
+;;; Raw responses.  A reverse proxy (plucky web proxy) has the upstream's
+;;; head as bytes: rebuilding it as a (web response) record, header by
+;;; parsed header, and rendering each header again was most of the cost
+;;; of a proxied request (bench/instructions-proxy).  A raw response
+;;; carries the field lines as bytes, to be written as they are; the
+;;; server still writes the status line (its own version), Date unless
+;;; the fields hold one, and Connection, as for any answer.  Its body is
+;;; #f, a bytevector, or a procedure (a streamed answer); the framing
+;;; headers are the handler's to get right, as the fields are not read.
+
+(define-record-type <raw-response>
+  (%make-raw-response code reason fields date? close? body-length headers)
+  raw-response?
+  (code raw-response-code)
+  (reason raw-response-reason)          ; string, or #f for the standard one
+  ;; bytevector: field lines, each ending in CRLF, without Connection
+  ;; and, for a streamed body, without Transfer-Encoding
+  (fields raw-response-fields)
+  (date? raw-response-date?)            ; the fields hold a Date
+  (close? raw-response-close?)          ; close the connection after it
+  (body-length raw-response-body-length) ; #f, or the body's bytes: see below
+  (headers %raw-response-headers set-raw-response-headers!)) ; #f until asked
+
+(define* (make-raw-response code fields #:key (reason #f) (date? #f) (close? #f)
+                            (body-length #f))
+  "Return a handler's response whose header fields are the bytes FIELDS,
+written as they are: field lines each ending in CRLF, with neither the
+status line nor the empty line, nor Connection (the server writes its
+own), nor Transfer-Encoding when the body is a procedure (the server
+frames a streamed body).  CODE is the status code; REASON the reason
+phrase (#f: the standard one); DATE? says that FIELDS hold a Date (else
+the server adds one); CLOSE? asks for the connection to close after.
+The body that goes with it must agree with the Content-Length of
+FIELDS, which are not checked.  BODY-LENGTH, at most `copy-limit', says
+that only the first BODY-LENGTH bytes of the bytevector body are the
+body: they are copied into the answer as the handler returns, before
+its thread runs other code, so that a handler may reuse that
+bytevector for its next answer (plucky web proxy)."
+  (unless (and (exact-integer? code) (<= 100 code 999) (bytevector? fields))
+    (error "make-raw-response: a code and a bytevector of field lines" code fields))
+  (when (and body-length (not (and (exact-integer? body-length)
+                                   (<= 0 body-length copy-limit))))
+    (error "make-raw-response: a body-length from 0 to copy-limit" body-length))
+  (%make-raw-response code reason fields date? close? body-length #f))
+
+(define (answer-body response body)
+  "Return BODY, returned by a handler with RESPONSE, as the body alone:
+for a raw response with a BODY-LENGTH (see `make-raw-response'), a
+fresh bytevector of that many bytes of BODY; otherwise BODY.  For
+middleware that reads a body."
+  (if (and (raw-response? response) (raw-response-body-length response)
+           (bytevector? body))
+      (bytevector-copy-range body 0 (raw-response-body-length response))
+      body))
+
+(define (raw-response-closing response)
+  "Return the raw response RESPONSE that closes the connection after it."
+  (%make-raw-response (raw-response-code response) (raw-response-reason response)
+                      (raw-response-fields response) (raw-response-date? response)
+                      #t (raw-response-body-length response) #f))
+
 (define (answer-headers response)
   "Return the header alist of RESPONSE, a handler's answer: a (web
-response) record or the alist itself."
-  (if (response-record? response) (response-record-headers response) response))
+response) record, a raw response (its fields parsed by Guile's parsers)
+or the alist itself."
+  (cond
+   ((response-record? response) (response-record-headers response))
+   ((raw-response? response) (raw-response-headers response))
+   (else response)))
 
 (define (answer-code response)
   "Return the status code of RESPONSE, a handler's answer: a (web
-response) record's code, or 200 for a header alist."
-  (if (response-record? response) (response-record-code response) 200))
+response) record's or a raw response's code, or 200 for a header alist."
+  (cond
+   ((response-record? response) (response-record-code response))
+   ((raw-response? response) (raw-response-code response))
+   (else 200)))
+
+(define (raw-response-headers response)
+  ;; -> the fields as Guile's `read-headers' reads them, made once: for
+  ;; what looks at an answer's headers (middleware, a stream's charset)
+  (or (%raw-response-headers response)
+      (let ((headers
+             (let ((port (open-bytevector-input-port
+                          (bytevector-concatenate (list (raw-response-fields response) crlf)))))
+               (set-port-encoding! port "ISO-8859-1")
+               (read-headers port))))
+        (set-raw-response-headers! response headers)
+        headers)))
+
+(define (raw-response-with-headers response headers)
+  "Return the raw response RESPONSE with HEADERS, an alist, written by
+Guile's writers after its own fields, but Connection, which asks for a
+close if it lists close (its body as it was: for middleware that adds
+headers)."
+  (let ((added (filter-map (lambda (h)
+                             ;; Connection: the server's, from CLOSE?
+                             (and (not (eq? (car h) 'connection))
+                                  (render-header (car h) (cdr h))))
+                           headers)))
+    (%make-raw-response (raw-response-code response) (raw-response-reason response)
+                        (bytevector-concatenate (cons (raw-response-fields response) added))
+                        (or (raw-response-date? response) (and (assq 'date headers) #t))
+                        (or (raw-response-close? response)
+                            (let ((c (assq-ref headers 'connection)))
+                              (and (pair? c) (memq 'close c) #t)))
+                        (raw-response-body-length response) #f)))
+
+(define (raw-response->response response)
+  "Return the raw response RESPONSE as a (web response) record, its
+headers parsed by Guile's parsers."
+  ((@ (web response) build-response)
+   #:code (raw-response-code response)
+   #:reason-phrase (or (raw-response-reason response)
+                       (guile-reason (raw-response-code response)))
+   #:headers (append (raw-response-headers response)
+                     (if (raw-response-close? response) '((connection close)) '()))
+   #:validate-headers? #f))
+
+(define (put-raw-head! out request response framing close?)
+  ;; The head of the raw RESPONSE: status line, its fields, Date, the
+  ;; framing line of a streamed body (FRAMING chunked), Connection, the
+  ;; empty line.  -> whether to close after.
+  (let ((version (request-version request))
+        (close? (or close? (raw-response-close? response))))
+    (output-put-bytes! out (status-line version (raw-response-code response)
+                                        (raw-response-reason response)))
+    (output-put-bytes! out (raw-response-fields response))
+    (unless (raw-response-date? response)
+      (output-put-bytes! out (date-line)))
+    (when (eq? framing 'chunked)
+      (output-put-bytes! out transfer-encoding-chunked-line))
+    (cond
+     (close? (output-put-bytes! out connection-close-line))
+     ((eqv? (cdr version) 0) (output-put-bytes! out connection-keep-alive-line)))
+    (output-put-bytes! out crlf)
+    close?))
+
+(define (write-raw-response! out request response body close?)
+  ;; `write-response!' of a raw RESPONSE
+  (let* ((code (raw-response-code response))
+         (length (cond ((not (bytevector? body))
+                        (if body
+                            (error "a raw response's body is #f or a bytevector" body)
+                            0))
+                       ((raw-response-body-length response))
+                       (else (bytevector-length body)))))
+    (when (and (must-not-include-body? code) (> length 0))
+      (error "response with this status code must not include body" code))
+    (let ((close? (put-raw-head! out request response #f close?)))
+      (cond
+       ((or (eq? (request-method request) 'HEAD) (zero? length))
+        (values close? #f))
+       ((<= length copy-limit)
+        (output-put-slice! out body 0 length)
+        (values close? #f))
+       (else
+        (values close? body))))))
 
 ;;;
 ;;; Headers
@@ -381,7 +541,14 @@ copy that must be sent right after OUT's contents.  Raise an error for a
 response Guile's `sanitize-response' would refuse (a Content-Length that
 does not match the body, a body on a 204 or 304, a bad body type).
 CACHE? #f renders every header afresh instead of using the caches, which
-only the loop's thread may use (see `write-streamed-head!')."
+only the loop's thread may use (see `write-streamed-head!').  A raw
+response (`make-raw-response') has its fields written as they are."
+  (if (raw-response? response)
+      (write-raw-response! out request response body close?)
+      (write-guile-response! out request response body close? cache?)))
+
+(define (write-guile-response! out request response body close? cache?)
+  ;; `write-response!' of a record or a header alist
   (let* ((headers (answer-headers response))
          (code (answer-code response))
          (head? (eq? (request-method request) 'HEAD))
@@ -415,13 +582,14 @@ that has none (a 101 before the connection changes protocol).  CLOSE?
 is as for `write-response!'.  Return whether the connection must close
 after the answer.  Raise an error for a declared Content-Length that is
 not LENGTH, or a body on a status that must not have one."
-  (let ((headers (answer-headers response))
-        (code (answer-code response)))
+  (let ((code (answer-code response)))
     (when (and (must-not-include-body? code) (> length 0))
       (error "response with this status code must not include body" code))
-    (put-head/memo! out request response headers code #f length
-                    (eq? (request-method request) 'HEAD) #f
-                    (must-not-include-body? code) close?)))
+    (if (raw-response? response)
+        (put-raw-head! out request response #f close?)
+        (put-head/memo! out request response (answer-headers response) code #f length
+                        (eq? (request-method request) 'HEAD) #f
+                        (must-not-include-body? code) close?))))
 
 ;;; The heads of answers given again.  An app that keeps a response and
 ;;; answers with it again and again (a page cache: apps/blog's, the
@@ -599,14 +767,16 @@ not LENGTH, or a body on a status that must not have one."
   "True when the answer (RESPONSE, BODY) a handler returned asks to be
 sent as BODY produces it rather than collected first: BODY is a
 procedure and RESPONSE (a record or a header alist) declares
-Transfer-Encoding: chunked or Content-Type text/event-stream.  Any other
-procedure body is collected, as Guile's `sanitize-response' does, so
-that the answer gets a Content-Length."
+Transfer-Encoding: chunked or Content-Type text/event-stream, or is a
+raw response (`make-raw-response').  Any other procedure body is
+collected, as Guile's `sanitize-response' does, so that the answer gets
+a Content-Length."
   (and (procedure? body)
-       (let ((headers (answer-headers response)))
+       (or (raw-response? response)
+           (let ((headers (answer-headers response)))
          (or (assq 'transfer-encoding headers)
              (let ((type (assq-ref headers 'content-type)))
-               (and (pair? type) (eq? (car type) 'text/event-stream)))))
+               (and (pair? type) (eq? (car type) 'text/event-stream))))))
        #t))
 
 (define (write-streamed-head! out request response)
@@ -626,8 +796,11 @@ so that any thread may call it."
                    ((assq 'content-length headers) 'length)
                    ((equal? (request-version request) '(1 . 0)) 'close)
                    (else 'chunked))))
-    (let ((close? (put-head! out request response headers code #t 0 head? #f
-                             bodiless? #f #f framing)))
+    (let ((close? (if (raw-response? response)
+                      (put-raw-head! out request response
+                                     (and (not bodiless?) framing) (eq? framing 'close))
+                      (put-head! out request response headers code #t 0 head? #f
+                                 bodiless? #f #f framing))))
       (values (if (or head? bodiless?) 'none framing) close?))))
 
 (define plain-text '((content-type . (text/plain))))

@@ -89,7 +89,9 @@
             http-trace
             http-options
             http-request-stream
+            http-request-raw
             read-reader-rest
+            read-reader-rest-into!
             close-reader!))
 
 ;;;
@@ -289,19 +291,43 @@
 
 (define (exchange uri request payload timeouts settings)
   ;; -> (values response body conn): the request sent, the head read.
-  ;; A pooled connection the server had closed is retried once, on a
-  ;; new one, when the method is idempotent.
+  (let ((method (request-method request)))
+    (exchange-bytes uri method (request->bytevector request payload) timeouts settings
+                    (lambda (conn where)
+                      (let-values (((response head-size)
+                                    (read-response-head conn timeouts where)))
+                        (cons response
+                              (make-body conn response head-size method
+                                         #:max-body (settings-max-body settings)
+                                         #:uri where)))))))
+
+(define last-origin #f)                  ; #(uri origin): see uri-origin
+
+(define (uri-origin uri tls? host port)
+  ;; -> "http://HOST:PORT", the pool's key.  The last one made is kept,
+  ;; by URI (immutable, replaced whole, so threads share it): a proxy
+  ;; asks for its upstream's on every request.
+  (let ((last last-origin))
+    (if (and last (eq? (vector-ref last 0) uri))
+        (vector-ref last 1)
+        (let ((origin (string-append (if tls? "https://" "http://") host ":"
+                                     (number->string port))))
+          (set! last-origin (vector uri origin))
+          origin))))
+
+(define (exchange-bytes uri method bytes timeouts settings read-head)
+  ;; -> (values head body conn): BYTES, a request of METHOD, sent; the
+  ;; head and body of the response read by (READ-HEAD conn where) ->
+  ;; (head . body).  A pooled connection the server had closed is
+  ;; retried once, on a new one, when the method is idempotent.
   (let* ((tls? (eq? (uri-scheme uri) 'https))
          (host (uri-host uri))
          (port (or (uri-port uri) (if tls? 443 80)))
-         (origin (string-append (if tls? "https://" "http://") host ":"
-                                (number->string port)))
-         (method (request-method request))
-         (bytes (request->bytevector request payload))
+         (origin (uri-origin uri tls? host port))
          (where (settings-uri settings)))
     (let attempt ((fresh? #f))
       (let* ((pooled (and (settings-keep-alive? settings) (not fresh?)
-                          (pool-take! origin)))
+                          (pool-take! origin (idempotent? method))))
              (conn (or pooled
                        (open-connection host port tls? #:timeouts timeouts
                                         #:verify-certificate? (settings-verify? settings)
@@ -316,10 +342,7 @@
                         (raise-exception e)))
                 (lambda ()
                   (connection-write! conn bytes timeouts)
-                  (let-values (((response head-size) (read-response-head conn timeouts where)))
-                    (cons response
-                          (make-body conn response head-size method
-                                     #:max-body (settings-max-body settings) #:uri where))))
+                  (read-head conn where))
                 #:unwind? #t)))
         (if (eq? outcome 'stale)
             (attempt #t)
@@ -344,9 +367,12 @@
 ;;; Readers
 ;;;
 
-;; reader -> (finish . rest): the thunks that give it up and that read
-;; the rest of its body
-(define closers (make-weak-key-hash-table))
+;; A reader is a procedure of no argument (the next piece) that also
+;; takes one, `reader-finish' or `reader-rest', for `close-reader!'
+;; and `read-reader-rest': a closure where a weak table of the readers
+;; was, one entry per exchange (bench/instructions-proxy).
+(define reader-finish (list 'finish))
+(define reader-rest (list 'rest))
 
 (define (make-reader conn body timeouts settings)
   (define finished? #f)
@@ -362,32 +388,47 @@
           (raise-exception e))
       (lambda () (read body timeouts))
       #:unwind? #t))
-  (define (reader)
-    (if finished?
-        (eof-object)
-        (let ((piece (read-guarded read-body-piece)))
-          ;; Pooled as soon as the last byte is in, without waiting for
-          ;; the caller to ask for the end.
-          (when (body-done? body) (finish))
-          piece)))
-  (define (rest)
-    (if finished?
-        #vu8()
-        (let ((bv (read-guarded read-body-rest)))
-          (finish)
-          bv)))
   (when (body-done? body) (finish))
-  (hashq-set! closers reader (cons finish rest))
-  reader)
+  (case-lambda
+    (()
+     (if finished?
+         (eof-object)
+         (let ((piece (read-guarded read-body-piece)))
+           ;; Pooled as soon as the last byte is in, without waiting for
+           ;; the caller to ask for the end.
+           (when (body-done? body) (finish))
+           piece)))
+    ((what)
+     (cond
+      ((eq? what reader-finish) (finish))
+      ((eq? what reader-rest)
+       (if finished?
+           #vu8()
+           ;; all come (a small answer): no wait, no failure to guard
+           (let ((bv (if (body-buffered? body)
+                         (read-body-rest body timeouts)
+                         (read-guarded read-body-rest))))
+             (finish)
+             bv)))
+      (else (error "not a reader's message" what))))
+    ((what into)
+     ;; reader-rest into INTO: -> the number of bytes read
+     (if (or finished? (body-done? body))
+         (begin (finish) 0)
+         (let ((n (body-left body)))
+           (unless (and (eq? (body-kind body) 'length) (<= n (bytevector-length into)))
+             (error "read-reader-rest-into!: not a body of known length that fits" n))
+           (if (body-buffered? body)
+               (read-body-rest body timeouts into)
+               (read-guarded (lambda (body timeouts) (read-body-rest body timeouts into))))
+           (finish)
+           n)))))
 
 (define (close-reader! reader)
   "Give up READER, from `http-request-stream': its connection returns to
 the pool if the body was read whole, and is closed otherwise.  Return
 nothing."
-  (let ((thunks (hashq-ref closers reader)))
-    (when thunks
-      (hashq-remove! closers reader)
-      ((car thunks))))
+  (reader reader-finish)
   (values))
 
 (define (read-reader-rest reader)
@@ -395,12 +436,19 @@ nothing."
 one bytevector (empty when it is over), waiting (suspending) as needed,
 and give READER up as `close-reader!' does.  A body whose length the
 server declared is read straight into one bytevector of that size."
-  (let ((thunks (hashq-ref closers reader)))
-    (if thunks
-        (let ((bv ((cdr thunks))))
-          (close-reader! reader)
-          bv)
-        #vu8())))
+  (let ((bv (reader reader-rest)))
+    (close-reader! reader)
+    bv))
+
+(define (read-reader-rest-into! reader bv)
+  "Read the rest of the body of READER, from `http-request-raw' or
+`http-request-stream', whose response declared its Content-Length, into
+BV, which must hold that many bytes, and give READER up as
+`close-reader!' does.  Return the number of bytes read: a proxy reads
+into a buffer it reuses (plucky web proxy)."
+  (let ((n (reader reader-rest bv)))
+    (close-reader! reader)
+    n))
 
 (define (reader->port reader)
   ;; A blocking port over READER, for callers that cannot suspend.
@@ -506,6 +554,41 @@ server declared is read straight into one bytevector of that size."
 ;;;
 ;;; The procedures
 ;;;
+
+(define* (http-request-raw uri method bytes #:key
+                           (verify-certificate? #t)
+                           (keep-alive? #f)
+                           (connect-timeout-ms default-connect-timeout-ms)
+                           (read-timeout-ms default-read-timeout-ms)
+                           (timeout-ms #f)
+                           (max-body #f)
+                           (label #f)
+                           (where #f))
+  "Send BYTES, a whole HTTP/1.1 request of METHOD (a symbol): its head
+and body as they go on the wire, to the origin of URI (a URI record),
+and return four values: the response's head as (plucky http)'s
+`parse-response-head' gives it, a bytevector of the head's bytes, BASE,
+the head's positions less BASE being offsets in those bytes, and a
+READER of its body, as `http-request-stream''s.  For a proxy, which has
+the bytes to send and passes the head's fields on as they came, without
+Guile's records.  WHERE names URI in conditions (default: URI as a
+string); the other keywords are those of `http-request'.  Redirects are
+not followed; BYTES are not checked."
+  (let ((timeouts (make-timeouts #:connect-ms connect-timeout-ms
+                                 #:read-ms read-timeout-ms #:total-ms timeout-ms))
+        (settings (make-settings keep-alive? verify-certificate? max-body label
+                                 (or where (uri->string uri)))))
+    (let-values (((head body conn)
+                  (exchange-bytes
+                   uri method bytes timeouts settings
+                   (lambda (conn where)
+                     (let-values (((head bytes base)
+                                   (read-raw-response-head conn timeouts where)))
+                       (cons (list head bytes base)
+                             (make-raw-body conn head (bytevector-length bytes) method
+                                            #:max-body max-body #:uri where)))))))
+      (values (car head) (cadr head) (caddr head)
+              (make-reader conn body timeouts settings)))))
 
 (define* (http-request-stream uri #:key
                               (body #f)

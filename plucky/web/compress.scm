@@ -38,7 +38,7 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module ((plucky http)
-                #:select (answer-headers answer-code streamed-response?))
+                #:select (answer-headers answer-code streamed-response? answer-body))
   #:use-module (plucky web mime)
   #:use-module (plucky web conditional)
   #:use-module (plucky sys zlib)
@@ -212,8 +212,9 @@ for gzip, 3 for zstd)."
                            list)
                          state)))))))
 
-(define (compress request response body codings level min-length)
+(define (compress request response response-body codings level min-length)
   ;; -> (values response body), compressed or not
+  (define body (answer-body response response-body)) ; a proxy's is a slice
   (if (not (candidate? request response body))
       (values response body)
       (let ((headers (answer-headers response))

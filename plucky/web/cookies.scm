@@ -221,15 +221,18 @@ value that expired at the epoch."
               #:secure? secure?))
 
 (define (response-with-headers response headers)
-  "Return RESPONSE, a handler's response (a (web response) record or a
-header alist), with HEADERS, an alist, added after its own."
-  (if (response? response)
-      (build-response #:version (response-version response)
+  "Return RESPONSE, a handler's response (a (web response) record, a raw
+response, or a header alist), with HEADERS, an alist,
+added after its own."
+  (cond
+   ((raw-response? response) (raw-response-with-headers response headers))
+   ((response? response)
+    (build-response #:version (response-version response)
                       #:code (response-code response)
                       #:reason-phrase (response-reason-phrase response)
                       #:headers (append (response-headers response) headers)
-                      #:port (response-port response))
-      (append response headers)))
+                      #:port (response-port response)))
+   (else (append response headers))))
 
 
 ;;;

@@ -23,8 +23,8 @@
 ;;; `handler-router' of (plucky web router) finds a wrapped router's
 ;;; routes.
 ;;;
-;;; A response here is what a handler returns: a (web response) record
-;;; or a header alist (a 200).  `response-code*' and `response-headers*'
+;;; A response here is what a handler returns: a (web response) record,
+;;; a raw response (plucky http: a proxy's) or a header alist (a 200).  `response-code*' and `response-headers*'
 ;;; read both; `with-response-headers' returns the same kind with headers
 ;;; added.
 ;;;
@@ -35,6 +35,8 @@
   #:use-module (web request)
   #:use-module (web response)
   #:use-module ((web uri) #:select (string->uri-reference))
+  #:use-module ((plucky http) #:select (answer-code answer-headers raw-response?
+                                        raw-response-with-headers))
   #:export (compose-middleware
             wrap
             response-code*
@@ -61,18 +63,24 @@ h a b) is (a (b h))."
   ((apply compose-middleware middlewares) handler))
 
 (define (response-code* response)
-  "Return the status code of RESPONSE, a (web response) record or a header
-alist (200)."
-  (if (response? response) (response-code response) 200))
+  "Return the status code of RESPONSE, a (web response) record, a raw
+response (plucky http) or a header alist (200)."
+  (answer-code response))
 
 (define (response-headers* response)
-  "Return the header alist of RESPONSE, a (web response) record or a
-header alist."
-  (if (response? response) (response-headers response) response))
+  "Return the header alist of RESPONSE, a (web response) record, a raw
+response (its fields parsed) or a header alist."
+  (answer-headers response))
 
 (define (with-response-headers response headers)
-  "Return RESPONSE (a record or a header alist) with HEADERS, an alist,
-added after its own headers, of the same kind as RESPONSE."
+  "Return RESPONSE (a record, a raw response or a header alist) with
+HEADERS, an alist, added after its own headers, of the same kind as
+RESPONSE (for a raw response, HEADERS written after its fields)."
+  (if (raw-response? response)
+      (raw-response-with-headers response headers)
+      (with-guile-response-headers response headers)))
+
+(define (with-guile-response-headers response headers)
   (if (response? response)
       (build-response #:version (response-version response)
                       #:code (response-code response)

@@ -41,6 +41,7 @@
 ;;; Code:
 
 (define-module (plucky web proxy)
+  #:use-module ((srfi srfi-1) #:select (any filter-map))
   #:use-module (srfi srfi-9)
   #:use-module (srfi srfi-11)
   #:use-module (rnrs bytevectors)
@@ -50,10 +51,18 @@
   #:use-module (web uri)
   #:use-module (web request)
   #:use-module (web response)
-  #:use-module ((web http) #:select (known-header? valid-header?))
+  #:use-module ((web http) #:select (known-header? header->string header-writer))
   #:use-module ((plucky server)
                 #:select (current-request-peer current-request-scheme
-                          wait-stream-drained))
+                          wait-stream-drained suspendable?))
+  #:use-module ((plucky http)
+                #:select (make-raw-response status-reason copy-limit
+                          response-head-version response-head-code
+                          response-head-reason-start response-head-reason-end
+                          response-head-fields response-head-content-length
+                          response-head-connection
+                          field-symbol field-name-start field-name-end
+                          field-value-start field-value-end))
   #:use-module (plucky web client)
   #:export (proxy-handler))
 
@@ -119,29 +128,6 @@
            (string-split value #\,)))
      (else '()))))
 
-(define (without-hop-by-hop headers drop)
-  ;; HEADERS less the hop-by-hop ones and those named in DROP
-  (let ((named (connection-names headers)))
-    (let lp ((headers headers) (kept '()))
-      (if (null? headers)
-          (reverse kept)
-          (let ((name (caar headers)))
-            (lp (cdr headers)
-                (if (or (memq name hop-by-hop-headers) (memq name named)
-                        (memq name drop))
-                    kept
-                    (cons (car headers) kept))))))))
-
-(define (writable header)
-  ;; HEADER as Guile's `write-request' can write it.  (plucky http
-  ;; parse) keeps a value Guile's parser refuses as its raw string; a
-  ;; known header's writer would fail on it, so it goes under a name
-  ;; Guile does not know that prints the same ('|Accept| for 'accept).
-  (let ((name (car header)) (value (cdr header)))
-    (if (and (string? value) (known-header? name) (not (valid-header? name value)))
-        (cons (string->symbol (string-titlecase (symbol->string name))) value)
-        header)))
-
 (define token-chars
   ;; RFC 9110 §5.6.2 tchar
   (char-set-union (char-set-intersection char-set:ascii char-set:letter+digit)
@@ -163,95 +149,234 @@
    ((string=? peer "unix") "unknown")
    (else peer)))
 
+(define last-host #f)                    ; #(name port text): see host->string
+
 (define (host->string host)
-  ;; Guile's parsed Host, (NAME . PORT-OR-#f), or the raw string
+  ;; Guile's parsed Host, (NAME . PORT-OR-#f), or the raw string.  The
+  ;; last one made is kept, immutable, replaced whole: a connection's
+  ;; requests name the same host.
   (cond
    ((string? host) host)
-   ((pair? host) (if (cdr host)
-                     (string-append (car host) ":" (number->string (cdr host)))
-                     (car host)))
+   ((pair? host)
+    (let ((last last-host))
+      (if (and last (eqv? (vector-ref last 1) (cdr host))
+               (string=? (vector-ref last 0) (car host)))
+          (vector-ref last 2)
+          (let* ((name (if (string-index (car host) #\:)
+                           (string-append "[" (car host) "]") ; IPv6
+                           (car host)))
+                 (text (if (cdr host)
+                           (string-append name ":" (number->string (cdr host)))
+                           name)))
+            (set! last-host (vector (car host) (cdr host) text))
+            text))))
    (else #f)))
 
-(define (appended headers name value separator)
-  ;; HEADERS with NAME's value VALUE, or its old value, SEPARATOR, VALUE
-  (let ((old (assq-ref headers name)))
-    (acons name (if (string? old) (string-append old separator value) value)
-           (if old (assq-remove! (list-copy headers) name) headers))))
+(define last-forwarded #f)               ; #(peer host scheme text)
 
-(define (via-value version via)
-  (string-append (number->string (car version)) "." (number->string (cdr version))
-                 " " via))
+(define (forwarded-element peer host scheme)
+  ;; -> RFC 7239's element for PEER (or #f), HOST (or #f) and SCHEME.
+  ;; The last one made is kept as `host->string''s is.
+  (let ((last last-forwarded))
+    (if (and last (equal? (vector-ref last 0) peer) (equal? (vector-ref last 1) host)
+             (string=? (vector-ref last 2) scheme))
+        (vector-ref last 3)
+        (let ((text (string-append "for=" (forwarded-for peer)
+                                   (if host (string-append ";host=" (forwarded-value host)) "")
+                                   ";proto=" scheme)))
+          (set! last-forwarded (vector peer host scheme text))
+          text))))
 
-(define via-lists (make-hash-table))    ; via -> ((version . (value)) ...)
-(define via-mutex (make-mutex))         ; handlers may run on pool threads
-
-(define (via-list version via)
-  ;; -> the list ("1.1 VIA"), the same object each time for VERSION
-  ;; and VIA: (plucky http response) renders a header value once per
-  ;; object, so a fresh list would be rendered on every response
-  ;; (bench/proxy)
-  (with-mutex via-mutex
-    (let ((known (hash-ref via-lists via '())))
-      (or (assoc-ref known version)
-          (let ((value (list (via-value version via))))
-            (hash-set! via-lists via (acons (cons (car version) (cdr version)) value known))
-            value)))))
-
-(define (with-via headers version via)
-  ;; Via is parsed by Guile as a list of strings
-  (if via
-      (let ((old (assq-ref headers 'via)))
-        (if (pair? old)
-            (acons 'via (append old (list (via-value version via)))
-                   (assq-remove! (list-copy headers) 'via))
-            (acons 'via (via-list version via)
-                   (if old (assq-remove! (list-copy headers) 'via) headers))))
-      headers))
-
-(define (upstream-headers request upstream preserve-host? via)
-  ;; -> the headers of the request sent to UPSTREAM
-  (let* ((headers (request-headers request))
-         (peer (current-request-peer))
-         (scheme (symbol->string (or (current-request-scheme) 'http)))
-         (host (assq-ref headers 'host))
-         (kept (without-hop-by-hop headers (if preserve-host? '(expect) '(expect host))))
-         (kept (map writable kept))
-         (kept (if preserve-host?
-                   kept
-                   (let ((uri (upstream-uri upstream)))
-                     (acons 'host (cons (uri-host uri) (uri-port uri)) kept))))
-         (kept (if (and peer (not (string=? peer "unix")))
-                   (appended kept 'x-forwarded-for peer ", ")
-                   kept))
-         (kept (acons 'x-forwarded-proto scheme
-                      (assq-remove! kept 'x-forwarded-proto)))
-         (kept (appended kept 'forwarded
-                         (string-append "for=" (forwarded-for peer)
-                                        (let ((h (host->string host)))
-                                          (if h (string-append ";host=" (forwarded-value h)) ""))
-                                        ";proto=" scheme)
-                         ", ")))
-    (with-via kept (request-version request) via)))
+(define (version-text version)
+  (string-append (number->string (car version)) "." (number->string (cdr version))))
 
 ;;;
-;;; The request
+;;; The request, as bytes
 ;;;
 
-(define (upstream-target request strip-prefix)
-  ;; -> a URI reference holding the path and query to send
+;;; The request to the upstream is written straight into one bytevector
+;;; from the server's parsed request: its headers' values are strings
+;;; (written as they are) or Guile's parsed values, written by Guile's
+;;; writer once per distinct value (`value-text').  Building a Guile
+;;; request and writing it with `write-request' made a string port per
+;;; header and per request (bench/instructions-proxy).
+
+(define (latin-1-bytes text)
+  ;; -> TEXT as bytes, a character a byte ("?" for one over U+00FF).
+  ;; ASCII, the usual case, goes through string->utf8 (C).
+  (let ((bv (string->utf8 text)))
+    (if (= (bytevector-length bv) (string-length text))
+        bv
+        (let ((out (make-bytevector (string-length text))))
+          (let lp ((i 0))
+            (when (< i (string-length text))
+              (let ((c (char->integer (string-ref text i))))
+                (bytevector-u8-set! out i (if (< c 256) c 63))
+                (lp (+ i 1)))))
+          out))))
+
+(define name-texts
+  ;; header symbol -> the bytes "Name: ", for Guile's known headers and
+  ;; common others; filled here, read-only after, so that threads
+  ;; share it
+  (let ((table (make-hash-table 128)))
+    (for-each (lambda (name)
+                (hashq-set! table name
+                            (latin-1-bytes (string-append (header->string name) ": "))))
+              '(accept accept-charset accept-encoding accept-language authorization
+                cache-control content-encoding content-language content-length
+                content-location content-md5 content-range content-type date
+                expect from host if-match if-modified-since if-none-match if-range
+                if-unmodified-since max-forwards pragma range referer user-agent
+                via warning cookie origin dnt priority forwarded
+                upgrade-insecure-requests x-requested-with x-forwarded-for
+                x-forwarded-host x-forwarded-proto x-real-ip sec-fetch-site
+                sec-fetch-mode sec-fetch-user sec-fetch-dest sec-ch-ua
+                sec-ch-ua-mobile sec-ch-ua-platform))
+    table))
+
+(define (name-text name)
+  (or (hashq-ref name-texts name)
+      (latin-1-bytes (string-append (header->string name) ": "))))
+
+;; Parsed values -> their text: a slot per name's hash, each slot an
+;; immutable #(name value text) replaced whole, so that threads share
+;; the table without a lock.  Compared by `equal?': the parser hands
+;; each request a fresh copy of a value it has seen (Accept: */*).
+(define value-texts (make-vector 64 #f))
+
+(define (value-text name value)
+  ;; -> VALUE of the header NAME as Guile's writer writes it
+  (cond
+   ((string? value) value)
+   ((eq? name 'host) (host->string value))
+   ((eq? name 'content-length) (number->string value))
+   ((not (known-header? name)) (object->string value display))
+   (else
+    (let* ((slot (hashq name (vector-length value-texts)))
+           (entry (vector-ref value-texts slot)))
+      (if (and entry (eq? (vector-ref entry 0) name) (equal? (vector-ref entry 1) value))
+          (vector-ref entry 2)
+          (let ((text (call-with-output-string
+                        (lambda (port) ((header-writer name) value port)))))
+            (vector-set! value-texts slot (vector name value text))
+            text))))))
+
+(define (pieces->bytevector pieces body)
+  ;; PIECES: bytevectors and strings (a character a byte, "?" for one
+  ;; over U+00FF: `latin-1-bytes', whose string->utf8 (C) costs less
+  ;; than a loop over the characters), last first; -> one bytevector
+  ;; of them in order, then BODY
+  (define (size piece)
+    (if (string? piece) (string-length piece) (bytevector-length piece)))
+  (let* ((body-length (if body (bytevector-length body) 0))
+         (head-length (let lp ((pieces pieces) (n 0))
+                        (if (null? pieces) n (lp (cdr pieces) (+ n (size (car pieces)))))))
+         (out (make-bytevector (+ head-length body-length))))
+    (when body (bytevector-copy! body 0 out head-length body-length))
+    (let lp ((pieces pieces) (end head-length))
+      (if (null? pieces)
+          out
+          (let* ((piece (car pieces))
+                 (start (- end (size piece))))
+            (let ((bytes (if (string? piece) (latin-1-bytes piece) piece)))
+              (bytevector-copy! bytes 0 out start (bytevector-length bytes)))
+            (lp (cdr pieces) start))))))
+
+(define (upstream-path request strip-prefix)
+  ;; -> the path and query to send, a string
   (let* ((uri (request-uri request))
          (path (uri-path uri))
-         (stripped (if (and strip-prefix (string-prefix? strip-prefix path))
-                       (let ((rest (substring path (string-length strip-prefix))))
-                         (if (string-prefix? "/" rest) rest (string-append "/" rest)))
-                       path)))
-    (if (and (eq? stripped path) (not (uri-host uri)) (not (uri-scheme uri)))
-        uri
-        (build-uri-reference #:path stripped #:query (uri-query uri)))))
+         (path (cond
+                ((and strip-prefix (string-prefix? strip-prefix path))
+                 (let ((rest (substring path (string-length strip-prefix))))
+                   (if (string-prefix? "/" rest) rest (string-append "/" rest))))
+                ((string-null? path) "/")
+                (else path)))
+         (query (uri-query uri)))
+    (if query (string-append path "?" query) path)))
 
-;; Guile's `build-request' wants a port for a body; the request is only
-;; written out, never read from.
-(define no-port (%make-void-port "w"))
+(define crlf (string->utf8 "\r\n"))
+(define space (string->utf8 " "))
+(define http/1.1-line (string->utf8 " HTTP/1.1\r\n"))
+(define host-prefix (string->utf8 "Host: "))
+(define x-forwarded-for-prefix (string->utf8 "X-Forwarded-For: "))
+(define x-forwarded-proto-prefix (string->utf8 "X-Forwarded-Proto: "))
+(define forwarded-prefix (string->utf8 "Forwarded: "))
+(define via-prefix (string->utf8 "Via: "))
+(define content-length-prefix (string->utf8 "Content-Length: "))
+
+(define (joined olds value)
+  ;; OLDS (texts, last first) and VALUE, joined with ", "
+  (if (null? olds) value (string-join (reverse (cons value olds)) ", ")))
+
+(define (request-bytes request body upstream strip-prefix preserve-host? via peer scheme)
+  ;; -> the request to send UPSTREAM, head and BODY (#f or a bytevector),
+  ;; as one bytevector: method, path and query, HTTP/1.1, the headers
+  ;; less the hop-by-hop ones, Expect and (unless PRESERVE-HOST?) Host,
+  ;; then Host, X-Forwarded-For, X-Forwarded-Proto, Forwarded and Via
+  ;; (VIA: "1.1 plucky" for the request's version, or #f), each of the
+  ;; last three with the client's elements first
+  (let* ((headers (request-headers request))
+         (named (connection-names headers))
+         (peer? (and peer (not (string=? peer "unix")))))
+    (let lp ((headers headers)
+             (pieces (list http/1.1-line (upstream-path request strip-prefix) space
+                           (symbol->string (request-method request))))
+             (xff '()) (forwarded '()) (vias '()) (client-host #f) (length? #f))
+      (if (pair? headers)
+          (let ((name (caar headers))
+                (value (cdar headers)))
+            (define (next pieces)
+              (lp (cdr headers) pieces xff forwarded vias client-host length?))
+            (case name
+              ((host)
+               (let ((text (host->string value)))
+                 (lp (cdr headers)
+                     (if preserve-host? (cons* crlf text host-prefix pieces) pieces)
+                     xff forwarded vias (or client-host text) length?)))
+              ((x-forwarded-for)
+               (if peer?
+                   (lp (cdr headers) pieces (cons (value-text name value) xff)
+                       forwarded vias client-host length?)
+                   (next (cons* crlf (value-text name value) (name-text name) pieces))))
+              ((forwarded)
+               (lp (cdr headers) pieces xff (cons (value-text name value) forwarded)
+                   vias client-host length?))
+              ((via)
+               (if via
+                   (lp (cdr headers) pieces xff forwarded (cons (value-text name value) vias)
+                       client-host length?)
+                   (next (cons* crlf (value-text name value) (name-text name) pieces))))
+              ((expect x-forwarded-proto) (next pieces))
+              ((content-length)
+               (lp (cdr headers) (cons* crlf (value-text name value) (name-text name) pieces)
+                   xff forwarded vias client-host #t))
+              (else
+               (if (or (memq name hop-by-hop-headers) (memq name named))
+                   (next pieces)
+                   (next (cons* crlf (value-text name value) (name-text name) pieces))))))
+          (let* ((pieces (if preserve-host?
+                             pieces
+                             (let ((uri (upstream-uri upstream)))
+                               (cons* crlf (host->string (cons (uri-host uri) (uri-port uri)))
+                                      host-prefix pieces))))
+                 (pieces (if peer?
+                             (cons* crlf (joined xff peer) x-forwarded-for-prefix pieces)
+                             pieces))
+                 (pieces (cons* crlf scheme x-forwarded-proto-prefix pieces))
+                 (pieces (cons* crlf
+                                (joined forwarded (forwarded-element peer client-host scheme))
+                                forwarded-prefix pieces))
+                 (pieces (if via
+                             (cons* crlf (joined vias via) via-prefix pieces)
+                             pieces))
+                 (pieces (if (and body (not length?))
+                             ;; a chunked request's body, collected
+                             (cons* crlf (number->string (bytevector-length body))
+                                    content-length-prefix pieces)
+                             pieces)))
+            (pieces->bytevector (cons crlf pieces) body))))))
 
 (define (upstream-body request body)
   ;; -> the body to send, or #f
@@ -304,15 +429,110 @@
 ;;; The response
 ;;;
 
+;;; The upstream's head is passed on as its bytes (`make-raw-response'):
+;;; its field lines are copied but for the hop-by-hop ones, those its
+;;; Connection names and, on a response without a body, Content-Length;
+;;; its Via gets an element appended.  Guile's records of the head were
+;;; most of the cost of a proxied request (bench/instructions-proxy).
+
 (define (bodiless-code? code)
   (or (< code 200) (= code 204) (= code 304)))
 
-(define (client-response response headers)
-  (build-response #:version (response-version response)
-                  #:code (response-code response)
-                  #:reason-phrase (response-reason-phrase response)
-                  #:headers headers
-                  #:validate-headers? #f))
+(define (lowercase-name bytes start end)
+  ;; -> the symbol of the header name BYTES [START, END), lower-cased
+  (let ((s (make-string (- end start))))
+    (let lp ((i start))
+      (when (< i end)
+        (string-set! s (- i start) (char-downcase (integer->char (bytevector-u8-ref bytes i))))
+        (lp (+ i 1))))
+    (string->symbol s)))
+
+(define (bytes=string? bytes start end text)
+  (and (= (- end start) (string-length text))
+       (let lp ((i 0))
+         (or (= i (string-length text))
+             (and (= (bytevector-u8-ref bytes (+ start i)) (char->integer (string-ref text i)))
+                  (lp (+ i 1)))))))
+
+(define (latin-1-string bytes start end)
+  (let ((s (make-string (- end start))))
+    (let lp ((i start))
+      (when (< i end)
+        (string-set! s (- i start) (integer->char (bytevector-u8-ref bytes i)))
+        (lp (+ i 1))))
+    s))
+
+(define comma-space (string->utf8 ", "))
+
+(define* (client-response head bytes base drop via #:optional (body-length #f))
+  ;; -> the raw response to send the client for the upstream's HEAD,
+  ;; parsed from BYTES (positions less BASE): its fields less the
+  ;; hop-by-hop ones, those its Connection names and DROP (symbols),
+  ;; with VIA (the bytes of "1.1 plucky", or #f) appended to its Via
+  (let* ((named (response-head-connection head))
+         ;; a name not among the known headers' is made a symbol only
+         ;; when it may be one to drop: Proxy-Connection, or a name
+         ;; Connection lists beyond its usual options
+         (other-names? (any (lambda (n) (not (memq n '(close keep-alive upgrade)))) named)))
+    (define (kept? field)
+      (let ((symbol (field-symbol field)))
+        (define (dropped? name)
+          (or (memq name hop-by-hop-headers) (memq name named) (memq name drop)))
+        (if symbol
+            (not (dropped? symbol))
+            (let ((start (- (field-name-start field) base))
+                  (end (- (field-name-end field) base)))
+              (not (and (or other-names? (= (- end start) 16))
+                        (dropped? (lowercase-name bytes start end))))))))
+    ;; Two passes over the fields, the first for the size, the second
+    ;; to copy: no list of what is kept.
+    (let size-of ((fields (response-head-fields head)) (size 0) (vias 0) (date? #f))
+      (if (pair? fields)
+          (let* ((field (car fields))
+                 (length (+ 2 (- (field-value-end field) (field-name-start field)))))
+            (cond
+             ((and via (eq? (field-symbol field) 'via))
+              (size-of (cdr fields) size
+                       (+ vias 2 (- (field-value-end field) (field-value-start field)))
+                       date?))
+             ((kept? field)
+              (size-of (cdr fields) (+ size length) vias
+                       (or date? (eq? (field-symbol field) 'date))))
+             (else (size-of (cdr fields) size vias date?))))
+          (let ((out (make-bytevector
+                      (+ size (if via (+ 5 vias (bytevector-length via) 2) 0)))))
+            (define (put! bv start end at)
+              (bytevector-copy! bv start out at (- end start))
+              (+ at (- end start)))
+            (let copy ((fields (response-head-fields head)) (at 0) (via-at size))
+              ;; AT: where the next kept field goes; VIA-AT: where the
+              ;; next element of Via goes, after them all
+              (if (pair? fields)
+                  (let ((field (car fields)))
+                    (cond
+                     ((and via (eq? (field-symbol field) 'via))
+                      (copy (cdr fields) at
+                            (put! comma-space 0 2
+                                  (put! bytes (- (field-value-start field) base)
+                                        (- (field-value-end field) base)
+                                        (if (= via-at size) (put! via-prefix 0 5 via-at) via-at)))))
+                     ((kept? field)
+                      (copy (cdr fields)
+                            (put! crlf 0 2 (put! bytes (- (field-name-start field) base)
+                                                 (- (field-value-end field) base) at))
+                            via-at))
+                     (else (copy (cdr fields) at via-at))))
+                  (when via
+                    (put! crlf 0 2
+                          (put! via 0 (bytevector-length via)
+                                (if (= via-at size) (put! via-prefix 0 5 via-at) via-at))))))
+            (let* ((code (response-head-code head))
+                   (rs (- (response-head-reason-start head) base))
+                   (re (- (response-head-reason-end head) base)))
+              (make-raw-response code out
+                                 #:reason (and (not (bytes=string? bytes rs re (status-reason code)))
+                                               (latin-1-string bytes rs re))
+                                 #:date? date? #:body-length body-length)))))))
 
 (define (stream-body request upstream reader)
   ;; -> the body procedure of a streamed answer: each piece of READER,
@@ -336,34 +556,65 @@
               (lp)))))
       #:unwind? #t)))
 
-(define (pass-response request upstream response reader buffer-limit via)
-  ;; -> (values response body) to send the client
-  (let* ((code (response-code response))
-         (length (response-content-length response))
+(define scratch #f)   ; a bytevector of copy-limit bytes, not in use; or #f
+
+(define (pass-response request upstream head bytes base reader buffer-limit via-text)
+  ;; -> (values response body) to send the client; VIA-TEXT: version ->
+  ;; the text of Via's element, or #f
+  (let* ((code (response-head-code head))
+         (length (response-head-content-length head))
          (head? (eq? (request-method request) 'HEAD))
-         (headers (without-hop-by-hop (response-headers response)
-                                      (if (bodiless-code? code) '(content-length) '())))
-         (headers (with-via headers (response-version response) via)))
+         (drop (if (bodiless-code? code) '(content-length) '()))
+         (via (and via-text (via-text (response-head-version head) #t))))
+    (define (response) (client-response head bytes base drop via))
     (cond
+     ((and length (<= length copy-limit) (not head?) (not (bodiless-code? code))
+           (suspendable?))
+      ;; Read into a buffer kept from one answer to the next: the
+      ;; server copies the body as the handler returns (see
+      ;; `make-raw-response''s BODY-LENGTH), and a body of fresh bytes
+      ;; per answer was most of a proxied page's cost in the collector
+      ;; (bench/instructions-proxy).  Only handlers the loop runs share
+      ;; it, on its thread; one that waits while it reads holds it, and
+      ;; the next reads into a buffer of its own.
+      (let ((buffer (or scratch (make-bytevector copy-limit))))
+        (set! scratch #f)
+        (let ((n (read-reader-rest-into! reader buffer)))
+          (set! scratch buffer)
+          (values (client-response head bytes base drop via n) buffer))))
      ((or (bodiless-code? code) (and head? length))
       (close-reader! reader)
-      (values (client-response response headers) #f))
+      (values (response) #f))
      (head?
       ;; no length to tell: the head of a chunked answer, without a body
       (close-reader! reader)
-      (values (client-response response (acons 'transfer-encoding '((chunked)) headers))
-              (lambda (port) #t)))
+      (values (response) (lambda (port) #t)))
      ((and length (<= length buffer-limit))
-      (values (client-response response headers) (read-reader-rest reader)))
+      (values (response) (read-reader-rest reader)))
      (else
-      (values (client-response response
-                               (acons 'transfer-encoding '((chunked))
-                                      (assq-remove! headers 'content-length)))
-              (stream-body request upstream reader))))))
+      ;; passed on as it comes: with its Content-Length when it has one
+      ;; (the bytes go as they are), else chunked by the server
+      (values (response) (stream-body request upstream reader))))))
 
 ;;;
 ;;; The handler
 ;;;
+
+(define (make-via-text via)
+  ;; -> (version bytes?) -> the element of Via for VIA and VERSION,
+  ;; "1.1 plucky", a string or (BYTES?) a bytevector; those of 1.1 and
+  ;; 1.0 made once
+  (let* ((text (lambda (version) (string-append (version-text version) " " via)))
+         (text-1.1 (text '(1 . 1)))
+         (text-1.0 (text '(1 . 0)))
+         (bytes-1.1 (latin-1-bytes text-1.1))
+         (bytes-1.0 (latin-1-bytes text-1.0)))
+    (lambda (version bytes?)
+      (cond
+       ((equal? version '(1 . 1)) (if bytes? bytes-1.1 text-1.1))
+       ((equal? version '(1 . 0)) (if bytes? bytes-1.0 text-1.0))
+       (bytes? (latin-1-bytes (text version)))
+       (else (text version))))))
 
 (define* (proxy-handler upstreams #:key
                         (strip-prefix #f)
@@ -404,7 +655,8 @@ over MAX-BODY bytes (#f: no bound), 502.  Each is logged on the error
 port.  WebSocket upgrades and CONNECT are answered 501."
   (let* ((upstreams (map string->upstream
                          (if (string? upstreams) (list upstreams) upstreams)))
-         (pick (make-picker upstreams)))
+         (pick (make-picker upstreams))
+         (via-text (and via (make-via-text via))))
     (when (null? upstreams)
       (error "proxy-handler: no upstream"))
     (set-pool-limits! #:max-idle pool-max-idle)
@@ -413,28 +665,29 @@ port.  WebSocket upgrades and CONNECT are answered 501."
        ((eq? (request-method request) 'CONNECT) (not-proxied "CONNECT"))
        ((websocket-upgrade? request) (not-proxied "a WebSocket upgrade"))
        (else
-        (let ((target (upstream-target request strip-prefix))
-              (payload (upstream-body request body)))
+        (let ((payload (upstream-body request body))
+              (method (request-method request))
+              ;; now: after a wait, the loop serves another connection
+              (peer (current-request-peer))
+              (scheme (if (eq? (current-request-scheme) 'https) "https" "http")))
           (define (exchange upstream)
             ;; -> (response . body) for the client
             (let-values
-                (((response reader)
-                  (http-request-stream
-                   (upstream-uri upstream)
-                   #:request (build-request
-                              target
-                              #:method (request-method request)
-                              #:headers (upstream-headers request upstream
-                                                          preserve-host? via)
-                              #:port no-port
-                              #:validate-headers? #f)
-                   #:body payload #:keep-alive? #t
+                (((head bytes base reader)
+                  (http-request-raw
+                   (upstream-uri upstream) method
+                   (request-bytes request payload upstream strip-prefix preserve-host?
+                                  (and via-text (via-text (request-version request) #f))
+                                  peer scheme)
+                   #:keep-alive? #t
                    #:connect-timeout-ms connect-timeout-ms
                    #:read-timeout-ms read-timeout-ms
-                   #:timeout-ms timeout-ms #:max-body max-body)))
+                   #:timeout-ms timeout-ms #:max-body max-body
+                   #:where (upstream-origin upstream))))
               (call-with-values
                   (lambda ()
-                    (pass-response request upstream response reader buffer-limit via))
+                    (pass-response request upstream head bytes base reader buffer-limit
+                                   via-text))
                 cons)))
           (let attempt ((tried '()) (failure #f))
             (let ((upstream (pick tried)))

@@ -1109,6 +1109,147 @@ With EXACT?, each prefix is copied to a bytevector of just its length
      "(reload-module (resolve-module '(web request)))"
      "(list before (check))")))
 
+;;;
+;;; Response heads
+;;;
+
+(define (response-summary bv result index base)
+  ;; -> what a response head says, its positions less BASE, or
+  ;;    (error STATUS OFFSET) or incomplete
+  (define (text start end) (latin1->string bv start end))
+  (cond
+   ((response-head? result)
+    (list (response-head-version result) (response-head-code result)
+          (text (response-head-reason-start result) (response-head-reason-end result))
+          (map (lambda (f) (list (field-name f bv)
+                                 (text (field-value-start f) (field-value-end f))
+                                 (- (field-line-end f) base)))
+               (response-head-fields result))
+          (response-head-content-length result)
+          (response-head-transfer-coding result)
+          (response-head-connection result)
+          (- index base)))
+   ((http-error? result)
+    (list 'error (http-error-status result) (- (http-error-offset result) base)))
+   (else result)))
+
+(define (latin1->string bv start end)
+  (list->string (map (lambda (i) (integer->char (bytevector-u8-ref bv i)))
+                     (iota (- end start) start))))
+
+(define* (response-parse str #:optional (limits %default-parse-limits))
+  (let ((bv (latin1 str)))
+    (receive (result index) (parse-response-head bv 0 (bytevector-length bv) limits)
+      (response-summary bv result index 0))))
+
+(define* (check-response name str expected #:optional (limits %default-parse-limits))
+  ;; STR gives EXPECTED whole, embedded at offset 7 between junk, and
+  ;; each prefix gives incomplete (before the end of a valid head) or,
+  ;; for an error, incomplete or the same error
+  (let* ((bv (latin1 str))
+         (n (bytevector-length bv))
+         (end (if (eq? (car expected) 'error) n (list-ref expected 7))))
+    (test-equal (string-append name ": whole") expected (response-parse str limits))
+    (test-equal (string-append name ": embedded")
+      expected
+      (let ((big (make-bytevector (+ n 14) 0)))
+        (bytevector-copy! bv 0 big 7 n)
+        (receive (result index) (parse-response-head big 7 (+ 7 n) limits)
+          (response-summary big result index 7))))
+    (test-equal (string-append name ": every prefix")
+      '()
+      (filter-map
+       (lambda (k)
+         (let ((got (response-parse (substring str 0 k) limits)))
+           (and (not (or (eq? got 'incomplete)
+                         (and (eq? (car expected) 'error) (equal? got expected))))
+                (list k got))))
+       (iota (min end n))))))
+
+(test-group "response heads"
+  (check-response "a 200 with fields"
+    "HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 13\r\nX-Foo:  bar \t\r\nConnection: keep-alive, X-Foo\r\n\r\nHello, World!"
+    '((1 . 1) 200 "OK" ((server "nginx" 32) (content-length "13" 52) (x-foo "bar" 67)
+                        (connection "keep-alive, X-Foo" 98))
+      13 #f (keep-alive x-foo) 100))
+  (check-response "HTTP/1.0, a reason of words, bare LF ends"
+    "HTTP/1.0 404 Not Found Here\nContent-Type: text/plain\n\n"
+    '((1 . 0) 404 "Not Found Here" ((content-type "text/plain" 53)) #f #f () 54))
+  (check-response "no reason phrase, nor its space"
+    "HTTP/1.1 204\r\n\r\n" '((1 . 1) 204 "" () #f #f () 16))
+  (check-response "an empty reason phrase" "HTTP/1.1 204 \r\n\r\n" '((1 . 1) 204 "" () #f #f () 17))
+  (check-response "obs-text in the reason and a value"
+    "HTTP/1.1 200 \xe9t\xe9\r\nX-A: caf\xe9\r\n\r\n"
+    '((1 . 1) 200 "\xe9t\xe9" ((x-a "caf\xe9" 29)) #f #f () 31))
+  (check-response "chunked, last"
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+    '((1 . 1) 200 "OK" ((transfer-encoding "gzip, chunked" 51)) #f chunked () 53))
+  (check-response "another coding last: read until close"
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n"
+    '((1 . 1) 200 "OK" ((transfer-encoding "gzip" 42)) #f other () 44))
+  (check-response "the same Content-Length twice"
+    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"
+    '((1 . 1) 200 "OK" ((content-length "5" 36) (content-length "5" 55)) 5 #f () 57))
+  (check-response "two Connection fields"
+    "HTTP/1.1 200 OK\r\nConnection: close\r\nconnection: X-A\r\n\r\n"
+    '((1 . 1) 200 "OK" ((connection "close" 36) (connection "X-A" 53)) #f #f (close x-a) 55))
+  (check-response "garbage: at its first byte" "hello" '(error 502 0))
+  (check-response "garbage after HTTP" "HTTX/1.1 200 OK\r\n\r\n" '(error 502 3))
+  (check-response "HTTP/2" "HTTP/2 200\r\n\r\n" '(error 502 5))
+  (check-response "HTTP/1.x only" "HTTP/3.0 200 OK\r\n\r\n" '(error 502 5))
+  (check-response "a code under 100" "HTTP/1.1 099 x\r\n\r\n" '(error 502 9))
+  (check-response "a code of two digits" "HTTP/1.1 20 x\r\n\r\n" '(error 502 11))
+  (check-response "a code of four digits" "HTTP/1.1 2000 x\r\n\r\n" '(error 502 12))
+  (check-response "a bare CR in the status line" "HTTP/1.1 200 O\rK\r\n\r\n" '(error 502 14))
+  (check-response "a control byte in the reason" "HTTP/1.1 200 O\x01K\r\n\r\n" '(error 502 14))
+  (check-response "obs-fold" "HTTP/1.1 200 OK\r\nA: b\r\n c\r\n\r\n" '(error 502 23))
+  (check-response "whitespace before the colon" "HTTP/1.1 200 OK\r\nA : b\r\n\r\n" '(error 502 18))
+  (check-response "a field line without a colon" "HTTP/1.1 200 OK\r\nno-colon\r\n\r\n"
+    '(error 502 25))
+  (check-response "an empty name" "HTTP/1.1 200 OK\r\n: b\r\n\r\n" '(error 502 17))
+  (check-response "a bad byte in a name" "HTTP/1.1 200 OK\r\nA(b: c\r\n\r\n" '(error 502 18))
+  (check-response "a control byte in a value" "HTTP/1.1 200 OK\r\nA: b\x01\r\n\r\n" '(error 502 21))
+  (check-response "a bare CR in a value" "HTTP/1.1 200 OK\r\nA: b\rc\r\n\r\n" '(error 502 21))
+  (check-response "a bad Content-Length" "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\n"
+    '(error 502 33))
+  (check-response "a negative Content-Length" "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"
+    '(error 502 33))
+  (check-response "conflicting Content-Lengths"
+    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n" '(error 502 36))
+  (check-response "Content-Length, then Transfer-Encoding"
+    "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n" '(error 502 36))
+  (check-response "Transfer-Encoding, then Content-Length"
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n" '(error 502 45))
+  (check-response "chunked, then another coding"
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n" '(error 502 36))
+  (check-response "chunked twice"
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"
+    '(error 502 64))
+  (check-response "a coding that is not a token"
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: gz@p\r\n\r\n" '(error 502 36))
+  (let ((limits (make-parse-limits #:max-request-line 16 #:max-header-bytes 20
+                                   #:max-header-count 2)))
+    (check-response "a status line of exactly the limit"
+      "HTTP/1.1 200 abc\r\n\r\n" '((1 . 1) 200 "abc" () #f #f () 20) limits)
+    (check-response "a status line one byte over the limit"
+      "HTTP/1.1 200 abcd\r\n\r\n" '(error 431 16) limits)
+    (test-equal "…refused before the line ends" '(error 431 16)
+      (response-parse "HTTP/1.1 200 abcdefghijklmnop" limits))
+    (check-response "fields of exactly the byte limit"
+      "HTTP/1.1 200 OK\r\nA: 1234567890123\r\n\r\n"
+      '((1 . 1) 200 "OK" ((a "1234567890123" 35)) #f #f () 37) limits)
+    (check-response "fields one byte over the limit"
+      "HTTP/1.1 200 OK\r\nA: 12345678901234\r\n\r\n" '(error 431 37) limits)
+    (test-equal "…refused before the head ends" '(error 431 37)
+      (response-parse (string-append "HTTP/1.1 200 OK\r\nA: " (make-string 40 #\1)) limits))
+    (check-response "fields of exactly the count limit"
+      "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\n\r\n"
+      '((1 . 1) 200 "OK" ((a "1" 23) (b "2" 29)) #f #f () 31) limits)
+    (check-response "one field over the count limit"
+      "HTTP/1.1 200 OK\r\nA:\r\nB:\r\nC:\r\n\r\n" '(error 431 25) limits))
+  (test-error "a bad range is refused" #t (parse-response-head (make-bytevector 4) 3 2))
+  (test-error "not limits" #t (parse-response-head (make-bytevector 4) 0 4 '(1 2 3))))
+
 (test-end "http/parse")
 
 ;;; tests/http/parse.scm ends here

@@ -497,4 +497,78 @@
   (let ((response (build-response #:code 404 #:headers '((x-a . "b")))))
     (list (response-record-code response) (response-record-headers response))))
 
+(test-group "raw responses"
+  (define fields (string->utf8 "Content-Type: text/plain\r\nContent-Length: 5\r\n"))
+  (define dated (string->utf8 "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 5\r\n"))
+  (define (date-lines bytes)
+    (filter (lambda (l) (string-prefix? "Date: " l)) (header-lines bytes)))
+  (let ((bytes (render-bytes (make-raw-response 200 fields) (string->utf8 "hello"))))
+    (test-equal "the fields as they are, after the status line"
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nDate: "
+      (substring (head-of bytes) 0 68))
+    (test-equal "…one Date, the server's" 1 (length (date-lines bytes)))
+    (test-equal "…the body" "hello" (utf8->string (body-of bytes))))
+  (let ((bytes (render-bytes (make-raw-response 200 dated #:date? #t) (string->utf8 "hello"))))
+    (test-equal "#:date?: the fields' Date alone" '("Date: Sun, 06 Nov 1994 08:49:37 GMT")
+      (date-lines bytes)))
+  (let ((bytes close? large (render (make-raw-response 404 fields #:reason "Gone Fishing")
+                                    (string->utf8 "hello") #:close? #t)))
+    (test-assert "a reason of its own" (string-prefix? "HTTP/1.1 404 Gone Fishing\r\n"
+                                                      (head-of bytes)))
+    (test-assert "closing: Connection: close" (member "Connection: close" (header-lines bytes)))
+    (test-assert "…and says so" close?))
+  (let ((bytes close? large (render (make-raw-response 200 fields #:close? #t)
+                                    (string->utf8 "hello"))))
+    (test-assert "#:close?: Connection: close" (and close? (member "Connection: close"
+                                                                  (header-lines bytes)))))
+  (let ((bytes close? large (render (raw-response-closing (make-raw-response 200 fields))
+                                    (string->utf8 "hello"))))
+    (test-assert "raw-response-closing" close?))
+  (test-assert "HTTP/1.0 kept alive: Connection: keep-alive"
+    (member "Connection: keep-alive"
+            (header-lines (render-bytes (make-raw-response 200 fields) (string->utf8 "hello")
+                                        #:req (request #:version '(1 . 0))))))
+  (test-equal "HEAD: no body" #vu8()
+    (body-of (render-bytes (make-raw-response 200 fields) (string->utf8 "hello")
+                           #:req (request #:method 'HEAD))))
+  (let ((buffer (make-bytevector 100 65)))
+    (bytevector-copy! (string->utf8 "hello") 0 buffer 0 5)
+    (test-equal "#:body-length: those bytes of the body alone" "hello"
+      (utf8->string (body-of (render-bytes (make-raw-response 200 fields #:body-length 5)
+                                           buffer))))
+    (test-equal "answer-body: a copy of them" "hello"
+      (utf8->string (answer-body (make-raw-response 200 fields #:body-length 5) buffer)))
+    (test-eq "…a body of another response as it is" buffer
+      (answer-body (make-raw-response 200 fields) buffer)))
+  (test-error "#:body-length over copy-limit" #t
+    (make-raw-response 200 fields #:body-length (+ copy-limit 1)))
+  (test-error "a body on a 204" #t
+    (render-bytes (make-raw-response 204 #vu8()) (string->utf8 "x")))
+  (test-error "a string body" #t (render-bytes (make-raw-response 200 fields) "hello"))
+  (test-error "a code out of range" #t (make-raw-response 42 fields))
+  (let ((response (make-raw-response 418 fields)))
+    (test-equal "answer-code" 418 (answer-code response))
+    (test-equal "answer-headers: the fields parsed"
+      '((content-type text/plain) (content-length . 5))
+      (answer-headers response))
+    (test-equal "raw-response->response" '(418 5)
+      (let ((r (raw-response->response response)))
+        (list (response-code r) (response-content-length r))))
+    (test-assert "a procedure body is streamed" (streamed-response? response (lambda (p) #t))))
+  (let* ((buffer (make-bytevector 10 65))
+         (response (raw-response-with-headers
+                    (make-raw-response 200 fields #:body-length 5)
+                    '((x-added . "yes") (connection close))))
+         (bytes close? large (render response buffer)))
+    (test-equal "raw-response-with-headers: after the fields, Connection the server's"
+      '("Content-Type: text/plain" "Content-Length: 5" "X-Added: yes" "Connection: close")
+      (filter (lambda (l) (not (string-prefix? "Date: " l))) (header-lines bytes)))
+    (test-equal "…its body-length kept" "AAAAA" (utf8->string (body-of bytes))))
+  (let ((out (make-output 256)))
+    (let ((framing close? (write-streamed-head! out (request)
+                                               (make-raw-response 200 (string->utf8 "X-A: 1\r\n")))))
+      (test-equal "streamed, no length: chunked" 'chunked framing)
+      (test-assert "…Transfer-Encoding written"
+        (member "Transfer-Encoding: chunked" (header-lines (output->bytevector out)))))))
+
 (test-end "http/response")

@@ -19,6 +19,7 @@
 
 (use-modules (srfi srfi-1)
              (srfi srfi-64)
+             ((srfi srfi-19) #:select (date-year))
              (srfi srfi-71)
              (rnrs bytevectors)
              (ice-9 binary-ports)
@@ -33,7 +34,9 @@
              ((tests lib server) #:hide (http-get))
              (plucky server)
              (plucky web client)
-             (plucky web proxy))
+             (plucky web proxy)
+             ((plucky web compress) #:select (compress-middleware))
+             ((plucky web middleware) #:select (wrap with-headers with-response-headers)))
 
 (test-begin "web/proxy")
 
@@ -142,6 +145,13 @@
                 "Connection: X-Hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\n"
                 "Proxy-Authenticate: Basic realm=\"r\"\r\nTrailer: X-T\r\nUpgrade: foo\r\n"
                 "X-End: kept\r\n\r\nok"))
+    ("/via" . ,(string-append
+                "HTTP/1.1 200 Fine Thanks\r\nVia: 1.0 origin\r\nContent-Length: 2\r\n"
+                "Proxy-Connection: keep-alive\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+                "via: 1.1 cache\r\nX-Odd:\tvalue  \r\n\r\nok"))
+    ("/fold" . "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2\r\n\r\nok")
+    ("/smuggle" . ,(string-append "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"))
     ("/garbage" . "SSH-2.0-OpenSSH_9.2\r\n\r\n")
     ("/half" . "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly a few")))
 
@@ -268,6 +278,38 @@
     (test-assert "…Forwarded with no host when it sent none"
       (header-line? text "Forwarded: for=127.0.0.1;host=localhost;proto=http"))))
 
+(test-group "in middleware that reads the body"
+  ;; the proxy's small bodies are read into a buffer it reuses, of
+  ;; which the raw response names the length (answer-body)
+  (let* ((server (start-server ((compress-middleware) (proxy-handler (origin upstream-port)))))
+         (port (server-port server)))
+    (let ((response body (http-get (url port "/hello"))))
+      (test-equal "compress-middleware, no coding asked: the body as it came"
+        '(200 "hello from upstream" 19)
+        (list (response-code response) body (response-content-length response))))
+    (let ((response body (http-get (url port "/echo?x") #:headers '((accept-encoding (1000 . "gzip"))))))
+      (test-equal "…and twice: each answer its own bytes" "GET /echo?x "
+        (if (bytevector? body) (utf8->string body) body)))
+    (stop-server server))
+  (let* ((server (start-server (wrap (proxy-handler (origin upstream-port))
+                                     (with-headers '((x-frame-options . "DENY")))
+                                     (lambda (handler)
+                                       (lambda (request body)
+                                         (let ((response body (handler request body)))
+                                           (values (with-response-headers
+                                                    response '((x-added . "yes")
+                                                               (connection close)))
+                                                   body)))))))
+         (port (server-port server)))
+    (let ((response body (http-get (url port "/hello"))))
+      (test-equal "middleware that adds headers: the body as it came, the headers added"
+        '(200 "hello from upstream" "DENY" "yes" (close))
+        (list (response-code response) body
+              (assq-ref (response-headers response) 'x-frame-options)
+              (assq-ref (response-headers response) 'x-added)
+              (response-connection response))))
+    (stop-server server)))
+
 (test-group "#:strip-prefix, #:preserve-host? #f"
   (let* ((server (start-proxy (origin upstream-port) #:strip-prefix "/api"
                               #:preserve-host? #f))
@@ -291,6 +333,24 @@
                   '(x-hop keep-alive proxy-authenticate trailer upgrade))
         (test-equal "an end-to-end header kept" "kept" (assq-ref headers 'x-end))
         (test-equal "Via" '("1.1 plucky") (assq-ref headers 'via))))
+    (let ((response body (fetch port (request-text "/via"))))
+      (test-equal "the upstream's reason phrase" "Fine Thanks" (response-reason-phrase response))
+      (test-equal "Via: the upstream's elements, then the proxy's"
+        '("1.0 origin" "1.1 cache" "1.1 plucky")
+        (assq-ref (response-headers response) 'via))
+      (test-assert "Proxy-Connection removed"
+        (not (assq 'proxy-connection (response-headers response))))
+      (test-equal "the upstream's Date kept, no second one"
+        '(1994)
+        (map (lambda (h) (date-year (cdr h)))
+             (filter (lambda (h) (eq? (car h) 'date)) (response-headers response))))
+      (test-equal "a field's value as it came, less its blanks" "value"
+        (assq-ref (response-headers response) 'x-odd)))
+    (let ((response body (fetch port (request-text "/fold"))))
+      (test-eqv "obs-fold from the upstream: 502" 502 (response-code response)))
+    (let ((response body (fetch port (request-text "/smuggle"))))
+      (test-eqv "Content-Length with Transfer-Encoding from the upstream: 502" 502
+        (response-code response)))
     (stop-server server)))
 
 ;;;
@@ -318,9 +378,10 @@
       (test-eqv "…all of it" five-mb (bytevector-length body))
       (test-assert "…byte for byte" (bytevector=? body big-body))))
   (let ((response body (http-get (url proxy-port "/big-length") #:decode-body? #f)))
-    (test-equal "2 MB with a Content-Length over the buffer limit: streamed"
-      '(((chunked)) 2097152)
-      (list (response-transfer-encoding response) (bytevector-length body)))))
+    (test-equal "2 MB with a Content-Length over the buffer limit: streamed as it is, its length kept"
+      '(() 2097152 2097152)
+      (list (response-transfer-encoding response) (response-content-length response)
+            (bytevector-length body)))))
 
 ;;;
 ;;; Failures

@@ -24,6 +24,7 @@
 (define-module (plucky web client pool)
   #:use-module (ice-9 threads)
   #:use-module (plucky web client connection)
+  #:use-module ((plucky server) #:select (worker-pid))
   #:export (pool-take!
             pool-release!
             pool-idle-count
@@ -54,14 +55,28 @@ IDLE-TIMEOUT milliseconds.  Return nothing."
 (define (check-owner!)
   ;; In a forked child: the connections are the parent's.  Closing our
   ;; copies of the descriptors leaves the parent's open.
-  (unless (= owner (getpid))
+  ;; worker-pid: without a system call in a worker (getpid(2) is not
+  ;; cached by the C library; twice an exchange, bench/instructions-proxy)
+  (unless (= owner (worker-pid))
     (hash-for-each (lambda (origin conns) (for-each connection-close! conns)) idle)
     (hash-clear! idle)
-    (set! owner (getpid))))
+    (set! owner (worker-pid))))
 
 (define (usable? conn now)
   (and (< (- now (connection-idle-since conn)) idle-timeout-ms)
        (not (connection-readable-now? conn))))
+
+;; How long a connection may have been idle and still be taken without
+;; the look at its socket (a poll(2)) by a caller that retries on a new
+;; connection should the server have closed it: a proxy's keep-alive
+;; connections are reused within milliseconds (bench/instructions-proxy).
+(define recent-ms 1000)
+
+(define (usable-unchecked? conn now)
+  (let ((idle (- now (connection-idle-since conn))))
+    (and (< idle idle-timeout-ms)
+         (or (< idle recent-ms)
+             (not (connection-readable-now? conn))))))
 
 (define (sweep! now)
   ;; Close what idled too long or went stale, in every origin.
@@ -78,9 +93,11 @@ IDLE-TIMEOUT milliseconds.  Return nothing."
                (hash-set! idle origin keep))))
        origins))))
 
-(define (pool-take! origin)
+(define* (pool-take! origin #:optional (retries? #f))
   "Return an idle connection to ORIGIN that still looks open, marked as
-reused, or #f when there is none."
+reused, or #f when there is none.  RETRIES? says that the caller sends
+its request again on a new connection if the server closed this one:
+one idle for less than a second is then taken without looking."
   (with-mutex mutex
     (check-owner!)
     (let ((now (now-ms)))
@@ -88,7 +105,7 @@ reused, or #f when there is none."
       (let lp ((conns (hash-ref idle origin '())))
         (cond
          ((null? conns) (hash-remove! idle origin) #f)
-         ((usable? (car conns) now)
+         ((if retries? (usable-unchecked? (car conns) now) (usable? (car conns) now))
           (if (null? (cdr conns))
               (hash-remove! idle origin)
               (hash-set! idle origin (cdr conns)))

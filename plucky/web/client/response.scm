@@ -42,13 +42,18 @@
   #:export (max-head-bytes
             max-header-fields
             read-response-head
+            read-raw-response-head
             make-body
+            make-raw-body
             body?
             body-done?
             body-reusable?
             body-total
+            body-left
+            body-kind
             read-body-piece
-            read-body-rest))
+            read-body-rest
+            body-buffered?))
 
 ;; Limits on a response head: its bytes, status line included, and its
 ;; field lines.  Larger than any server's defaults for its own limits
@@ -268,20 +273,65 @@ up), malformed-response, head-too-large, or a time-out."
             (raise-client-error 'malformed-response
                                 "the server's bytes do not start with an HTTP/1 status line"
                                 #:offset fault #:uri uri)))
-        (let ((n (connection-fill! conn timeouts)))
-          (when (zero? n)
-            (if (= start end)
-                (raise-client-error 'closed "the server closed the connection without a response"
-                                    #:uri uri)
-                (raise-client-error 'malformed-response
-                                    "the server closed the connection within the response head"
-                                    #:offset (- end start) #:uri uri)))
-          ;; The buffer may have moved: scan from the same byte anew.
-          (lp (+ (connection-start conn) (- end start)))))))))
+        (fill-head! conn timeouts start end uri)
+        ;; The buffer may have moved: scan from the same byte anew.
+        (lp (+ (connection-start conn) (- end start))))))))
+
+(define (fill-head! conn timeouts start end uri)
+  ;; Read more of a head, [START, END) so far; raise at an end of file.
+  (when (zero? (connection-fill! conn timeouts))
+    (if (= start end)
+        (raise-client-error 'closed "the server closed the connection without a response"
+                            #:uri uri)
+        (raise-client-error 'malformed-response
+                            "the server closed the connection within the response head"
+                            #:offset (- end start) #:uri uri))))
 
 ;;;
 ;;; The body
 ;;;
+
+(define raw-head-limits
+  ;; what `read-raw-response-head' allows: as `read-response-head'
+  (make-parse-limits #:max-request-line 8192 #:max-header-bytes max-head-bytes
+                     #:max-header-count max-header-fields))
+
+(define (read-raw-response-head conn timeouts uri)
+  "Read the head of the next final response from CONN (skipping 1xx ones
+but 101) with (plucky http)'s `parse-response-head' and return three
+values: its <response-head>, a fresh bytevector of the head's bytes (its
+size the head's), and BASE: the head's positions count in BYTES from
+-BASE (a field's name starts at (- (field-name-start field) BASE)).  Raise an
+&http-client-error as `read-response-head' does."
+  (let lp ()
+    (let* ((bv (connection-buffer conn))
+           (start (connection-start conn))
+           (end (connection-end conn)))
+      (call-with-values (lambda () (parse-response-head bv start end raw-head-limits))
+        (lambda (head index)
+          (cond
+           ((response-head? head)
+            (let* ((size (- index start))
+                   (bytes (make-bytevector size)))
+              (bytevector-copy! bv start bytes 0 size)
+              (set-connection-start! conn index)
+              (let ((code (response-head-code head)))
+                (if (and (<= 100 code 199) (not (= code 101)))
+                    (lp)
+                    (values head bytes start)))))
+           ((http-error? head)
+            (if (= 431 (http-error-status head))
+                (raise-client-error 'head-too-large
+                                    (string-append "the response head passed a limit: "
+                                                   (http-error-reason head))
+                                    #:uri uri)
+                (raise-client-error 'malformed-response
+                                    (string-append "a malformed response head: "
+                                                   (http-error-reason head))
+                                    #:offset (- (http-error-offset head) start) #:uri uri)))
+           (else
+            (fill-head! conn timeouts start end uri)
+            (lp))))))))
 
 (define-record-type <body>
   (%make-body conn kind left decoder max-body total offset done? keep? uri)
@@ -307,21 +357,37 @@ up), malformed-response, head-too-large, or a time-out."
   "Return a <body> reading RESPONSE's body from CONN, its framing chosen
 by METHOD (a symbol) and RESPONSE.  Raise body-too-large at once when
 its Content-Length passes MAX-BODY."
-  (let* ((code (response-code response))
-         (no-body? (or (eq? method 'HEAD) (<= 100 code 199) (= code 204) (= code 304)))
-         (encoded? (pair? (response-transfer-encoding response)))
-         (length (response-content-length response))
+  (framed-body conn (response-code response) (response-version response)
+               (let ((codings (response-transfer-encoding response)))
+                 (cond ((chunked? response) 'chunked)
+                       ((pair? codings) 'other)
+                       (else #f)))
+               (response-content-length response) (response-connection response)
+               head-size method max-body uri))
+
+(define* (make-raw-body conn head head-size method #:key max-body uri)
+  "Return a <body> reading the body of the response whose
+<response-head> is HEAD from CONN, as `make-body' does."
+  (framed-body conn (response-head-code head) (response-head-version head)
+               (response-head-transfer-coding head) (response-head-content-length head)
+               (response-head-connection head) head-size method max-body uri))
+
+(define (framed-body conn code version coding length connection head-size method
+                     max-body uri)
+  ;; CODING: #f, chunked (the last coding) or other; CONNECTION: the
+  ;; Connection options, symbols
+  (let* ((no-body? (or (eq? method 'HEAD) (<= 100 code 199) (= code 204) (= code 304)))
          (kind (cond (no-body? 'none)
-                     ((chunked? response) 'chunked)
-                     (encoded? 'close)
+                     ((eq? coding 'chunked) 'chunked)
+                     (coding 'close)
                      (length 'length)
                      (else 'close)))
-         (close? (memq 'close (response-connection response)))
+         (close? (memq 'close connection))
          (keep? (and (not (eq? kind 'close))
                      (not (= code 101))
                      (not close?)
-                     (or (equal? (response-version response) '(1 . 1))
-                         (memq 'keep-alive (response-connection response)))
+                     (or (equal? version '(1 . 1))
+                         (memq 'keep-alive connection))
                      #t)))
     (when (and (eq? kind 'length) max-body (> length max-body))
       (raise-client-error 'body-too-large "the response's Content-Length passes #:max-body"
@@ -373,6 +439,12 @@ the framing allowed it, and the server sent nothing past the response."
   (let ((conn (body-conn body)))
     (- (connection-end conn) (connection-start conn))))
 
+(define (body-buffered? body)
+  "True when the rest of BODY, of known length, has all come: reading it
+waits for nothing and cannot fail."
+  (and (eq? (body-kind body) 'length)
+       (<= (body-left body) (buffered body))))
+
 (define (read-body-piece body timeouts)
   "Return the next piece of BODY as a fresh bytevector, waiting within
 TIMEOUTS for it to come, or the end-of-file object once BODY is over.
@@ -395,15 +467,17 @@ is malformed or passes its #:max-body."
          (count! body (take! body (buffered body))))
         ((chunked) (read-chunked-piece body timeouts lp)))))))
 
-(define (read-body-rest body timeouts)
+(define* (read-body-rest body timeouts #:optional (into #f))
   "Return the rest of BODY as one fresh bytevector, waiting within
 TIMEOUTS for it to come; BODY is then over.  A body of known length is
 read straight into a bytevector of its size, without the pieces and
-their concatenation (a proxy's buffered body, `http-request')."
+their concatenation (a proxy's buffered body, `http-request'), or into
+INTO, a bytevector at least that large, when given: INTO is then
+returned, its first (`body-left' before the call) bytes the rest."
   (if (and (eq? (body-kind body) 'length) (not (body-done? body)))
       (let* ((conn (body-conn body))
              (left (body-left body))
-             (out (make-bytevector left)))
+             (out (or into (make-bytevector left))))
         (let lp ((at 0))
           (if (= at left)
               (begin
@@ -428,7 +502,7 @@ their concatenation (a proxy's buffered body, `http-request')."
            ((not (eof-object? piece)) (lp (cons piece pieces)))
            ((null? pieces) #vu8())
            ((null? (cdr pieces)) (car pieces))
-           (else (concatenate (reverse pieces))))))))
+           (else (bytevector-concatenate (reverse pieces))))))))
 
 (define (read-chunked-piece body timeouts again)
   (let* ((conn (body-conn body))
@@ -461,17 +535,9 @@ their concatenation (a proxy's buffered body, `http-request')."
               (again)
               (let ((piece (if (null? (cdr pieces))
                                (car pieces)
-                               (concatenate (reverse pieces)))))
+                               (bytevector-concatenate (reverse pieces)))))
                 (set-body-total! body (+ (body-total body) (bytevector-length piece)))
                 piece))))))))
 
-(define (concatenate pieces)
-  (let ((out (make-bytevector (apply + (map bytevector-length pieces)))))
-    (let lp ((pieces pieces) (at 0))
-      (if (null? pieces)
-          out
-          (begin
-            (bytevector-copy! (car pieces) 0 out at (bytevector-length (car pieces)))
-            (lp (cdr pieces) (+ at (bytevector-length (car pieces)))))))))
 
 ;;; (plucky web client response) ends here
