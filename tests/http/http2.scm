@@ -29,15 +29,15 @@
     (let ((bv (string->utf8 "xxPRI * HTTP/2.0\r\n"))) (http2-preface? bv 2 (bytevector-length bv)))))
 
 (test-group "fields->request-head"
-  (test-equal "a GET, :authority as Host"
-    "GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\n\r\n"
+  (test-equal "a GET, :authority as Host, last"
+    "GET /a?b=1 HTTP/1.1\r\naccept: */*\r\nhost: example.com\r\n\r\n"
     (head '(":method" . "GET") '(":scheme" . "https") '(":authority" . "example.com")
           '(":path" . "/a?b=1") '("accept" . "*/*")))
   (test-equal "a host field wins over :authority"
     "GET / HTTP/1.1\r\nhost: b\r\n\r\n"
     (head '(":method" . "GET") '(":authority" . "a") '(":path" . "/") '("host" . "b")))
-  (test-equal "cookie fields joined into one"
-    "GET / HTTP/1.1\r\ncookie: a=1; b=2; c=3\r\nx: y\r\n\r\n"
+  (test-equal "cookie fields joined into one, last"
+    "GET / HTTP/1.1\r\nx: y\r\ncookie: a=1; b=2; c=3\r\n\r\n"
     (head '(":method" . "GET") '(":path" . "/") '("cookie" . "a=1") '("x" . "y")
           '("cookie" . "b=2") '("cookie" . "c=3")))
   (test-equal "no :path: #f" #f (head '(":method" . "GET") '(":authority" . "a")))
