@@ -29,12 +29,12 @@
   #:use-module (srfi srfi-9)
   #:export (http2-preface?
             make-request-head
+            request-head-reset!
             request-head-field!
             request-head-finish!
             fields->request-head
             response-head-spans
-            response-head->fields
-            head-end))
+            response-head->fields))
 
 (define preface-start (string->utf8 "PRI * HTTP/2.0"))
 
@@ -81,6 +81,16 @@ request of version 2.0: the client speaks HTTP/2."
 (define (make-request-head)
   "Return an empty request head, for `request-head-field!'."
   (%make-request-head (make-bytevector 256) 0 #f #f #f #f '()))
+
+(define (request-head-reset! head)
+  "Make HEAD empty again, to serve another request; return nothing."
+  (set-request-head-fill! head 0)
+  (set-request-head-method! head #f)
+  (set-request-head-path! head #f)
+  (set-request-head-authority! head #f)
+  (set-request-head-host! head #f)
+  (set-request-head-cookies! head '())
+  (values))
 
 (define (put! head bv start count)
   (let* ((fill (request-head-fill head))
@@ -217,47 +227,52 @@ missing."
 (define proxy-connection-name (string->utf8 "proxy-connection"))
 
 (define (response-head-spans head start end spans)
-  "Find the fields of the HTTP/1 response head in HEAD [START, END)
-(status line to blank line), without the connection-specific ones, and
-put each name in lower case in place.  Return two values: a bytevector
-of native u32s, four per field (name start and end, value start and end,
-indices of HEAD), which is SPANS unless it had too little room, and the
-number of fields."
-  (define (line-end i)
-    (let lp ((i i))
-      (if (and (< (+ i 1) end)
-               (not (and (= (bytevector-u8-ref head i) 13)
-                         (= (bytevector-u8-ref head (+ i 1)) 10))))
-          (lp (+ i 1))
-          i)))
-  (let lp ((i (+ 2 (line-end start))) (spans spans) (count 0))
-    (let ((e (line-end i)))
-      (if (or (>= i end) (= e i))
-          (values spans count)
-          (let* ((colon (let c ((j i))
-                          (if (or (= j e) (= (bytevector-u8-ref head j) 58))
-                              j
-                              (let ((b (bytevector-u8-ref head j)))
-                                (when (<= 65 b 90) (bytevector-u8-set! head j (+ b 32)))
-                                (c (+ j 1))))))
-                 (value-start (let s ((j (+ colon 1)))
-                                (if (and (< j e) (= (bytevector-u8-ref head j) 32))
-                                    (s (+ j 1))
-                                    j))))
-            (if (connection-specific? head i colon)
-                (lp (+ e 2) spans count)
-                (let* ((spans (if (<= (* 16 (+ count 1)) (bytevector-length spans))
-                                  spans
-                                  (let ((more (make-bytevector
-                                               (* 2 (max 16 (bytevector-length spans))))))
-                                    (bytevector-copy! spans 0 more 0 (bytevector-length spans))
-                                    more)))
-                       (s (* 16 count)))
-                  (bytevector-u32-native-set! spans s i)
-                  (bytevector-u32-native-set! spans (+ s 4) colon)
-                  (bytevector-u32-native-set! spans (+ s 8) value-start)
-                  (bytevector-u32-native-set! spans (+ s 12) e)
-                  (lp (+ e 2) spans (+ count 1)))))))))
+  "Find the fields of the HTTP/1 response head that begins HEAD [START,
+END) (its status line, its fields, a blank line, perhaps the body),
+without the connection-specific ones, and put each name in lower case
+in place.  Return three values: a bytevector of native u32s, four per
+field (name start and end, value start and end, indices of HEAD), which
+is SPANS unless it had too little room; the number of fields; the index
+just past the blank line (END if there is none).  One pass over the
+head (bench/instructions-h2)."
+  (define (cr-from i)
+    ;; -> the index of the first CR from I, or END
+    (if (or (>= i end) (= (bytevector-u8-ref head i) 13)) i (cr-from (+ i 1))))
+  (define (name-end i)
+    ;; lower the name from I in place -> the index of its colon (or of
+    ;; the CR that ends a line without one)
+    (if (>= i end)
+        i
+        (let ((b (bytevector-u8-ref head i)))
+          (cond
+           ((or (= b 58) (= b 13)) i)
+           (else
+            (when (<= 65 b 90) (bytevector-u8-set! head i (+ b 32)))
+            (name-end (+ i 1)))))))
+  (define (skip-spaces i stop)
+    (if (and (< i stop) (= (bytevector-u8-ref head i) 32)) (skip-spaces (+ i 1) stop) i))
+  (define (room spans count)
+    (if (<= (* 16 (+ count 1)) (bytevector-length spans))
+        spans
+        (let ((more (make-bytevector (* 2 (max 16 (bytevector-length spans))))))
+          (bytevector-copy! spans 0 more 0 (bytevector-length spans))
+          more)))
+  (let lp ((i (+ 2 (cr-from start))) (spans spans) (count 0))
+    (cond
+     ((>= i end) (values spans count end))
+     ((= (bytevector-u8-ref head i) 13) (values spans count (min end (+ i 2))))
+     (else
+      (let* ((colon (name-end i))
+             (e (cr-from colon)))
+        (if (or (= colon e) (connection-specific? head i colon))
+            (lp (+ e 2) spans count)
+            (let ((spans (room spans count))
+                  (s (* 16 count)))
+              (bytevector-u32-native-set! spans s i)
+              (bytevector-u32-native-set! spans (+ s 4) colon)
+              (bytevector-u32-native-set! spans (+ s 8) (skip-spaces (+ colon 1) e))
+              (bytevector-u32-native-set! spans (+ s 12) e)
+              (lp (+ e 2) spans (+ count 1)))))))))
 
 (define (response-head->fields code head start end)
   "Return the fields, ((name . value) …) of bytevectors, of the HTTP/1
@@ -266,7 +281,7 @@ status is CODE: :status first, then each header, its name in lower case,
 without the connection-specific ones.  (HEAD's names are put in lower
 case in place.)"
   (call-with-values (lambda () (response-head-spans head start end (make-bytevector 0)))
-    (lambda (spans count)
+    (lambda (spans count head-end)
       (cons (cons (string->utf8 ":status") (string->utf8 (number->string code)))
             (let lp ((k 0))
               (if (= k count)
@@ -274,16 +289,5 @@ case in place.)"
                   (let ((at (lambda (i) (bytevector-u32-native-ref spans (+ (* 16 k) i)))))
                     (cons (cons (slice head (at 0) (at 4)) (slice head (at 8) (at 12)))
                           (lp (+ k 1))))))))))
-
-(define (head-end bv start end)
-  "Return the index just past the blank line that ends the head in BV
-[START, END), or END when there is none."
-  (let lp ((i start))
-    (cond
-     ((> (+ i 4) end) end)
-     ((and (= (bytevector-u8-ref bv i) 13) (= (bytevector-u8-ref bv (+ i 1)) 10)
-           (= (bytevector-u8-ref bv (+ i 2)) 13) (= (bytevector-u8-ref bv (+ i 3)) 10))
-      (+ i 4))
-     (else (lp (+ i 1))))))
 
 ;;; (plucky http http2) ends here

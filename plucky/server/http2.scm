@@ -106,7 +106,7 @@
 (define-record-type <h2>
   (%make-h2 loop conn session streams ready resumed out sent draining? closed?
             busy? wake-timer check-timer last-progress resets reset-ms pings
-            ping-ms scratch scratch-address answer spans)
+            ping-ms scratch scratch-address answer spans heads)
   h2?
   (loop h2-loop)
   (conn h2-conn)
@@ -132,7 +132,8 @@
   (scratch h2-scratch set-h2-scratch!)  ; bytevector
   (scratch-address h2-scratch-address set-h2-scratch-address!) ; its address
   (answer h2-answer)                    ; <output>
-  (spans h2-spans set-h2-spans!))       ; bytevector, for `response-head-spans'
+  (spans h2-spans set-h2-spans!)        ; bytevector, for `response-head-spans'
+  (heads h2-heads set-h2-heads!))       ; <request-head>s free for new streams
 
 (define-record-type <h2-stream>
   (%make-h2-stream id state head field-bytes request request1 body refusal k token undo
@@ -169,8 +170,8 @@
   (bytes stream-bytes set-stream-bytes!)      ; body bytes sent
   (started stream-started set-stream-started!)) ; clock ns of the handler call, for an observer
 
-(define (make-h2-stream id)
-  (%make-h2-stream id 'headers (make-request-head) 0 #f #f #f #f #f #f #f #f #f #f 0 0 '()
+(define (make-h2-stream h2 id)
+  (%make-h2-stream id 'headers (take-request-head! h2) 0 #f #f #f #f #f #f #f #f #f #f 0 0 '()
                    #f #f #f 0 0 #f))
 
 ;;;
@@ -197,7 +198,7 @@ what those bytes ask; return nothing."
                    #:reset-rate (* 2 (limit resets-per-second)))))
     (set! h2 (%make-h2 loop conn session (make-hash-table) '() '() (make-output 16384) 0
                        #f #f #f #f #f now (limit reset-burst) now (limit ping-burst) now
-                       #f #f (make-output 1024) (make-bytevector 256)))
+                       #f #f (make-output 1024) (make-bytevector 256) '()))
     (set-connection-input! conn #f)
     (set-connection-state! conn 'h2)
     (set-connection-body! conn h2)
@@ -246,7 +247,7 @@ what those bytes ask; return nothing."
   ;; A field of stream ID's header block (the first tells that the
   ;; stream began), its bytes at the addresses NAME and VALUE.
   (let ((stream (or (stream-ref h2 id)
-                    (let ((stream (make-h2-stream id)))
+                    (let ((stream (make-h2-stream h2 id)))
                       (hashv-set! (h2-streams h2) id stream)
                       stream))))
     ;; RFC 7541 §4.1's size, as SETTINGS_MAX_HEADER_LIST_SIZE counts
@@ -596,6 +597,24 @@ the handlers that wait, and close it; return nothing."
                ((http-error? request) (http-error-status request))
                (else 400))))))))
 
+;; A stream's <request-head> is used until its request is parsed, then
+;; kept for the next stream of the connection: no new buffer per request.
+(define max-free-heads 8)
+
+(define (take-request-head! h2)
+  (let ((heads (h2-heads h2)))
+    (if (pair? heads)
+        (begin (set-h2-heads! h2 (cdr heads)) (car heads))
+        (make-request-head))))
+
+(define (give-request-head! h2 stream)
+  (let ((head (stream-head stream))
+        (heads (h2-heads h2)))
+    (set-stream-head! stream #f)
+    (when (and head (< (length heads) max-free-heads))
+      (request-head-reset! head)
+      (set-h2-heads! h2 (cons head heads)))))
+
 ;;;
 ;;; Calling handlers
 ;;;
@@ -611,7 +630,7 @@ the handlers that wait, and close it; return nothing."
          (let ((request (if (stream-refusal stream)
                             (stream-refusal stream)
                             (parse-stream-request h2 stream))))
-           (set-stream-head! stream #f)
+           (give-request-head! h2 stream)
            (if (integer? request)
                (refuse-stream! h2 stream request)
                (begin
@@ -765,13 +784,13 @@ the handlers that wait, and close it; return nothing."
           (call-with-values (lambda () (write-streamed-head! out as-http1 response))
             (lambda (framing close?)
               (if (eq? framing 'none)
-                  (answer! h2 stream code (output-fill out) #f 0)
+                  (answer-head! h2 stream code #f 0)
                   (start-streamed-body! h2 stream code response body)))))
          ((file-body? body)
           (write-response-head! out as-http1 response (file-body-length body) #f)
           (if (or (eq? (request-method request) 'HEAD) (zero? (file-body-length body)))
-              (begin (close-file-body! body) (answer! h2 stream code (output-fill out) #f 0))
-              (answer! h2 stream code (output-fill out) body (file-body-offset body))))
+              (begin (close-file-body! body) (answer-head! h2 stream code #f 0))
+              (answer-head! h2 stream code body (file-body-offset body))))
          ((takeover? body)
           ;; A protocol switch (WebSocket) is HTTP/1.1's alone.
           (refuse-stream! h2 stream 501))
@@ -784,23 +803,35 @@ the handlers that wait, and close it; return nothing."
 (define (answer-with-body! h2 stream code rest)
   ;; The answer's head is in the connection's answer buffer, its body
   ;; after it or REST.
-  (let* ((out (h2-answer h2))
-         (bytes (output-bytes out))
-         (fill (output-fill out))
-         (end (head-end bytes 0 fill))
-         (data (cond
-                (rest rest)
-                ((< end fill)
-                 (let ((bv (make-bytevector (- fill end))))
-                   (bytevector-copy! bytes end bv 0 (- fill end))
-                   bv))
-                (else #f))))
-    (answer! h2 stream code end data 0)))
+  (let ((out (h2-answer h2)))
+    (call-with-values
+        (lambda () (response-head-spans (output-bytes out) 0 (output-fill out) (h2-spans h2)))
+      (lambda (spans count end)
+        (let* ((bytes (output-bytes out))
+               (fill (output-fill out))
+               (data (cond
+                      (rest rest)
+                      ((< end fill)
+                       (let ((bv (make-bytevector (- fill end))))
+                         (bytevector-copy! bytes end bv 0 (- fill end))
+                         bv))
+                      (else #f))))
+          (set-h2-spans! h2 spans)
+          (answer! h2 stream code count data 0))))))
 
-(define (answer! h2 stream code head-end source offset)
-  ;; Queue the head in the answer buffer up to HEAD-END, as fields, and
-  ;; the body SOURCE (#f, a bytevector from OFFSET, a <file-body>, or
-  ;; 'queue) for STREAM.
+(define (answer-head! h2 stream code source offset)
+  ;; `answer!' for an answer buffer that holds the head alone.
+  (let ((out (h2-answer h2)))
+    (call-with-values
+        (lambda () (response-head-spans (output-bytes out) 0 (output-fill out) (h2-spans h2)))
+      (lambda (spans count end)
+        (set-h2-spans! h2 spans)
+        (answer! h2 stream code count source offset)))))
+
+(define (answer! h2 stream code count source offset)
+  ;; Queue the head in the answer buffer, as the COUNT fields whose spans
+  ;; the connection keeps, and the body SOURCE (#f, a bytevector from
+  ;; OFFSET, a <file-body>, or 'queue) for STREAM.
   (let ((loop (h2-loop h2))
         (out (h2-answer h2)))
     (set-stream-state! stream (if (eq? source 'queue) 'streaming 'answered))
@@ -810,14 +841,10 @@ the handlers that wait, and close it; return nothing."
     (set-stream-end! stream (cond ((bytevector? source) (bytevector-length source))
                                   ((file-body? source) (file-body-end source))
                                   (else 0)))
-    (call-with-values
-        (lambda () (response-head-spans (output-bytes out) 0 head-end (h2-spans h2)))
-      (lambda (spans count)
-        (set-h2-spans! h2 spans)
-        (let ((rv (nghttp2-submit-response! (h2-session h2) (stream-id stream) code
-                                            (output-address out) spans count
-                                            (and source #t))))
-          (when (< rv 0) (close-source! stream)))))
+    (let ((rv (nghttp2-submit-response! (h2-session h2) (stream-id stream) code
+                                        (output-address out) (h2-spans h2) count
+                                        (and source #t))))
+      (when (< rv 0) (close-source! stream)))
     (let ((request (stream-request stream))
           (bytes (if (eq? source 'queue) 0 (- (stream-end stream) offset))))
       (report-response! loop (h2-conn h2) request code bytes)
@@ -964,7 +991,7 @@ the handlers that wait, and close it; return nothing."
   (let ((port (open-stream-port h2 stream response))
         (loop (h2-loop h2)))
     (set-stream-port! stream port)
-    (answer! h2 stream code (output-fill (h2-answer h2)) 'queue 0)
+    (answer-head! h2 stream code 'queue 0)
     ;; The body procedure runs as a resumed handler would, under the
     ;; same prompt: it may wait, and what it raises is logged.
     (call-with-values
