@@ -134,29 +134,30 @@ request of version 2.0: the client speaks HTTP/2."
     (put-bytes! head (or (request-head-path head) #vu8()))
     (put-bytes! head http11-crlf)))
 
-(define (request-head-field! head bv name-start name-end value-end)
-  "Add to HEAD the field whose name is BV [NAME-START, NAME-END) and
-value BV [NAME-END, VALUE-END), in the order it came; return nothing."
-  (if (and (< name-start name-end) (= (bytevector-u8-ref bv name-start) 58)) ; ":"
+(define (request-head-field! head name name-length value value-length)
+  "Add to HEAD the field whose name is the first NAME-LENGTH bytes of the
+bytevector NAME and whose value the first VALUE-LENGTH of VALUE, in the
+order it came; return nothing."
+  (if (and (> name-length 0) (= (bytevector-u8-ref name 0) 58)) ; ":"
       (cond
-       ((bytes=? bv name-start name-end method-name)
-        (set-request-head-method! head (slice bv name-end value-end)))
-       ((bytes=? bv name-start name-end path-name)
-        (set-request-head-path! head (slice bv name-end value-end)))
-       ((bytes=? bv name-start name-end authority-name)
-        (set-request-head-authority! head (slice bv name-end value-end))))
+       ((bytes=? name 0 name-length method-name)
+        (set-request-head-method! head (slice value 0 value-length)))
+       ((bytes=? name 0 name-length path-name)
+        (set-request-head-path! head (slice value 0 value-length)))
+       ((bytes=? name 0 name-length authority-name)
+        (set-request-head-authority! head (slice value 0 value-length))))
       (begin
         (put-request-line! head)
         (cond
-         ((bytes=? bv name-start name-end cookie-name)
-          (set-request-head-cookies! head (cons (slice bv name-end value-end)
+         ((bytes=? name 0 name-length cookie-name)
+          (set-request-head-cookies! head (cons (slice value 0 value-length)
                                                 (request-head-cookies head))))
          (else
-          (when (bytes=? bv name-start name-end host-name)
+          (when (bytes=? name 0 name-length host-name)
             (set-request-head-host! head #t))
-          (put! head bv name-start (- name-end name-start))
+          (put! head name 0 name-length)
           (put-bytes! head colon-space)
-          (put! head bv name-end (- value-end name-end))
+          (put! head value 0 value-length)
           (put-bytes! head crlf)))))
   (values))
 
@@ -192,12 +193,8 @@ stand for (see `request-head-field!'), or #f when :method or :path is
 missing."
   (let ((head (make-request-head)))
     (for-each (lambda (field)
-                (let* ((name (car field)) (value (cdr field))
-                       (n (bytevector-length name))
-                       (bv (make-bytevector (+ n (bytevector-length value)))))
-                  (bytevector-copy! name 0 bv 0 n)
-                  (bytevector-copy! value 0 bv n (bytevector-length value))
-                  (request-head-field! head bv 0 n (bytevector-length bv))))
+                (request-head-field! head (car field) (bytevector-length (car field))
+                                     (cdr field) (bytevector-length (cdr field))))
               fields)
     (call-with-values (lambda () (request-head-finish! head))
       (lambda (bytes length)

@@ -106,7 +106,7 @@
 (define-record-type <h2>
   (%make-h2 loop conn session streams ready resumed out sent draining? closed?
             busy? wake-timer check-timer last-progress resets reset-ms pings
-            ping-ms scratch scratch-address answer spans heads)
+            ping-ms answer spans heads)
   h2?
   (loop h2-loop)
   (conn h2-conn)
@@ -127,10 +127,7 @@
   (reset-ms h2-reset-ms set-h2-reset-ms!)
   (pings h2-pings set-h2-pings!)
   (ping-ms h2-ping-ms set-h2-ping-ms!)
-  ;; reused: bytes copied from nghttp2 on their way (a field, a body's
-  ;; chunk, frames to send); a response's head; its fields' spans
-  (scratch h2-scratch set-h2-scratch!)  ; bytevector
-  (scratch-address h2-scratch-address set-h2-scratch-address!) ; its address
+  ;; reused: a response's head; its fields' spans
   (answer h2-answer)                    ; <output>
   (spans h2-spans set-h2-spans!)        ; bytevector, for `response-head-spans'
   (heads h2-heads set-h2-heads!))       ; <request-head>s free for new streams
@@ -198,7 +195,7 @@ what those bytes ask; return nothing."
                    #:reset-rate (* 2 (limit resets-per-second)))))
     (set! h2 (%make-h2 loop conn session (make-hash-table) '() '() (make-output 16384) 0
                        #f #f #f #f #f now (limit reset-burst) now (limit ping-burst) now
-                       #f #f (make-output 1024) (make-bytevector 256) '()))
+                       (make-output 1024) (make-bytevector 256) '()))
     (set-connection-input! conn #f)
     (set-connection-state! conn 'h2)
     (set-connection-body! conn h2)
@@ -225,27 +222,9 @@ what those bytes ask; return nothing."
 (define (stream-ref h2 id)
   (hashv-ref (h2-streams h2) id))
 
-(define (scratch h2 size)
-  ;; -> the connection's scratch bytevector, of SIZE bytes at least (its
-  ;; address `h2-scratch-address', found once: finding it costs an
-  ;; entry in a weak table)
-  (let ((bv (h2-scratch h2)))
-    (if (and bv (>= (bytevector-length bv) size))
-        bv
-        (let ((bigger (make-bytevector (max size 1024 (* 2 (if bv (bytevector-length bv) 0))))))
-          (set-h2-scratch! h2 bigger)
-          (set-h2-scratch-address! h2 (bytevector-address bigger))
-          bigger))))
-
-(define (copy-in h2 address count)
-  ;; -> the scratch bytevector, the COUNT bytes at ADDRESS copied to its start
-  (let ((bv (scratch h2 count)))
-    (memory-copy! (h2-scratch-address h2) address count)
-    bv))
-
 (define (on-header h2 id name name-length value value-length)
   ;; A field of stream ID's header block (the first tells that the
-  ;; stream began), its bytes at the addresses NAME and VALUE.
+  ;; stream began), in the bytevectors NAME and VALUE.
   (let ((stream (or (stream-ref h2 id)
                     (let ((stream (make-h2-stream h2 id)))
                       (hashv-set! (h2-streams h2) id stream)
@@ -262,11 +241,7 @@ what those bytes ask; return nothing."
           (set-stream-head! stream #f)))
        ((stream-refusal stream) #t)
        ((eq? (stream-state stream) 'headers)
-        (let* ((end (+ name-length value-length))
-               (bv (scratch h2 end)))
-          (memory-copy! (h2-scratch-address h2) name name-length)
-          (memory-copy! (+ (h2-scratch-address h2) name-length) value value-length)
-          (request-head-field! (stream-head stream) bv 0 name-length end)))
+        (request-head-field! (stream-head stream) name name-length value value-length))
        ;; a trailer: accepted, not kept (RFC 9110 §6.5.1 lets a
        ;; recipient drop fields it does not merge)
        (else #t))))
@@ -321,7 +296,7 @@ what those bytes ask; return nothing."
     (set-stream-state! stream 'ready)
     (set-h2-ready! h2 (cons stream (h2-ready h2)))))
 
-(define (on-data h2 id address length)
+(define (on-data h2 id data length)
   (let ((stream (stream-ref h2 id)))
     (when (and stream (not (stream-refusal stream)))
       (let ((body (or (stream-body stream)
@@ -333,7 +308,7 @@ what those bytes ask; return nothing."
             (begin
               (set-stream-refusal! stream 413)
               (set-stream-body! stream #f))
-            (output-put-slice! body (copy-in h2 address length) 0 length)))))
+            (output-put-slice! body data 0 length)))))
   0)
 
 (define (on-stream-close h2 id code)
@@ -437,8 +412,7 @@ writable: send what waits, read what came, answer.  Return nothing."
         (let* ((out (h2-out h2))
                (n (nghttp2-session-send!
                    (h2-session h2)
-                   (lambda (address count)
-                     (output-put-slice! out (copy-in h2 address count) 0 count))
+                   (lambda (bv count) (output-put-slice! out bv 0 count))
                    flush-batch)))
           (cond
            ((< n 0) #f)

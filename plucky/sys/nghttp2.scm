@@ -33,9 +33,8 @@
 ;;; needs (a field, a frame received, a body read, a stream closed).  The
 ;;; callbacks allocate as little as they can: a frame is read through one
 ;;; view of the address nghttp2 keeps its frames at, a field's bytes are
-;;; handed over as addresses for the owner to copy (`memory-copy!'), and
-;;; the response's fields go to nghttp2 from a buffer kept for the
-;;; purpose.  These buffers belong to the thread that runs the sessions
+;;; handed over as views kept by address, and the response's fields go
+;;; to nghttp2 from a buffer kept for the purpose.  These buffers belong to the thread that runs the sessions
 ;;; (the worker's loop).
 ;;;
 ;;; The HPACK coder (`make-hpack-decoder', `make-hpack-encoder') is
@@ -53,7 +52,6 @@
   #:use-module ((system foreign-library)
                 #:select (load-foreign-library foreign-library-pointer))
   #:use-module ((plucky sys libc) #:select (bytevector-address fd-pread))
-  #:use-module ((plucky sys foreign) #:select (symbol-address))
   #:export (nghttp2-available?
             nghttp2-version
 
@@ -72,7 +70,6 @@
             nghttp2-session-resume!
             nghttp2-last-stream-id
             nghttp2-error-message
-            memory-copy!
 
             NGHTTP2_DATA NGHTTP2_HEADERS NGHTTP2_PRIORITY NGHTTP2_RST_STREAM
             NGHTTP2_SETTINGS NGHTTP2_PUSH_PROMISE NGHTTP2_PING NGHTTP2_GOAWAY
@@ -213,9 +210,6 @@
             (or (maybe "nghttp2_option_set_max_continuations" void (list uint64 size_t))
                 (error "libnghttp2 lacks nghttp2_option_set_max_continuations \
 (CVE-2024-27316): too old")))
-      (set! %memcpy (pointer->procedure uint64
-                                         (symbol-address "memcpy")
-                                         (list uint64 uint64 size_t)))
       (set! library lib)
       (set! callbacks (make-callbacks)))))
 
@@ -256,11 +250,12 @@
   ;; within nghttp2; each returns 0, or NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE
   ;; (the stream is reset), or NGHTTP2_ERR_CALLBACK_FAILURE (the session
   ;; fails).  A stream's first field tells that it began.
-  ;; (stream-id name-address name-length value-address value-length):
-  ;; the bytes, valid during the call only (see `memory-copy!')
+  ;; (stream-id name name-length value value-length): the first
+  ;; NAME-LENGTH bytes of the bytevector NAME, …, valid during the call
+  ;; only
   (header events-header)
   (frame events-frame)                  ; (type flags stream-id error-code)
-  (data events-data)                    ; (stream-id address length), as header's
+  (data events-data)                    ; (stream-id bytevector length), as header's
   (stream-close events-stream-close)    ; (stream-id error-code)
   ;; (stream-id length) -> (values from start count flags): the next
   ;; COUNT (at most LENGTH) bytes of the body are FROM [START, START +
@@ -332,15 +327,29 @@
 (define-syntax-rule (frame-type bv) (bytevector-u8-ref bv 12))
 (define-syntax-rule (frame-flags bv) (bytevector-u8-ref bv 13))
 
-;; memcpy(3), bound when the library is opened.
-(define %memcpy #f)
+;; Views of the memory nghttp2 hands over (a field's name and value, a
+;; DATA payload, the bytes to send), kept by address: a field indexed in
+;; HPACK's static or dynamic table comes from the same address request
+;; after request, and nghttp2's buffers stay where they are, so a view
+;; is mostly found, not made (a view is two objects to allocate; a
+;; memcpy through the FFI costs more: bench/instructions-h2).  A view
+;; may be longer than the bytes at its address now: only LENGTH bytes
+;; are read, during the callback.  Direct-mapped, a slot per address
+;; hash; the loop's thread only.
+(define view-slots 64)
+(define view-addresses (make-vector view-slots 0))
+(define views (make-vector view-slots #f))
 
-(define (memory-copy! to from count)
-  "Copy COUNT bytes from the address FROM (from an event of a session)
-to the address TO (of a bytevector the caller keeps, with room for
-them: see `bytevector-address'); return nothing."
-  (%memcpy to from count)
-  (values))
+(define (view address length)
+  (let* ((slot (logand (ash address -3) (- view-slots 1)))
+         (view (vector-ref views slot)))
+    (if (and (eqv? (vector-ref view-addresses slot) address)
+             (<= length (bytevector-length view)))
+        view
+        (let ((view (pointer->bytevector (make-pointer address) (max length 1))))
+          (vector-set! views slot view)
+          (vector-set! view-addresses slot address)
+          view))))
 
 ;; The procedures behind the shared callbacks, kept reachable here.
 (define callback-pointers '())
@@ -360,7 +369,7 @@ them: see `bytevector-address'); return nothing."
        (lambda (session frame name namelen value valuelen flags user-data)
          (guarded ((events-header (events-of user-data))
                    (frame-stream-id (frame-bytes frame))
-                   name namelen value valuelen)))
+                   (view name namelen) namelen (view value valuelen) valuelen)))
        int (list uint64 uint64 uint64 size_t uint64 size_t uint8 uint64))
       (install-callback!
        cbs %set-on-frame-recv
@@ -379,7 +388,7 @@ them: see `bytevector-address'); return nothing."
       (install-callback!
        cbs %set-on-data-chunk
        (lambda (session flags stream-id data len user-data)
-         (guarded ((events-data (events-of user-data)) stream-id data len)))
+         (guarded ((events-data (events-of user-data)) stream-id (view data len) len)))
        int (list uint64 uint8 int32 uint64 size_t uint64))
       (install-callback!
        cbs %set-on-stream-close
@@ -529,10 +538,10 @@ the protocol or a limit: a GOAWAY is then queued for sending)."
   (with-callback-guard (%mem-recv (session-pointer session) address count)))
 
 (define (nghttp2-session-send! session put! limit)
-  "Call (PUT! address count) with each run of bytes SESSION has to send,
-until it has none or LIMIT bytes were put; the COUNT bytes at ADDRESS
-are only valid during the call (see `memory-copy!').  Return the total,
-or a negative nghttp2 error code."
+  "Call (PUT! bytevector count) with each run of bytes SESSION has to
+send, until it has none or LIMIT bytes were put: the first COUNT bytes
+of BYTEVECTOR, only valid during the call.  Return the total, or a
+negative nghttp2 error code."
   (let ((pointer (session-pointer session))
         (out (session-out session))
         (out-address (session-out-address session)))
@@ -543,7 +552,7 @@ or a negative nghttp2 error code."
            (let ((n (%mem-send pointer out-address)))
              (cond
               ((> n 0)
-               (put! (bytevector-u64-native-ref out 0) n)
+               (put! (view (bytevector-u64-native-ref out 0) n) n)
                (lp (+ total n)))
               ((zero? n) total)
               (else n))))))))

@@ -80,14 +80,17 @@
 
 (test-group "request-head-reset!"
   (let ((head (make-request-head)))
-    (request-head-field! head (string->utf8 ":methodPUT") 0 7 10)
-    (request-head-field! head (string->utf8 ":path/x") 0 5 7)
-    (request-head-field! head (string->utf8 "ab") 0 1 2)
+    (define (field! name value)
+      (request-head-field! head (string->utf8 name) (string-length name)
+                           (string->utf8 value) (string-length value)))
+    (field! ":method" "PUT")
+    (field! ":path" "/x")
+    (field! "a" "b")
     (request-head-reset! head)
-    (request-head-field! head (string->utf8 ":methodGET") 0 7 10)
+    (field! ":method" "GET")
     (test-equal "no :path after it: #f" #f
       (call-with-values (lambda () (request-head-finish! head)) (lambda (bv n) bv)))
-    (request-head-field! head (string->utf8 ":path/") 0 5 6)
+    (field! ":path" "/")
     (test-equal "the second request alone"
       "GET / HTTP/1.1\r\n\r\n"
       (call-with-values (lambda () (request-head-finish! head))
