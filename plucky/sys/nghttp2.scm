@@ -310,18 +310,9 @@
 ;; nghttp2_frame_hd: {size_t length; int32_t stream_id; uint8_t type;
 ;; uint8_t flags; …}; nghttp2_rst_stream and nghttp2_goaway put their
 ;; error code after it (at 16 and 20).  nghttp2 hands every frame it
-;; receives at the same address (its session's frame being read), so
-;; one view of it serves until another address comes.
-(define frame-view-address 0)
-(define frame-view #f)
-
-(define (frame-bytes address)
-  (if (eqv? address frame-view-address)
-      frame-view
-      (let ((view (pointer->bytevector (make-pointer address) 24)))
-        (set! frame-view view)
-        (set! frame-view-address address)
-        view)))
+;; receives at the same address (its session's frame being read): its
+;; view is kept (`view', below).
+(define-syntax-rule (frame-bytes address) (view address 24))
 
 (define-syntax-rule (frame-stream-id bv) (bytevector-s32-native-ref bv 8))
 (define-syntax-rule (frame-type bv) (bytevector-u8-ref bv 12))
@@ -397,31 +388,10 @@
        int (list uint64 int32 uint32 uint64))
       cbs)))
 
-;; The data source callback of every response body.  nghttp2 asks for
-;; each DATA frame's bytes into its frame buffer, mostly at one address:
-;; views of it, and of the flags word, are kept while it stays.
+;; The data source callback of every response body: nghttp2 asks for
+;; each DATA frame's bytes into its frame buffer, mostly at one address,
+;; and its flags word is on its stack: their views are kept (`view').
 (define read-callback #f)
-(define buffer-view-address 0)
-(define buffer-view (make-bytevector 0))
-(define flags-view-address 0)
-(define flags-view #f)
-
-(define (buffer-bytes address length)
-  (if (and (eqv? address buffer-view-address)
-           (<= length (bytevector-length buffer-view)))
-      buffer-view
-      (let ((view (pointer->bytevector (make-pointer address) length)))
-        (set! buffer-view view)
-        (set! buffer-view-address address)
-        view)))
-
-(define (flags-bytes address)
-  (if (eqv? address flags-view-address)
-      flags-view
-      (let ((view (pointer->bytevector (make-pointer address) 4)))
-        (set! flags-view view)
-        (set! flags-view-address address)
-        view)))
 
 (define (read-callback-address)
   (unless read-callback
@@ -437,7 +407,7 @@
                   (let ((count
                          (cond
                           ((bytevector? from)
-                           (bytevector-copy! from start (buffer-bytes buf length) 0 count)
+                           (bytevector-copy! from start (view buf length) 0 count)
                            count)
                           ((integer? from)
                            ;; a file's descriptor: COUNT bytes at START
@@ -445,7 +415,7 @@
                              (if (< n 0) NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE n)))
                           (else count))))
                     (unless (zero? flags)
-                      (bytevector-u32-native-set! (flags-bytes data-flags) 0 flags))
+                      (bytevector-u32-native-set! (view data-flags 4) 0 flags))
                     count)))))
            (list uint64 int32 uint64 size_t uint64 uint64 uint64))))
   (pointer-address read-callback))
