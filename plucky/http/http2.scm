@@ -9,27 +9,32 @@
 ;;; libnghttp2 has already decoded from HPACK and checked (names in
 ;;; lower case, no CR, LF or NUL in a value, the pseudo-fields present
 ;;; and first).  The server gives a handler exactly the request record an
-;;; HTTP/1.1 client would have got, so `fields->request-head' writes the
-;;; fields as the HTTP/1.1 head they stand for, which (plucky http parse)
-;;; then parses with its limits and its precise 4xx answers.  The answer
-;;; goes the other way: (plucky http response) writes it as HTTP/1.1
-;;; would, and `response-head->fields' takes that head apart into the
-;;; fields HTTP/2 sends, without those that only mean something to an
-;;; HTTP/1 connection.  Both work on bytevectors, fields being pairs
-;;; (name . value) of bytevectors.  Also here: the start of HTTP/2's
-;;; connection preface, which tells an HTTP/2 client from an HTTP/1 one.
+;;; HTTP/1.1 client would have got, so a <request-head> writes the fields
+;;; as the HTTP/1.1 head they stand for, as they arrive
+;;; (`request-head-field!'), which (plucky http parse) then parses with
+;;; its limits and its precise 4xx answers.  The response goes the other
+;;; way: (plucky http response) writes it as HTTP/1.1 would, and
+;;; `response-head-spans' finds in that head the fields HTTP/2 sends,
+;;; without those that only mean something to an HTTP/1 connection, for
+;;; nghttp2 to copy from where they are.  Both work on bytevectors.
+;;; `fields->request-head' and `response-head->fields' do the same with
+;;; fields as pairs (name . value) of bytevectors, for tests and tools.
+;;; Also here: the start of HTTP/2's connection preface, which tells an
+;;; HTTP/2 client from an HTTP/1 one.
 ;;;
 ;;; Code:
 
 (define-module (plucky http http2)
   #:use-module (rnrs bytevectors)
-  #:use-module ((srfi srfi-1) #:select (filter-map))
-  #:use-module ((plucky http response)
-                #:select (make-output output-put-bytes! output-bytes output-fill))
+  #:use-module (srfi srfi-9)
   #:export (http2-preface?
+            make-request-head
+            request-head-reset!
+            request-head-field!
+            request-head-finish!
             fields->request-head
-            response-head->fields
-            head-end))
+            response-head-spans
+            response-head->fields))
 
 (define preface-start (string->utf8 "PRI * HTTP/2.0"))
 
@@ -47,123 +52,239 @@ request of version 2.0: the client speaks HTTP/2."
 
 (define crlf #vu8(13 10))
 (define colon-space #vu8(58 32))
+(define http11-crlf (string->utf8 " HTTP/1.1\r\n"))
+(define host-colon (string->utf8 "host: "))
+(define cookie-colon (string->utf8 "cookie: "))
+(define semicolon-space #vu8(59 32))
+
+;;; A request's head, as its fields arrive.  nghttp2 gives the fields one
+;;; at a time, the pseudo-fields first (it refuses them after another);
+;;; each is written at once as the line of an HTTP/1.1 head, the request
+;;; line before the first field that is not a pseudo-field, so that no
+;;; field is kept as a value of its own (bench/instructions-h2).  Host,
+;;; from :authority unless a host field came, and the cookie fields
+;;; joined into one Cookie (RFC 9113 §8.2.3) come last.
+
+(define-record-type <request-head>
+  (%make-request-head bytes fill method path authority host? cookies)
+  request-head?
+  ;; the head so far: BYTES [0, FILL), grown by doubling (not an
+  ;; <output>, whose address would be looked up for each)
+  (bytes request-head-bytes set-request-head-bytes!)
+  (fill request-head-fill set-request-head-fill!)
+  (method request-head-method set-request-head-method!) ; #f or bytevector
+  (path request-head-path set-request-head-path!)
+  (authority request-head-authority set-request-head-authority!)
+  (host? request-head-host? set-request-head-host!) ; a host field came
+  (cookies request-head-cookies set-request-head-cookies!)) ; bytevectors, newest first
+
+(define (make-request-head)
+  "Return an empty request head, for `request-head-field!'."
+  (%make-request-head (make-bytevector 256) 0 #f #f #f #f '()))
+
+(define (request-head-reset! head)
+  "Make HEAD empty again, to serve another request; return nothing."
+  (set-request-head-fill! head 0)
+  (set-request-head-method! head #f)
+  (set-request-head-path! head #f)
+  (set-request-head-authority! head #f)
+  (set-request-head-host! head #f)
+  (set-request-head-cookies! head '())
+  (values))
+
+(define (put! head bv start count)
+  (let* ((fill (request-head-fill head))
+         (bytes (let ((bytes (request-head-bytes head)))
+                  (if (<= (+ fill count) (bytevector-length bytes))
+                      bytes
+                      (let ((bigger (make-bytevector
+                                     (max (+ fill count) (* 2 (bytevector-length bytes))))))
+                        (bytevector-copy! bytes 0 bigger 0 fill)
+                        (set-request-head-bytes! head bigger)
+                        bigger)))))
+    (bytevector-copy! bv start bytes fill count)
+    (set-request-head-fill! head (+ fill count))))
+
+(define-syntax-rule (put-bytes! head bv) (put! head bv 0 (bytevector-length bv)))
+
+(define (bytes=? bv start end literal)
+  ;; Is BV [START, END) the bytes of LITERAL?
+  (let ((n (bytevector-length literal)))
+    (and (= (- end start) n)
+         (let lp ((i 0))
+           (or (= i n)
+               (and (= (bytevector-u8-ref bv (+ start i)) (bytevector-u8-ref literal i))
+                    (lp (+ i 1))))))))
+
+(define method-name (string->utf8 ":method"))
+(define path-name (string->utf8 ":path"))
+(define authority-name (string->utf8 ":authority"))
 (define cookie-name (string->utf8 "cookie"))
 (define host-name (string->utf8 "host"))
 
-(define (field-ref fields name)
-  (let ((found (assoc (string->utf8 name) fields)))
-    (and found (cdr found))))
+(define (slice bv start end)
+  (let ((copy (make-bytevector (- end start))))
+    (bytevector-copy! bv start copy 0 (- end start))
+    copy))
 
-(define (pseudo? name)
-  (and (> (bytevector-length name) 0) (= (bytevector-u8-ref name 0) 58))) ; ":"
+(define (put-request-line! head)
+  (when (zero? (request-head-fill head))
+    (put-bytes! head (or (request-head-method head) #vu8()))
+    (put-bytes! head #vu8(32))
+    (put-bytes! head (or (request-head-path head) #vu8()))
+    (put-bytes! head http11-crlf)))
+
+(define (request-head-field! head name name-length value value-length)
+  "Add to HEAD the field whose name is the first NAME-LENGTH bytes of the
+bytevector NAME and whose value the first VALUE-LENGTH of VALUE, in the
+order it came; return nothing."
+  (if (and (> name-length 0) (= (bytevector-u8-ref name 0) 58)) ; ":"
+      (cond
+       ((bytes=? name 0 name-length method-name)
+        (set-request-head-method! head (slice value 0 value-length)))
+       ((bytes=? name 0 name-length path-name)
+        (set-request-head-path! head (slice value 0 value-length)))
+       ((bytes=? name 0 name-length authority-name)
+        (set-request-head-authority! head (slice value 0 value-length))))
+      (begin
+        (put-request-line! head)
+        (cond
+         ((bytes=? name 0 name-length cookie-name)
+          (set-request-head-cookies! head (cons (slice value 0 value-length)
+                                                (request-head-cookies head))))
+         (else
+          (when (bytes=? name 0 name-length host-name)
+            (set-request-head-host! head #t))
+          (put! head name 0 name-length)
+          (put-bytes! head colon-space)
+          (put! head value 0 value-length)
+          (put-bytes! head crlf)))))
+  (values))
+
+(define (request-head-finish! head)
+  "Return two values: a bytevector and the length of the HTTP/1.1 request
+head at its start that the fields given to HEAD stand for (the request
+line of :method and :path, the other fields, Host and Cookie); or #f
+and 0 when :method or :path is missing."
+  (if (not (and (request-head-method head) (request-head-path head)))
+      (values #f 0)
+      (begin
+        (put-request-line! head)
+        (when (and (request-head-authority head) (not (request-head-host? head)))
+          (put-bytes! head host-colon)
+          (put-bytes! head (request-head-authority head))
+          (put-bytes! head crlf))
+        (let ((cookies (reverse (request-head-cookies head))))
+          (unless (null? cookies)
+            (put-bytes! head cookie-colon)
+            (put-bytes! head (car cookies))
+            (for-each (lambda (cookie)
+                        (put-bytes! head semicolon-space)
+                        (put-bytes! head cookie))
+                      (cdr cookies))
+            (put-bytes! head crlf)))
+        (put-bytes! head crlf)
+        (values (request-head-bytes head) (request-head-fill head)))))
 
 (define (fields->request-head fields)
   "Return a bytevector, the HTTP/1.1 request head that FIELDS, a
-request's ((name . value) …) in the order they came, stand for: the
-request line of :method and :path, Host from :authority (unless a host
-field came too), the cookie fields joined into one Cookie (RFC 9113
-§8.2.3), the other fields as they are.  Return #f when :method or :path
-is missing."
-  (let ((method (field-ref fields ":method"))
-        (path (field-ref fields ":path"))
-        (authority (field-ref fields ":authority"))
-        (out (make-output 1024)))
-    (define (line! name value)
-      (output-put-bytes! out name)
-      (output-put-bytes! out colon-space)
-      (output-put-bytes! out value)
-      (output-put-bytes! out crlf))
-    (and method path
-         (begin
-           (output-put-bytes! out method)
-           (output-put-bytes! out #vu8(32))
-           (output-put-bytes! out path)
-           (output-put-bytes! out (string->utf8 " HTTP/1.1\r\n"))
-           (when (and authority (not (assoc host-name fields)))
-             (line! host-name authority))
-           (let ((cookies (filter-map (lambda (field)
-                                        (and (equal? (car field) cookie-name) (cdr field)))
-                                      fields)))
-             (unless (null? cookies)
-               (line! cookie-name
-                      (let join ((cookies (cdr cookies)) (all (car cookies)))
-                        (if (null? cookies)
-                            all
-                            (join (cdr cookies)
-                                  (bytevector-append* all #vu8(59 32) (car cookies))))))))
-           (for-each (lambda (field)
-                       (unless (or (pseudo? (car field)) (equal? (car field) cookie-name))
-                         (line! (car field) (cdr field))))
-                     fields)
-           (output-put-bytes! out crlf)
-           (let ((head (make-bytevector (output-fill out))))
-             (bytevector-copy! (output-bytes out) 0 head 0 (output-fill out))
-             head)))))
+request's ((name . value) …) of bytevectors in the order they came,
+stand for (see `request-head-field!'), or #f when :method or :path is
+missing."
+  (let ((head (make-request-head)))
+    (for-each (lambda (field)
+                (request-head-field! head (car field) (bytevector-length (car field))
+                                     (cdr field) (bytevector-length (cdr field))))
+              fields)
+    (call-with-values (lambda () (request-head-finish! head))
+      (lambda (bytes length)
+        (and bytes (slice bytes 0 length))))))
 
-(define (bytevector-append* . bvs)
-  (let ((all (make-bytevector (apply + (map bytevector-length bvs)))))
-    (let lp ((bvs bvs) (at 0))
-      (if (null? bvs)
-          all
-          (begin
-            (bytevector-copy! (car bvs) 0 all at (bytevector-length (car bvs)))
-            (lp (cdr bvs) (+ at (bytevector-length (car bvs)))))))))
+;;; A response's fields, from the HTTP/1 head (plucky http response)
+;;; wrote: found where they are, names put in lower case in place, and
+;;; given as spans for nghttp2 to copy; no field becomes a value of its
+;;; own.
 
-(define connection-specific
-  ;; fields HTTP/2 forbids (RFC 9113 §8.2.2), which an HTTP/1 head has
-  (map string->utf8 '("connection" "keep-alive" "transfer-encoding" "upgrade"
-                      "proxy-connection")))
+(define (connection-specific? bv start end)
+  ;; A field HTTP/2 forbids (RFC 9113 §8.2.2), which an HTTP/1 head has:
+  ;; Connection, Keep-Alive, Transfer-Encoding, Upgrade,
+  ;; Proxy-Connection; NAME already in lower case.
+  (case (- end start)
+    ((10) (or (bytes=? bv start end connection-name)
+              (bytes=? bv start end keep-alive-name)))
+    ((17) (bytes=? bv start end transfer-encoding-name))
+    ((7) (bytes=? bv start end upgrade-name))
+    ((16) (bytes=? bv start end proxy-connection-name))
+    (else #f)))
+
+(define connection-name (string->utf8 "connection"))
+(define keep-alive-name (string->utf8 "keep-alive"))
+(define transfer-encoding-name (string->utf8 "transfer-encoding"))
+(define upgrade-name (string->utf8 "upgrade"))
+(define proxy-connection-name (string->utf8 "proxy-connection"))
+
+(define (response-head-spans head start end spans)
+  "Find the fields of the HTTP/1 response head that begins HEAD [START,
+END) (its status line, its fields, a blank line, perhaps the body),
+without the connection-specific ones, and put each name in lower case
+in place.  Return three values: a bytevector of native u32s, four per
+field (name start and end, value start and end, indices of HEAD), which
+is SPANS unless it had too little room; the number of fields; the index
+just past the blank line (END if there is none).  One pass over the
+head (bench/instructions-h2)."
+  (define (cr-from i)
+    ;; -> the index of the first CR from I, or END
+    (if (or (>= i end) (= (bytevector-u8-ref head i) 13)) i (cr-from (+ i 1))))
+  (define (name-end i)
+    ;; lower the name from I in place -> the index of its colon (or of
+    ;; the CR that ends a line without one)
+    (if (>= i end)
+        i
+        (let ((b (bytevector-u8-ref head i)))
+          (cond
+           ((or (= b 58) (= b 13)) i)
+           (else
+            (when (<= 65 b 90) (bytevector-u8-set! head i (+ b 32)))
+            (name-end (+ i 1)))))))
+  (define (skip-spaces i stop)
+    (if (and (< i stop) (= (bytevector-u8-ref head i) 32)) (skip-spaces (+ i 1) stop) i))
+  (define (room spans count)
+    (if (<= (* 16 (+ count 1)) (bytevector-length spans))
+        spans
+        (let ((more (make-bytevector (* 2 (max 16 (bytevector-length spans))))))
+          (bytevector-copy! spans 0 more 0 (bytevector-length spans))
+          more)))
+  (let lp ((i (+ 2 (cr-from start))) (spans spans) (count 0))
+    (cond
+     ((>= i end) (values spans count end))
+     ((= (bytevector-u8-ref head i) 13) (values spans count (min end (+ i 2))))
+     (else
+      (let* ((colon (name-end i))
+             (e (cr-from colon)))
+        (if (or (= colon e) (connection-specific? head i colon))
+            (lp (+ e 2) spans count)
+            (let ((spans (room spans count))
+                  (s (* 16 count)))
+              (bytevector-u32-native-set! spans s i)
+              (bytevector-u32-native-set! spans (+ s 4) colon)
+              (bytevector-u32-native-set! spans (+ s 8) (skip-spaces (+ colon 1) e))
+              (bytevector-u32-native-set! spans (+ s 12) e)
+              (lp (+ e 2) spans (+ count 1)))))))))
 
 (define (response-head->fields code head start end)
   "Return the fields, ((name . value) …) of bytevectors, of the HTTP/1
 response head in HEAD [START, END) (status line to blank line), whose
 status is CODE: :status first, then each header, its name in lower case,
-without the connection-specific ones."
-  (define (line-end i)
-    (let lp ((i i))
-      (if (and (< (+ i 1) end)
-               (not (and (= (bytevector-u8-ref head i) 13)
-                         (= (bytevector-u8-ref head (+ i 1)) 10))))
-          (lp (+ i 1))
-          i)))
-  (define (slice from to)
-    (let ((bv (make-bytevector (- to from))))
-      (bytevector-copy! head from bv 0 (- to from))
-      bv))
-  (define (lower! bv)
-    (let lp ((i 0))
-      (when (< i (bytevector-length bv))
-        (let ((c (bytevector-u8-ref bv i)))
-          (when (<= 65 c 90) (bytevector-u8-set! bv i (+ c 32))))
-        (lp (+ i 1))))
-    bv)
-  (let lp ((i (+ 2 (line-end start)))
-           (fields (list (cons (string->utf8 ":status")
-                               (string->utf8 (number->string code))))))
-    (let ((e (line-end i)))
-      (if (or (>= i end) (= e i))
-          (reverse fields)
-          (let* ((colon (let c ((j i))
-                          (if (or (= j e) (= (bytevector-u8-ref head j) 58)) j (c (+ j 1)))))
-                 (name (lower! (slice i colon)))
-                 (value-start (let s ((j (+ colon 1)))
-                                (if (and (< j e) (= (bytevector-u8-ref head j) 32))
-                                    (s (+ j 1))
-                                    j))))
-            (lp (+ e 2)
-                (if (member name connection-specific)
-                    fields
-                    (cons (cons name (slice value-start e)) fields))))))))
-
-(define (head-end bv start end)
-  "Return the index just past the blank line that ends the head in BV
-[START, END), or END when there is none."
-  (let lp ((i start))
-    (cond
-     ((> (+ i 4) end) end)
-     ((and (= (bytevector-u8-ref bv i) 13) (= (bytevector-u8-ref bv (+ i 1)) 10)
-           (= (bytevector-u8-ref bv (+ i 2)) 13) (= (bytevector-u8-ref bv (+ i 3)) 10))
-      (+ i 4))
-     (else (lp (+ i 1))))))
+without the connection-specific ones.  (HEAD's names are put in lower
+case in place.)"
+  (call-with-values (lambda () (response-head-spans head start end (make-bytevector 0)))
+    (lambda (spans count head-end)
+      (cons (cons (string->utf8 ":status") (string->utf8 (number->string code)))
+            (let lp ((k 0))
+              (if (= k count)
+                  '()
+                  (let ((at (lambda (i) (bytevector-u32-native-ref spans (+ (* 16 k) i)))))
+                    (cons (cons (slice head (at 0) (at 4)) (slice head (at 8) (at 12)))
+                          (lp (+ k 1))))))))))
 
 ;;; (plucky http http2) ends here

@@ -106,7 +106,7 @@
 (define-record-type <h2>
   (%make-h2 loop conn session streams ready resumed out sent draining? closed?
             busy? wake-timer check-timer last-progress resets reset-ms pings
-            ping-ms continuations)
+            ping-ms answer spans heads)
   h2?
   (loop h2-loop)
   (conn h2-conn)
@@ -127,19 +127,23 @@
   (reset-ms h2-reset-ms set-h2-reset-ms!)
   (pings h2-pings set-h2-pings!)
   (ping-ms h2-ping-ms set-h2-ping-ms!)
-  (continuations h2-continuations set-h2-continuations!)) ; in this header block
+  ;; reused: a response's head; its fields' spans
+  (answer h2-answer)                    ; <output>
+  (spans h2-spans set-h2-spans!)        ; bytevector, for `response-head-spans'
+  (heads h2-heads set-h2-heads!))       ; <request-head>s free for new streams
 
 (define-record-type <h2-stream>
-  (%make-h2-stream id state fields field-bytes request body refusal k token undo
+  (%make-h2-stream id state head field-bytes request request1 body refusal k token undo
                    cancelled timer source offset end queue eof? deferred? port
                    code bytes started)
   h2-stream?
   (id stream-id)
   ;; headers | body | ready | running | suspended | streaming | answered | closed
   (state stream-state set-stream-state!)
-  (fields stream-fields set-stream-fields!)   ; ((name . value) …) bytevectors, newest first
+  (head stream-head set-stream-head!)         ; #f, or the <request-head> its fields make
   (field-bytes stream-field-bytes set-stream-field-bytes!) ; as SETTINGS_MAX_HEADER_LIST_SIZE counts
   (request stream-request set-stream-request!) ; the (web request), version 2.0
+  (request1 stream-request1 set-stream-request1!) ; the same, version 1.1, to write answers by
   (body stream-body set-stream-body!)         ; #f, or an <output> collecting it
   (refusal stream-refusal set-stream-refusal!) ; #f, or the status to answer instead
   ;; the handler or body procedure that waits: its continuation, the
@@ -163,8 +167,9 @@
   (bytes stream-bytes set-stream-bytes!)      ; body bytes sent
   (started stream-started set-stream-started!)) ; clock ns of the handler call, for an observer
 
-(define (make-h2-stream id)
-  (%make-h2-stream id 'headers '() 0 #f #f #f #f #f #f #f #f #f 0 0 '() #f #f #f 0 0 #f))
+(define (make-h2-stream h2 id)
+  (%make-h2-stream id 'headers (take-request-head! h2) 0 #f #f #f #f #f #f #f #f #f #f 0 0 '()
+                   #f #f #f 0 0 #f))
 
 ;;;
 ;;; Where a connection becomes HTTP/2
@@ -189,14 +194,15 @@ what those bytes ask; return nothing."
                    #:reset-burst (* 2 (limit reset-burst))
                    #:reset-rate (* 2 (limit resets-per-second)))))
     (set! h2 (%make-h2 loop conn session (make-hash-table) '() '() (make-output 16384) 0
-                       #f #f #f #f #f now (limit reset-burst) now (limit ping-burst) now 0))
+                       #f #f #f #f #f now (limit reset-burst) now (limit ping-burst) now
+                       (make-output 1024) (make-bytevector 256) '()))
     (set-connection-input! conn #f)
     (set-connection-state! conn 'h2)
     (set-connection-body! conn h2)
     ;; The connection's own deadline is never: its timers are here, and
     ;; the sweep would close it without freeing its session.
     (set-connection-deadline! conn never)
-    (receive! h2 bv start end)
+    (receive! h2 (+ (bytevector-address bv) start) (- end start))
     (process! h2)
     (values)))
 
@@ -206,62 +212,40 @@ what those bytes ask; return nothing."
 
 (define (session-events h2-of)
   (make-nghttp2-events
-   (lambda (id) (on-begin-headers (h2-of) id))
-   (lambda (id name value) (on-header (h2-of) id name value))
+   (lambda (id name name-length value value-length)
+     (on-header (h2-of) id name name-length value value-length))
    (lambda (type flags id code) (on-frame (h2-of) type flags id code))
-   (lambda (id data) (on-data (h2-of) id data))
+   (lambda (id address length) (on-data (h2-of) id address length))
    (lambda (id code) (on-stream-close (h2-of) id code))
-   (lambda (type flags id length) (on-begin-frame (h2-of) type flags id length))
    (lambda (id length) (read-data (h2-of) id length))))
 
 (define (stream-ref h2 id)
   (hashv-ref (h2-streams h2) id))
 
-(define (on-begin-headers h2 id)
-  (unless (stream-ref h2 id)
-    (hashv-set! (h2-streams h2) id (make-h2-stream id)))
+(define (on-header h2 id name name-length value value-length)
+  ;; A field of stream ID's header block (the first tells that the
+  ;; stream began), in the bytevectors NAME and VALUE.
+  (let ((stream (or (stream-ref h2 id)
+                    (let ((stream (make-h2-stream h2 id)))
+                      (hashv-set! (h2-streams h2) id stream)
+                      stream))))
+    ;; RFC 7541 §4.1's size, as SETTINGS_MAX_HEADER_LIST_SIZE counts
+    (let ((size (+ (stream-field-bytes stream) 32 name-length value-length)))
+      (set-stream-field-bytes! stream size)
+      (cond
+       ((> size (limit max-header-list-size))
+        ;; Counted on, not kept: the block is decoded to its end (the
+        ;; HPACK table must stay in step), then answered 431.
+        (unless (stream-refusal stream)
+          (set-stream-refusal! stream 431)
+          (set-stream-head! stream #f)))
+       ((stream-refusal stream) #t)
+       ((eq? (stream-state stream) 'headers)
+        (request-head-field! (stream-head stream) name name-length value value-length))
+       ;; a trailer: accepted, not kept (RFC 9110 §6.5.1 lets a
+       ;; recipient drop fields it does not merge)
+       (else #t))))
   0)
-
-(define (on-header h2 id name value)
-  (let ((stream (stream-ref h2 id)))
-    (when stream
-      ;; RFC 7541 §4.1's size, as SETTINGS_MAX_HEADER_LIST_SIZE counts
-      (let ((size (+ (stream-field-bytes stream) 32 (bytevector-length name)
-                     (bytevector-length value))))
-        (set-stream-field-bytes! stream size)
-        (cond
-         ((> size (limit max-header-list-size))
-          ;; Counted on, not kept: the block is decoded to its end (the
-          ;; HPACK table must stay in step), then answered 431.
-          (unless (stream-refusal stream)
-            (set-stream-refusal! stream 431)
-            (set-stream-fields! stream '())))
-         ((stream-refusal stream) #t)
-         ((memq (stream-state stream) '(headers))
-          (set-stream-fields! stream (cons (cons name value) (stream-fields stream))))
-         ;; a trailer: accepted, not kept (RFC 9110 §6.5.1 lets a
-         ;; recipient drop fields it does not merge)
-         (else #t)))))
-  0)
-
-(define (on-begin-frame h2 type flags id length)
-  (cond
-   ((= type NGHTTP2_HEADERS)
-    (set-h2-continuations! h2 0)
-    0)
-   ((= type NGHTTP2_CONTINUATION)
-    ;; nghttp2 bounds these too where it can (Debian's 1.52 has the
-    ;; backport); a flood of them is ended here regardless.
-    (set-h2-continuations! h2 (+ 1 (h2-continuations h2)))
-    (if (> (h2-continuations h2) (limit max-continuations))
-        (calm-down! h2)
-        0))
-   ((or (= type NGHTTP2_PING) (= type NGHTTP2_SETTINGS))
-    (if (take-token! h2 h2-pings set-h2-pings! h2-ping-ms set-h2-ping-ms!
-                     (limit ping-burst) (limit pings-per-second))
-        0
-        (calm-down! h2)))
-   (else 0)))
 
 (define (calm-down! h2)
   ;; The client abuses the protocol: end the session with a GOAWAY of
@@ -281,6 +265,11 @@ what those bytes ask; return nothing."
 (define (on-frame h2 type flags id code)
   (let ((stream (stream-ref h2 id)))
     (cond
+     ((or (= type NGHTTP2_PING) (= type NGHTTP2_SETTINGS))
+      (if (take-token! h2 h2-pings set-h2-pings! h2-ping-ms set-h2-ping-ms!
+                       (limit ping-burst) (limit pings-per-second))
+          0
+          (calm-down! h2)))
      ((= type NGHTTP2_RST_STREAM)
       ;; Rapid reset (CVE-2023-44487): each reset stream may have cost
       ;; a handler call; past the bucket the connection ends.
@@ -307,7 +296,7 @@ what those bytes ask; return nothing."
     (set-stream-state! stream 'ready)
     (set-h2-ready! h2 (cons stream (h2-ready h2)))))
 
-(define (on-data h2 id data)
+(define (on-data h2 id data length)
   (let ((stream (stream-ref h2 id)))
     (when (and stream (not (stream-refusal stream)))
       (let ((body (or (stream-body stream)
@@ -315,11 +304,11 @@ what those bytes ask; return nothing."
                         (set-stream-body! stream body)
                         body)))
             (max-body (settings-max-body (loop-settings (h2-loop h2)))))
-        (if (> (+ (output-fill body) (bytevector-length data)) max-body)
+        (if (> (+ (output-fill body) length) max-body)
             (begin
               (set-stream-refusal! stream 413)
               (set-stream-body! stream #f))
-            (output-put-bytes! body data)))))
+            (output-put-slice! body data 0 length)))))
   0)
 
 (define (on-stream-close h2 id code)
@@ -345,11 +334,10 @@ what those bytes ask; return nothing."
 ;;; Reading and writing the socket
 ;;;
 
-(define (receive! h2 bv start end)
-  ;; Hand nghttp2 the bytes BV [START, END).  -> #f when the session
+(define (receive! h2 address count)
+  ;; Hand nghttp2 the COUNT bytes at ADDRESS.  -> #f when the session
   ;; failed, a final GOAWAY then queued
-  (let ((n (nghttp2-session-receive! (h2-session h2) (+ (bytevector-address bv) start)
-                                     (- end start))))
+  (let ((n (nghttp2-session-receive! (h2-session h2) address count)))
     (or (>= n 0)
         (begin
           ;; A callback that failed has queued its GOAWAY (`calm-down!');
@@ -378,7 +366,7 @@ writable: send what waits, read what came, answer.  Return nothing."
           (let ((n ((transport-read transport) fd (loop-input-address loop) 0 input-size)))
             (cond
              ((> n 0)
-              (if (receive! h2 (loop-input loop) 0 n)
+              (if (receive! h2 (loop-input-address loop) n)
                   (when (< rounds 16) (read-more (+ rounds 1)))
                   (set-h2-draining! h2 #t)))
              ((= n (- errno-EAGAIN)) #t)
@@ -566,18 +554,40 @@ the handlers that wait, and close it; return nothing."
 
 (define (parse-stream-request h2 stream)
   ;; -> the request, version 2.0, or the status to refuse it with
-  (let ((head (fields->request-head (reverse (stream-fields stream)))))
-    (if (not head)
-        400
-        (call-with-values
-            (lambda ()
-              (parse-request-head head 0 (bytevector-length head)
-                                  (settings-parse-limits (loop-settings (h2-loop h2)))))
-          (lambda (request index)
-            (cond
-             ((request? request) (set-fields request ((request-version) '(2 . 0))))
-             ((http-error? request) (http-error-status request))
-             (else 400)))))))
+  ;; (the HTTP/1.1 request is kept too, to write the answer by)
+  (call-with-values (lambda () (request-head-finish! (stream-head stream)))
+    (lambda (head length)
+      (if (not head)
+          400
+          (call-with-values
+              (lambda ()
+                (parse-request-head head 0 length
+                                    (settings-parse-limits (loop-settings (h2-loop h2)))))
+            (lambda (request index)
+              (cond
+               ((request? request)
+                (set-stream-request1! stream request)
+                (set-fields request ((request-version) '(2 . 0))))
+               ((http-error? request) (http-error-status request))
+               (else 400))))))))
+
+;; A stream's <request-head> is used until its request is parsed, then
+;; kept for the next stream of the connection: no new buffer per request.
+(define max-free-heads 8)
+
+(define (take-request-head! h2)
+  (let ((heads (h2-heads h2)))
+    (if (pair? heads)
+        (begin (set-h2-heads! h2 (cdr heads)) (car heads))
+        (make-request-head))))
+
+(define (give-request-head! h2 stream)
+  (let ((head (stream-head stream))
+        (heads (h2-heads h2)))
+    (set-stream-head! stream #f)
+    (when (and head (< (length heads) max-free-heads))
+      (request-head-reset! head)
+      (set-h2-heads! h2 (cons head heads)))))
 
 ;;;
 ;;; Calling handlers
@@ -594,7 +604,7 @@ the handlers that wait, and close it; return nothing."
          (let ((request (if (stream-refusal stream)
                             (stream-refusal stream)
                             (parse-stream-request h2 stream))))
-           (set-stream-fields! stream '())
+           (give-request-head! h2 stream)
            (if (integer? request)
                (refuse-stream! h2 stream request)
                (begin
@@ -733,53 +743,71 @@ the handlers that wait, and close it; return nothing."
   ;; Give nghttp2 the answer RESPONSE, BODY of STREAM's handler, made as
   ;; HTTP/1 makes it (charset, Content-Length, HEAD, a collected procedure
   ;; body), then taken apart into fields.
-  (let* ((request (stream-request stream))
-         (as-http1 (set-fields request ((request-version) http1-version)))
-         (out (make-output 1024))
-         (code (answer-code response)))
+  (let ((request (stream-request stream))
+        (as-http1 (stream-request1 stream))
+        (out (h2-answer h2))
+        (code (answer-code response)))
     (define (fail! exception)
       (report-handler-error request exception #f)
       (refuse-stream! h2 stream 500))
+    (output-reset! out)
     (with-exception-handler fail!
       (lambda ()
         (cond
          ((streamed-response? response body)
           (call-with-values (lambda () (write-streamed-head! out as-http1 response))
             (lambda (framing close?)
-              (let ((fields (response-head->fields code (output-bytes out) 0 (output-fill out))))
-                (if (eq? framing 'none)
-                    (answer! h2 stream code fields #f 0)
-                    (start-streamed-body! h2 stream code fields response body))))))
+              (if (eq? framing 'none)
+                  (answer-head! h2 stream code #f 0)
+                  (start-streamed-body! h2 stream code response body)))))
          ((file-body? body)
           (write-response-head! out as-http1 response (file-body-length body) #f)
-          (let ((fields (response-head->fields code (output-bytes out) 0 (output-fill out))))
-            (if (or (eq? (request-method request) 'HEAD) (zero? (file-body-length body)))
-                (begin (close-file-body! body) (answer! h2 stream code fields #f 0))
-                (answer! h2 stream code fields body (file-body-offset body)))))
+          (if (or (eq? (request-method request) 'HEAD) (zero? (file-body-length body)))
+              (begin (close-file-body! body) (answer-head! h2 stream code #f 0))
+              (answer-head! h2 stream code body (file-body-offset body))))
          ((takeover? body)
           ;; A protocol switch (WebSocket) is HTTP/1.1's alone.
           (refuse-stream! h2 stream 501))
          (else
           (call-with-values (lambda () (write-response! out as-http1 response body #f #f))
             (lambda (close? rest)
-              (let* ((bytes (output-bytes out))
-                     (fill (output-fill out))
-                     (end (head-end bytes 0 fill))
-                     (fields (response-head->fields code bytes 0 end))
-                     (data (cond
-                            (rest rest)
-                            ((< end fill)
-                             (let ((bv (make-bytevector (- fill end))))
-                               (bytevector-copy! bytes end bv 0 (- fill end))
-                               bv))
-                            (else #f))))
-                (answer! h2 stream code fields data 0)))))))
+              (answer-with-body! h2 stream code rest))))))
       #:unwind? #t)))
 
-(define (answer! h2 stream code fields source offset)
-  ;; Queue FIELDS and the body SOURCE (#f, a bytevector from OFFSET, a
-  ;; <file-body>, or 'queue) for STREAM.
-  (let ((loop (h2-loop h2)))
+(define (answer-with-body! h2 stream code rest)
+  ;; The answer's head is in the connection's answer buffer, its body
+  ;; after it or REST.
+  (let ((out (h2-answer h2)))
+    (call-with-values
+        (lambda () (response-head-spans (output-bytes out) 0 (output-fill out) (h2-spans h2)))
+      (lambda (spans count end)
+        (let* ((bytes (output-bytes out))
+               (fill (output-fill out))
+               (data (cond
+                      (rest rest)
+                      ((< end fill)
+                       (let ((bv (make-bytevector (- fill end))))
+                         (bytevector-copy! bytes end bv 0 (- fill end))
+                         bv))
+                      (else #f))))
+          (set-h2-spans! h2 spans)
+          (answer! h2 stream code count data 0))))))
+
+(define (answer-head! h2 stream code source offset)
+  ;; `answer!' for an answer buffer that holds the head alone.
+  (let ((out (h2-answer h2)))
+    (call-with-values
+        (lambda () (response-head-spans (output-bytes out) 0 (output-fill out) (h2-spans h2)))
+      (lambda (spans count end)
+        (set-h2-spans! h2 spans)
+        (answer! h2 stream code count source offset)))))
+
+(define (answer! h2 stream code count source offset)
+  ;; Queue the head in the answer buffer, as the COUNT fields whose spans
+  ;; the connection keeps, and the body SOURCE (#f, a bytevector from
+  ;; OFFSET, a <file-body>, or 'queue) for STREAM.
+  (let ((loop (h2-loop h2))
+        (out (h2-answer h2)))
     (set-stream-state! stream (if (eq? source 'queue) 'streaming 'answered))
     (set-stream-code! stream code)
     (set-stream-source! stream source)
@@ -787,7 +815,8 @@ the handlers that wait, and close it; return nothing."
     (set-stream-end! stream (cond ((bytevector? source) (bytevector-length source))
                                   ((file-body? source) (file-body-end source))
                                   (else 0)))
-    (let ((rv (nghttp2-submit-response! (h2-session h2) (stream-id stream) fields
+    (let ((rv (nghttp2-submit-response! (h2-session h2) (stream-id stream) code
+                                        (output-address out) (h2-spans h2) count
                                         (and source #t))))
       (when (< rv 0) (close-source! stream)))
     (let ((request (stream-request stream))
@@ -818,18 +847,12 @@ the handlers that wait, and close it; return nothing."
 (define (refuse-stream! h2 stream code)
   ;; Answer CODE, plain text, for a request that never reached (or failed
   ;; in) its handler.
-  (let* ((out (make-output 256))
-         (method (let ((request (stream-request stream)))
-                   (if request (request-method request) 'GET))))
+  (let ((out (h2-answer h2))
+        (method (let ((request (stream-request stream)))
+                  (if request (request-method request) 'GET))))
+    (output-reset! out)
     (write-error-response! out http1-version code #f method #f)
-    (let* ((bytes (output-bytes out))
-           (fill (output-fill out))
-           (end (head-end bytes 0 fill))
-           (data (and (< end fill)
-                      (let ((bv (make-bytevector (- fill end))))
-                        (bytevector-copy! bytes end bv 0 (- fill end))
-                        bv))))
-      (answer! h2 stream code (response-head->fields code bytes 0 end) data 0))))
+    (answer-with-body! h2 stream code #f)))
 
 (define (reset-stream! h2 stream)
   (set-stream-state! stream 'answered)
@@ -938,11 +961,11 @@ the handlers that wait, and close it; return nothing."
   (vector-set! handler-call 0 #f)
   (set-loop-guarded! loop #f))
 
-(define (start-streamed-body! h2 stream code fields response body)
+(define (start-streamed-body! h2 stream code response body)
   (let ((port (open-stream-port h2 stream response))
         (loop (h2-loop h2)))
     (set-stream-port! stream port)
-    (answer! h2 stream code fields 'queue 0)
+    (answer-head! h2 stream code 'queue 0)
     ;; The body procedure runs as a resumed handler would, under the
     ;; same prompt: it may wait, and what it raises is logged.
     (call-with-values

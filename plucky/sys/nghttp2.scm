@@ -27,8 +27,15 @@
 ;;; The callbacks are made once per process and shared by every session;
 ;;; a session's user_data is a number that finds its events in a table.
 ;;; A session is freed by `nghttp2-session-free!' (once, never from a
-;;; finalizer).  Each call into C costs a few hundred instructions, so
-;;; the server makes few: one receive per read, sends batched.
+;;; finalizer).  Each call into C costs a few hundred instructions and
+;;; each callback more (bench/instructions-h2), so the server makes few:
+;;; one receive per read, sends batched, and only the callbacks a request
+;;; needs (a field, a frame received, a body read, a stream closed).  The
+;;; callbacks allocate as little as they can: a frame is read through one
+;;; view of the address nghttp2 keeps its frames at, a field's bytes are
+;;; handed over as views kept by address, and the response's fields go
+;;; to nghttp2 from a buffer kept for the purpose.  These buffers belong to the thread that runs the sessions
+;;; (the worker's loop).
 ;;;
 ;;; The HPACK coder (`make-hpack-decoder', `make-hpack-encoder') is
 ;;; nghttp2's own, for tests and tools that check header blocks.
@@ -138,8 +145,6 @@
   (%version "nghttp2_version" uint64 (list int))
   (%strerror "nghttp2_strerror" uint64 (list int))
   (%callbacks-new "nghttp2_session_callbacks_new" int (list uint64))
-  (%set-on-begin-headers "nghttp2_session_callbacks_set_on_begin_headers_callback"
-                         void (list uint64 uint64))
   (%set-on-header "nghttp2_session_callbacks_set_on_header_callback" void (list uint64 uint64))
   (%set-on-frame-recv "nghttp2_session_callbacks_set_on_frame_recv_callback"
                       void (list uint64 uint64))
@@ -147,8 +152,6 @@
                       void (list uint64 uint64))
   (%set-on-stream-close "nghttp2_session_callbacks_set_on_stream_close_callback"
                         void (list uint64 uint64))
-  (%set-on-begin-frame "nghttp2_session_callbacks_set_on_begin_frame_callback"
-                       void (list uint64 uint64))
   (%option-new "nghttp2_option_new" int (list uint64))
   (%option-del "nghttp2_option_del" void (list uint64))
   (%option-no-auto-window-update "nghttp2_option_set_no_auto_window_update"
@@ -184,7 +187,8 @@
 
 ;; Present in Debian 12's 1.52 (backported with the fixes of
 ;; CVE-2023-44487 and CVE-2024-28182), upstream only from 1.57 and 1.61:
-;; looked up, not required.
+;; the reset rate is looked up, not required; the bound on CONTINUATION
+;; frames is required (it is the only one: no callback counts them).
 (define %option-stream-reset-rate-limit #f)
 (define %option-max-continuations #f)
 
@@ -203,7 +207,9 @@
             (maybe "nghttp2_option_set_stream_reset_rate_limit" void
                    (list uint64 uint64 uint64)))
       (set! %option-max-continuations
-            (maybe "nghttp2_option_set_max_continuations" void (list uint64 size_t)))
+            (or (maybe "nghttp2_option_set_max_continuations" void (list uint64 size_t))
+                (error "libnghttp2 lacks nghttp2_option_set_max_continuations \
+(CVE-2024-27316): too old")))
       (set! library lib)
       (set! callbacks (make-callbacks)))))
 
@@ -238,19 +244,19 @@
 ;;;
 
 (define-record-type <nghttp2-events>
-  (make-nghttp2-events begin-headers header frame data stream-close begin-frame
-                       read-data)
+  (make-nghttp2-events header frame data stream-close read-data)
   nghttp2-events?
   ;; Each is called on the thread that called receive or send, from
   ;; within nghttp2; each returns 0, or NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE
   ;; (the stream is reset), or NGHTTP2_ERR_CALLBACK_FAILURE (the session
-  ;; fails).
-  (begin-headers events-begin-headers)  ; (stream-id)
-  (header events-header)                ; (stream-id name value): bytevectors
+  ;; fails).  A stream's first field tells that it began.
+  ;; (stream-id name name-length value value-length): the first
+  ;; NAME-LENGTH bytes of the bytevector NAME, …, valid during the call
+  ;; only
+  (header events-header)
   (frame events-frame)                  ; (type flags stream-id error-code)
-  (data events-data)                    ; (stream-id bytevector)
+  (data events-data)                    ; (stream-id bytevector length), as header's
   (stream-close events-stream-close)    ; (stream-id error-code)
-  (begin-frame events-begin-frame)      ; (type flags stream-id length)
   ;; (stream-id length) -> (values from start count flags): the next
   ;; COUNT (at most LENGTH) bytes of the body are FROM [START, START +
   ;; COUNT), FROM a bytevector, or a file descriptor read at offset START;
@@ -266,29 +272,75 @@
 (define-syntax-rule (events-of user-data)
   (hashv-ref sessions user-data))
 
+;; Nothing may unwind through nghttp2's frames.  Each callback runs
+;; under a prompt of this tag, and each call into nghttp2 that calls back
+;; (`with-callback-guard') under an exception handler that aborts to that
+;; prompt: an exception in a callback ends there, and the callback
+;; returns NGHTTP2_ERR_CALLBACK_FAILURE.  One handler per call into
+;; nghttp2 rather than a `catch' per callback: a `catch' costs about what
+;; the callback itself does (bench/instructions-h2).
+(define callback-tag (make-prompt-tag "nghttp2 callback"))
+(define in-callback? #f)                ; inside a callback's prompt
+
+(define (callback-failed k exception)
+  (set! in-callback? #f)
+  (let ((port (current-error-port)))
+    (format port "plucky: an HTTP/2 callback failed: ~a~%" exception)
+    (force-output port))
+  NGHTTP2_ERR_CALLBACK_FAILURE)
+
 (define-syntax-rule (guarded expression)
-  ;; EXPRESSION's value, or NGHTTP2_ERR_CALLBACK_FAILURE if it raised:
-  ;; nothing may unwind through nghttp2's frames.
-  (catch #t
-    (lambda () expression)
-    (lambda (key . args)
-      (let ((port (current-error-port)))
-        (format port "plucky: an HTTP/2 callback failed: ~a ~s~%" key args)
-        (force-output port))
-      NGHTTP2_ERR_CALLBACK_FAILURE)))
+  ;; EXPRESSION's value, or NGHTTP2_ERR_CALLBACK_FAILURE if it raised
+  (call-with-prompt callback-tag
+    (lambda ()
+      (set! in-callback? #t)
+      (let ((value expression))
+        (set! in-callback? #f)
+        value))
+    callback-failed))
+
+(define (abort-callback exception)
+  (if in-callback?
+      (abort-to-prompt callback-tag exception)
+      (raise-exception exception)))
+
+(define-syntax-rule (with-callback-guard expression)
+  (with-exception-handler abort-callback (lambda () expression)))
 
 ;; nghttp2_frame_hd: {size_t length; int32_t stream_id; uint8_t type;
 ;; uint8_t flags; …}; nghttp2_rst_stream and nghttp2_goaway put their
-;; error code after it (at 16 and 20).
-(define (frame-bytes address) (pointer->bytevector (make-pointer address) 24))
+;; error code after it (at 16 and 20).  nghttp2 hands every frame it
+;; receives at the same address (its session's frame being read): its
+;; view is kept (`view', below).
+(define-syntax-rule (frame-bytes address) (view address 24))
+
 (define-syntax-rule (frame-stream-id bv) (bytevector-s32-native-ref bv 8))
 (define-syntax-rule (frame-type bv) (bytevector-u8-ref bv 12))
 (define-syntax-rule (frame-flags bv) (bytevector-u8-ref bv 13))
 
-(define (copy-out address length)
-  (if (zero? length)
-      (make-bytevector 0)
-      (bytevector-copy (pointer->bytevector (make-pointer address) length))))
+;; Views of the memory nghttp2 hands over (a field's name and value, a
+;; DATA payload, the bytes to send), kept by address: a field indexed in
+;; HPACK's static or dynamic table comes from the same address request
+;; after request, and nghttp2's buffers stay where they are, so a view
+;; is mostly found, not made (a view is two objects to allocate; a
+;; memcpy through the FFI costs more: bench/instructions-h2).  A view
+;; may be longer than the bytes at its address now: only LENGTH bytes
+;; are read, during the callback.  Direct-mapped, a slot per address
+;; hash; the loop's thread only.
+(define view-slots 64)
+(define view-addresses (make-vector view-slots 0))
+(define views (make-vector view-slots #f))
+
+(define (view address length)
+  (let* ((slot (logand (ash address -3) (- view-slots 1)))
+         (view (vector-ref views slot)))
+    (if (and (eqv? (vector-ref view-addresses slot) address)
+             (<= length (bytevector-length view)))
+        view
+        (let ((view (pointer->bytevector (make-pointer address) (max length 1))))
+          (vector-set! views slot view)
+          (vector-set! view-addresses slot address)
+          view))))
 
 ;; The procedures behind the shared callbacks, kept reachable here.
 (define callback-pointers '())
@@ -304,53 +356,41 @@
     (%callbacks-new (bytevector-address out))
     (let ((cbs (bytevector-u64-native-ref out 0)))
       (install-callback!
-       cbs %set-on-begin-headers
-       (lambda (session frame user-data)
-         (guarded ((events-begin-headers (events-of user-data))
-                   (frame-stream-id (frame-bytes frame)))))
-       int (list uint64 uint64 uint64))
-      (install-callback!
        cbs %set-on-header
        (lambda (session frame name namelen value valuelen flags user-data)
          (guarded ((events-header (events-of user-data))
                    (frame-stream-id (frame-bytes frame))
-                   (copy-out name namelen) (copy-out value valuelen))))
+                   (view name namelen) namelen (view value valuelen) valuelen)))
        int (list uint64 uint64 uint64 size_t uint64 size_t uint8 uint64))
       (install-callback!
        cbs %set-on-frame-recv
        (lambda (session frame user-data)
          (guarded
-          (let ((bv (frame-bytes frame)))
+          (let* ((bv (frame-bytes frame))
+                 (type (frame-type bv)))
             ((events-frame (events-of user-data))
-             (frame-type bv) (frame-flags bv) (frame-stream-id bv)
-             (cond ((= (frame-type bv) NGHTTP2_RST_STREAM)
+             type (frame-flags bv) (frame-stream-id bv)
+             (cond ((= type NGHTTP2_RST_STREAM)
                     (bytevector-u32-native-ref bv 16))
-                   ((= (frame-type bv) NGHTTP2_GOAWAY)
+                   ((= type NGHTTP2_GOAWAY)
                     (bytevector-u32-native-ref bv 20))
                    (else 0))))))
        int (list uint64 uint64 uint64))
       (install-callback!
        cbs %set-on-data-chunk
        (lambda (session flags stream-id data len user-data)
-         (guarded ((events-data (events-of user-data)) stream-id (copy-out data len))))
+         (guarded ((events-data (events-of user-data)) stream-id (view data len) len)))
        int (list uint64 uint8 int32 uint64 size_t uint64))
       (install-callback!
        cbs %set-on-stream-close
        (lambda (session stream-id error-code user-data)
          (guarded ((events-stream-close (events-of user-data)) stream-id error-code)))
        int (list uint64 int32 uint32 uint64))
-      (install-callback!
-       cbs %set-on-begin-frame
-       (lambda (session hd user-data)
-         (guarded
-          (let ((bv (frame-bytes hd)))
-            ((events-begin-frame (events-of user-data))
-             (frame-type bv) (frame-flags bv) (frame-stream-id bv)
-             (bytevector-u64-native-ref bv 0)))))
-       int (list uint64 uint64 uint64))
       cbs)))
 
-;; The data source callback of every response body.
+;; The data source callback of every response body: nghttp2 asks for
+;; each DATA frame's bytes into its frame buffer, mostly at one address,
+;; and its flags word is on its stack: their views are kept (`view').
 (define read-callback #f)
 
 (define (read-callback-address)
@@ -367,9 +407,7 @@
                   (let ((count
                          (cond
                           ((bytevector? from)
-                           (bytevector-copy! from start
-                                             (pointer->bytevector (make-pointer buf) length)
-                                             0 count)
+                           (bytevector-copy! from start (view buf length) 0 count)
                            count)
                           ((integer? from)
                            ;; a file's descriptor: COUNT bytes at START
@@ -377,8 +415,7 @@
                              (if (< n 0) NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE n)))
                           (else count))))
                     (unless (zero? flags)
-                      (bytevector-u32-native-set!
-                       (pointer->bytevector (make-pointer data-flags) 4) 0 flags))
+                      (bytevector-u32-native-set! (view data-flags 4) 0 flags))
                     count)))))
            (list uint64 int32 uint64 size_t uint64 uint64 uint64))))
   (pointer-address read-callback))
@@ -388,11 +425,12 @@
 ;;;
 
 (define-record-type <nghttp2-session>
-  (%make-nghttp2-session pointer key out)
+  (%make-nghttp2-session pointer key out out-address)
   nghttp2-session?
   (pointer session-pointer set-session-pointer!) ; nghttp2_session*, 0 once freed
   (key session-key)                              ; its user_data
-  (out session-out))                             ; 8 bytes for mem_send's pointer
+  (out session-out)                              ; 8 bytes for mem_send's pointer
+  (out-address session-out-address))             ; OUT's address
 
 (define (settings-entries alist)
   ;; -> a bytevector of nghttp2_settings_entry {int32 id; uint32 value}
@@ -432,22 +470,22 @@ library has the last two).  The client's preface is expected first."
     (let ((option (bytevector-u64-native-ref option-out 0)))
       (%option-max-outbound-ack option max-outbound-ack)
       (%option-max-settings option max-settings)
-      (when %option-max-continuations
-        (%option-max-continuations option max-continuations))
+      (%option-max-continuations option max-continuations)
       (when %option-stream-reset-rate-limit
         (%option-stream-reset-rate-limit option reset-burst reset-rate))
       (let ((rv (%server-new (bytevector-address out) callbacks key option)))
         (%option-del option)
         (unless (zero? rv)
           (error "nghttp2_session_server_new2 failed" (nghttp2-error-message rv)))))
-    (let ((session (%make-nghttp2-session (bytevector-u64-native-ref out 0) key
-                                          (out-pointer)))
-          (entries (settings-entries
-                    `((,NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS . ,max-concurrent-streams)
-                      (,NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE . ,initial-window-size)
-                      (,NGHTTP2_SETTINGS_MAX_FRAME_SIZE . ,max-frame-size)
-                      (,NGHTTP2_SETTINGS_HEADER_TABLE_SIZE . ,header-table-size)
-                      (,NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE . ,max-header-list-size)))))
+    (let* ((send-out (out-pointer))
+           (session (%make-nghttp2-session (bytevector-u64-native-ref out 0) key
+                                           send-out (bytevector-address send-out)))
+           (entries (settings-entries
+                     `((,NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS . ,max-concurrent-streams)
+                       (,NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE . ,initial-window-size)
+                       (,NGHTTP2_SETTINGS_MAX_FRAME_SIZE . ,max-frame-size)
+                       (,NGHTTP2_SETTINGS_HEADER_TABLE_SIZE . ,header-table-size)
+                       (,NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE . ,max-header-list-size)))))
       (hashv-set! sessions key events)
       (%submit-settings (session-pointer session) 0 (bytevector-address entries)
                         (quotient (bytevector-length entries) 8))
@@ -467,27 +505,27 @@ nothing."
   "Hand SESSION the COUNT bytes read at ADDRESS; return COUNT, or a
 negative nghttp2 error code when the session failed (the client broke
 the protocol or a limit: a GOAWAY is then queued for sending)."
-  (%mem-recv (session-pointer session) address count))
+  (with-callback-guard (%mem-recv (session-pointer session) address count)))
 
 (define (nghttp2-session-send! session put! limit)
   "Call (PUT! bytevector count) with each run of bytes SESSION has to
-send, until it has none or LIMIT bytes were put; the bytevector is only
-valid during the call.  Return the total, or a negative nghttp2 error
-code."
+send, until it has none or LIMIT bytes were put: the first COUNT bytes
+of BYTEVECTOR, only valid during the call.  Return the total, or a
+negative nghttp2 error code."
   (let ((pointer (session-pointer session))
-        (out (session-out session)))
-    (let lp ((total 0))
-      (if (>= total limit)
-          total
-          (let ((n (%mem-send pointer (bytevector-address out))))
-            (cond
-             ((> n 0)
-              (put! (pointer->bytevector
-                     (make-pointer (bytevector-u64-native-ref out 0)) n)
-                    n)
-              (lp (+ total n)))
-             ((zero? n) total)
-             (else n)))))))
+        (out (session-out session))
+        (out-address (session-out-address session)))
+    (with-callback-guard
+     (let lp ((total 0))
+       (if (>= total limit)
+           total
+           (let ((n (%mem-send pointer out-address)))
+             (cond
+              ((> n 0)
+               (put! (view (bytevector-u64-native-ref out 0) n) n)
+               (lp (+ total n)))
+              ((zero? n) total)
+              (else n))))))))
 
 (define (nghttp2-session-want-read? session)
   "Return true while SESSION still expects input from the client."
@@ -527,22 +565,64 @@ code."
               (+ at (bytevector-length name) (bytevector-length value))))))
     (values nva blob count)))
 
-(define (nghttp2-submit-response! session stream-id headers body?)
-  "Queue the response HEADERS, ((name . value) …) of bytevectors, the
-pseudo-header :status first, on STREAM-ID of SESSION; when BODY?, its
-body follows through the session's READ-DATA event, else the stream
-ends with the headers.  Return 0 or a negative nghttp2 error code."
-  (call-with-values (lambda () (name-value-array headers))
-    (lambda (nva blob count)
-      (let ((provider (and body? (make-bytevector 16 0))))
-        (when provider
-          (bytevector-u64-native-set! provider 8 (read-callback-address)))
-        (let ((rv (%submit-response (session-pointer session) stream-id
-                                    (bytevector-address nva) count
-                                    (if provider (bytevector-address provider) 0))))
-          ;; kept until here: nghttp2 has copied them
-          (bytevector-length blob)
-          rv)))))
+;;; A response's fields go to nghttp2 as an array of nghttp2_nv kept
+;;; here and grown as needed (nghttp2 copies the array and the bytes it
+;;; points to before `nghttp2_submit_response' returns), its :status
+;;; from a table of the codes' digits, and its data provider, which
+;;; nghttp2 copies too, from one struct: no allocation per response.
+
+(define response-nva (make-bytevector (* 40 16) 0))
+(define response-nva-address #f)
+(define status-name (string->utf8 ":status"))
+(define status-name-address #f)
+(define status-digits (make-vector 1000 #f)) ; code -> (bytevector . address)
+(define provider #f)                          ; nghttp2_data_provider {source; read}
+(define provider-address #f)
+
+(define (status-field code)
+  (or (vector-ref status-digits code)
+      (let* ((bv (string->utf8 (number->string code)))
+             (entry (cons bv (bytevector-address bv))))
+        (vector-set! status-digits code entry)
+        entry)))
+
+(define (nghttp2-submit-response! session stream-id code base spans count body?)
+  "Queue a response of status CODE on STREAM-ID of SESSION, its other
+fields COUNT spans of the bytes at the address BASE: SPANS is a
+bytevector of native u32s, four per field (name start and end, value
+start and end, from BASE), each name in lower case.  When BODY?, its
+body follows through the session's READ-DATA event, else the stream ends
+with the fields.  Return 0 or a negative nghttp2 error code."
+  (unless provider
+    (set! provider (make-bytevector 16 0))
+    (bytevector-u64-native-set! provider 8 (read-callback-address))
+    (set! provider-address (bytevector-address provider))
+    (set! status-name-address (bytevector-address status-name)))
+  (when (or (not response-nva-address)
+            (> (* 40 (+ count 1)) (bytevector-length response-nva)))
+    (set! response-nva (make-bytevector (* 40 (max 16 (* 2 (+ count 1)))) 0))
+    (set! response-nva-address (bytevector-address response-nva)))
+  (let ((nva response-nva)
+        (status (status-field code)))
+    (bytevector-u64-native-set! nva 0 status-name-address)
+    (bytevector-u64-native-set! nva 8 (cdr status))
+    (bytevector-u64-native-set! nva 16 (bytevector-length status-name))
+    (bytevector-u64-native-set! nva 24 (bytevector-length (car status)))
+    (let lp ((k 0) (i 40))
+      (when (< k count)
+        (let* ((s (* 16 k))
+               (name-start (bytevector-u32-native-ref spans s))
+               (name-end (bytevector-u32-native-ref spans (+ s 4)))
+               (value-start (bytevector-u32-native-ref spans (+ s 8)))
+               (value-end (bytevector-u32-native-ref spans (+ s 12))))
+          (bytevector-u64-native-set! nva i (+ base name-start))
+          (bytevector-u64-native-set! nva (+ i 8) (+ base value-start))
+          (bytevector-u64-native-set! nva (+ i 16) (- name-end name-start))
+          (bytevector-u64-native-set! nva (+ i 24) (- value-end value-start))
+          (lp (+ k 1) (+ i 40)))))
+    (%submit-response (session-pointer session) stream-id
+                      response-nva-address (+ count 1)
+                      (if body? provider-address 0))))
 
 (define (nghttp2-submit-rst-stream! session stream-id code)
   "Queue an RST_STREAM of error CODE for STREAM-ID of SESSION."
@@ -591,6 +671,11 @@ TABLE-SIZE bytes, to free with `hpack-free!'."
   ;; NV: a bytevector of an nghttp2_nv.  -> (name . value), strings
   (cons (latin-1 (bytevector-u64-native-ref nv 0) (bytevector-u64-native-ref nv 16))
         (latin-1 (bytevector-u64-native-ref nv 8) (bytevector-u64-native-ref nv 24))))
+
+(define (copy-out address length)
+  (if (zero? length)
+      (make-bytevector 0)
+      (bytevector-copy (pointer->bytevector (make-pointer address) length))))
 
 (define (latin-1 address length)
   (let ((bv (copy-out address length)))

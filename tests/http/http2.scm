@@ -29,15 +29,15 @@
     (let ((bv (string->utf8 "xxPRI * HTTP/2.0\r\n"))) (http2-preface? bv 2 (bytevector-length bv)))))
 
 (test-group "fields->request-head"
-  (test-equal "a GET, :authority as Host"
-    "GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\n\r\n"
+  (test-equal "a GET, :authority as Host, last"
+    "GET /a?b=1 HTTP/1.1\r\naccept: */*\r\nhost: example.com\r\n\r\n"
     (head '(":method" . "GET") '(":scheme" . "https") '(":authority" . "example.com")
           '(":path" . "/a?b=1") '("accept" . "*/*")))
   (test-equal "a host field wins over :authority"
     "GET / HTTP/1.1\r\nhost: b\r\n\r\n"
     (head '(":method" . "GET") '(":authority" . "a") '(":path" . "/") '("host" . "b")))
-  (test-equal "cookie fields joined into one"
-    "GET / HTTP/1.1\r\ncookie: a=1; b=2; c=3\r\nx: y\r\n\r\n"
+  (test-equal "cookie fields joined into one, last"
+    "GET / HTTP/1.1\r\nx: y\r\ncookie: a=1; b=2; c=3\r\n\r\n"
     (head '(":method" . "GET") '(":path" . "/") '("cookie" . "a=1") '("x" . "y")
           '("cookie" . "b=2") '("cookie" . "c=3")))
   (test-equal "no :path: #f" #f (head '(":method" . "GET") '(":authority" . "a")))
@@ -47,7 +47,7 @@
   (define (from text code)
     (let ((bv (string->utf8 text)))
       (map (lambda (f) (cons (utf8->string (car f)) (utf8->string (cdr f))))
-           (response-head->fields code bv 0 (head-end bv 0 (bytevector-length bv))))))
+           (response-head->fields code bv 0 (bytevector-length bv)))))
   (test-equal "status first, names in lower case, no Connection"
     '((":status" . "200") ("content-type" . "text/plain") ("content-length" . "5"))
     (from "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello" 200))
@@ -58,10 +58,45 @@
     '((":status" . "200") ("x" . "a  b"))
     (from "HTTP/1.1 200 OK\r\nX:   a  b\r\n\r\n" 200)))
 
-(test-group "head-end"
-  (let ((bv (string->utf8 "HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody")))
-    (test-equal "past the blank line" 25 (head-end bv 0 (bytevector-length bv))))
-  (let ((bv (string->utf8 "HTTP/1.1 200 OK\r\nA: b\r\n")))
-    (test-equal "none: the end" (bytevector-length bv) (head-end bv 0 (bytevector-length bv)))))
+(test-group "response-head-spans"
+  (define (spans text)
+    (let ((bv (string->utf8 text)))
+      (call-with-values (lambda () (response-head-spans bv 0 (bytevector-length bv)
+                                                        (make-bytevector 16)))
+        (lambda (spans count end)
+          (list (bytevector-length spans) count end (utf8->string bv))))))
+  (test-equal "past the blank line, names lowered, the body left alone"
+    '(16 1 25 "HTTP/1.1 200 OK\r\na: B\r\n\r\nBODY: X")
+    (spans "HTTP/1.1 200 OK\r\nA: B\r\n\r\nBODY: X"))
+  (test-equal "no blank line: the end"
+    '(16 1 23 "HTTP/1.1 200 OK\r\na: b\r\n")
+    (spans "HTTP/1.1 200 OK\r\nA: b\r\n"))
+  (test-equal "more fields than room: a larger bytevector"
+    '(32 2 31 "HTTP/1.1 200 OK\r\na: 1\r\nb: 2\r\n\r\n")
+    (spans "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\n\r\n"))
+  (test-equal "connection-specific fields left out, not counted"
+    '(16 1 59 "HTTP/1.1 200 OK\r\nconnection: close\r\nkeep-alive: x\r\nx: y\r\n\r\n")
+    (spans "HTTP/1.1 200 OK\r\nConnection: close\r\nKeep-Alive: x\r\nX: y\r\n\r\n")))
+
+(test-group "request-head-reset!"
+  (let ((head (make-request-head)))
+    (define (field! name value)
+      (request-head-field! head (string->utf8 name) (string-length name)
+                           (string->utf8 value) (string-length value)))
+    (field! ":method" "PUT")
+    (field! ":path" "/x")
+    (field! "a" "b")
+    (request-head-reset! head)
+    (field! ":method" "GET")
+    (test-equal "no :path after it: #f" #f
+      (call-with-values (lambda () (request-head-finish! head)) (lambda (bv n) bv)))
+    (field! ":path" "/")
+    (test-equal "the second request alone"
+      "GET / HTTP/1.1\r\n\r\n"
+      (call-with-values (lambda () (request-head-finish! head))
+        (lambda (bv n)
+          (let ((head (make-bytevector n)))
+            (bytevector-copy! bv 0 head 0 n)
+            (utf8->string head)))))))
 
 (test-end "http/http2")
