@@ -20,10 +20,13 @@
 ;;;   this module              closes (`close-connection!')
 ;;;
 ;;; Here are the records: the loop's settings, the loop's own state (one
-;;; per worker: the shared buffers, the connection table, the hooks of an
-;;; observer), a connection (its state and buffers), and the two bodies a
-;;; handler may answer with besides bytes: a file, sent with sendfile(2),
-;;; and a takeover, which gets the connection once the head is sent.
+;;; per worker: the shared buffers, the connection table, and its probe,
+;;; through which the access log and an observer hear of requests: plucky
+;;; server probe), a connection (its state and buffers), and the two
+;;; bodies a handler may answer with besides bytes: a file, sent with
+;;; sendfile(2), and a takeover, which gets the connection once the head
+;;; is sent.  What only one module uses is that module's: the request
+;;; whose body arrives is http1's, the iovecs of a writev output's.
 ;;;
 ;;; Memory: a connection owns no buffer while it is idle or its last read
 ;;; ended on a request boundary, which is the usual case for keep-alive
@@ -58,8 +61,7 @@
   #:use-module ((plucky http bytes) #:select (bytevector-copy-range))
   #:use-module ((plucky http response)
                 #:select (output-bytes output-address output-fill output-reset!))
-  #:use-module (plucky server hooks)
-  #:use-module (plucky server tally)
+  #:use-module (plucky server probe)
   #:use-module (plucky server transport)
   #:use-module ((plucky server watch) #:select (loop-unwatch!))
   #:export (make-loop-settings loop-settings? %default-loop-settings
@@ -70,14 +72,12 @@
             make-loop loop?
             loop-epfd loop-connections set-loop-connections! loop-count
             set-loop-count! loop-input loop-input-address loop-output
-            loop-iovecs loop-iovecs-address loop-handler loop-state
+            loop-handler loop-state
             set-loop-state! loop-settings loop-now set-loop-now!
             loop-next-sweep set-loop-next-sweep! loop-guarded
-            set-loop-guarded! loop-on-response loop-wake-ports
-            loop-drain-deadline set-loop-drain-deadline! loop-observer
-            loop-tally loop-read-ns set-loop-read-ns! loop-parse-ns
-            set-loop-parse-ns! loop-batch set-loop-batch! loop-sampled
-            set-loop-sampled! loop-serving set-loop-serving! loop-body-port?
+            set-loop-guarded! loop-wake-ports
+            loop-drain-deadline set-loop-drain-deadline! loop-probe loop-observer
+            loop-serving set-loop-serving! loop-body-port?
             loop-pool set-loop-pool! loop-tasks
 
             make-connection connection?
@@ -87,10 +87,7 @@
             connection-input set-connection-input!
             connection-input-address connection-start set-connection-start!
             connection-end set-connection-end!
-            connection-request set-connection-request!
             connection-body set-connection-body!
-            connection-body-fill set-connection-body-fill!
-            connection-body-length set-connection-body-length!
             connection-pending set-connection-pending!
             connection-close-after? set-connection-close-after!
             connection-deadline set-connection-deadline!
@@ -103,14 +100,14 @@
             file-body->bytevector
             make-takeover (%takeover? . takeover?)
 
-            clock clock-ms timed take-sample! sampling? tally-add!
+            clock-ms
             input-size never set-deadline! wake!
             connection-ref register-connection! close-connection! forget-connection!
             watch! take-over!
             keep-input! grow-input!
 
             file-body-fd file-body-offset set-file-body-offset! file-body-end)
-  #:re-export (bytevector-copy-range gc-total-bytes))
+  #:re-export (bytevector-copy-range gc-total-bytes clock))
 
 ;;;
 ;;; Settings
@@ -157,10 +154,9 @@ it, such connections wait for a thread."
 ;;;
 
 (define-record-type <loop>
-  (%make-loop epfd connections count input input-address output iovecs
-              iovecs-address handler state settings now next-sweep guarded
-              on-response wake-ports drain-deadline observer tally read-ns
-              parse-ns batch sampled serving body-port? pool tasks)
+  (%make-loop epfd connections count input input-address output handler
+              state settings now next-sweep guarded wake-ports drain-deadline
+              probe serving body-port? pool tasks)
   loop?
   (epfd loop-epfd)
   (connections loop-connections set-loop-connections!) ; vector: fd -> <connection> | #f
@@ -168,8 +164,6 @@ it, such connections wait for a thread."
   (input loop-input)                         ; shared read buffer
   (input-address loop-input-address)
   (output loop-output)                       ; shared <output>
-  (iovecs loop-iovecs)                       ; two struct iovec, for head + large body
-  (iovecs-address loop-iovecs-address)
   (handler loop-handler)
   (state loop-state set-loop-state!)         ; the handler's threaded state, a list
   (settings loop-settings)
@@ -178,20 +172,14 @@ it, such connections wait for a thread."
   (next-sweep loop-next-sweep set-loop-next-sweep!)
   ;; the request whose handler is running, while one is: see call-handler
   (guarded loop-guarded set-loop-guarded!)
-  (on-response loop-on-response)       ; #f or (peer request code bytes) -> _
   ;; a pipe whose read end is in the epoll set, so that a signal handler
   ;; or a thread can wake epoll_wait at once: (read . write)
   (wake-ports loop-wake-ports)
   ;; #f, or the loop clock's ms at which draining gives up waiting
   (drain-deadline loop-drain-deadline set-loop-drain-deadline!)
-  ;; #f, or the <observer-hooks> told where the time goes
-  (observer loop-observer)
-  (tally loop-tally)                           ; the observer's (plucky server tally)
-  (read-ns loop-read-ns set-loop-read-ns!)     ; read(2) time not yet reported
-  ;; parse time of the current request if it is timed, else #f
-  (parse-ns loop-parse-ns set-loop-parse-ns!)
-  (batch loop-batch set-loop-batch!)           ; timed answers waiting for the next write
-  (sampled loop-sampled set-loop-sampled!)     ; timed requests until the next allocation sample
+  ;; #f, or the <probe> (plucky server probe): what the access log and
+  ;; the observer hear about, and what is kept for them meanwhile
+  (probe loop-probe)
   (serving loop-serving set-loop-serving!)     ; the connection whose request is handled
   ;; Does the handler take request bodies as ports (`with-body-port')?
   (body-port? loop-body-port?)
@@ -200,20 +188,23 @@ it, such connections wait for a thread."
   ;; the suspended handlers' <tasks> (plucky server respond)
   (tasks loop-tasks))
 
-(define* (make-loop #:key epfd connections input output iovecs handler state
+(define* (make-loop #:key epfd connections input output handler state
                     settings now on-response wake-ports observer body-port?
                     tasks)
   "Return the state a worker's loop serves its connections with: its
 epoll descriptor EPFD, the CONNECTIONS table (a vector), the shared INPUT
-bytevector, OUTPUT buffer and IOVECS, the HANDLER and its STATE, its
-SETTINGS, the clock NOW (ms), the WAKE-PORTS pipe, and the options
-`run-loop' takes, and the TASKS its suspended handlers are kept in.
-The counters start at zero."
+bytevector and OUTPUT buffer, the HANDLER and its STATE, its SETTINGS,
+the clock NOW (ms), the WAKE-PORTS pipe, the options `run-loop' takes
+(ON-RESPONSE and OBSERVER make its probe), and the TASKS its suspended
+handlers are kept in.  The counters start at zero."
   (%make-loop epfd connections 0 input (bytevector-address input) output
-              iovecs (bytevector-address iovecs) handler state settings now now
-              #f on-response wake-ports #f observer
-              (and observer (observer-hooks-tally observer))
-              0 #f 0 0 #f body-port? #f tasks))
+              handler state settings now now #f wake-ports #f
+              (make-probe observer on-response) #f body-port? #f tasks))
+
+(define-inlinable (loop-observer loop)
+  ;; -> #f, or the <observer-hooks> told where the time goes
+  (let ((probe (loop-probe loop)))
+    (and probe (probe-observer probe))))
 
 ;;;
 ;;; Connections
@@ -221,8 +212,7 @@ The counters start at zero."
 
 (define-record-type <connection>
   (%make-connection fd out-fd peer transport state input input-address start end
-                    request body body-fill body-length pending close-after?
-                    deadline watched? takeover task)
+                    body pending close-after? deadline watched? takeover task)
   connection?
   (fd connection-fd)                    ; read from it; a socket, or stdin
   (out-fd connection-out-fd)            ; write to it; the socket, or stdout
@@ -238,13 +228,10 @@ The counters start at zero."
   (input-address connection-input-address set-connection-input-address!)
   (start connection-start set-connection-start!)
   (end connection-end set-connection-end!)
-  ;; in state body: the request whose body is arriving, the bytevector
-  ;; of its Content-Length being filled, and how much is filled; in state
-  ;; chunked, BODY is (decoder . output collecting the data)
-  (request connection-request set-connection-request!)
+  ;; what the state's protocol module keeps: in states body and chunked,
+  ;; the request whose body arrives (plucky server http1); in state h2,
+  ;; the session (plucky server http2); else #f
   (body connection-body set-connection-body!)
-  (body-fill connection-body-fill set-connection-body-fill!)
-  (body-length connection-body-length set-connection-body-length!) ; declared
   ;; in state writing: list, in order, of (bytevector start . end) and
   ;; <file-body> still to send
   (pending connection-pending set-connection-pending!)
@@ -300,7 +287,7 @@ DEADLINE (ms, loop clock) unless it makes progress."
                                form))
            #`(let ((in fd))
                (%make-connection in #,(if (syntax->datum #'out-fd) #'out-fd #'in)
-                                 peer transport 'new #f 0 0 0 #f #f 0 0 '() #f
+                                 peer transport 'new #f 0 0 0 #f '() #f
                                  deadline #f #f #f))))))))
 
 ;;;
@@ -410,51 +397,12 @@ the socket to a thread, or to a loop of its own."
   (lambda (settings port) (display "#<loop-settings>" port)))
 
 ;;;
-;;; Clocks and accounting
+;;; Clocks
 ;;;
-
-(define-syntax-rule (clock)
-  ;; Nanoseconds on a monotonic clock: Guile counts internal time in ns.
-  ;; It and GC_get_total_bytes are cheap calls, so leaving the accounting
-  ;; on costs little a request; bench/hello's keep-alive figure shows the
-  ;; difference.
-  (get-internal-real-time))
 
 (define (clock-ms)
   "Return the monotonic clock in milliseconds, the loop's clock."
   (quotient (get-internal-real-time) 1000000))
-
-(define-syntax-rule (timed when? expression record!)
-  ;; Evaluate EXPRESSION; when WHEN?, call (RECORD! ns) with its duration
-  ;; first.  -> the (single) value of EXPRESSION
-  (if when?
-      (let* ((start (clock))
-             (value expression))
-        (record! (- (clock) start))
-        value)
-      expression))
-
-;; The observer times one request in N, N of its choosing (see (plucky
-;; server tally)); the others cost a count.  Timing a request takes six
-;; clock reads and three calls of the observer, a share of a hello
-;; world's request that bench/instructions shows.
-
-(define-syntax-rule (take-sample! loop)
-  ;; Count a request down.  -> #t when it is to be timed
-  (let* ((tally (loop-tally loop))
-         (countdown (- (vector-ref tally tally-countdown) 1)))
-    (vector-set! tally tally-countdown countdown)
-    (<= countdown 0)))
-
-(define-syntax-rule (sampling? loop)
-  ;; Is the next request, or the one being served, to be timed?  For the
-  ;; read that brings it, its accept and its body.
-  (and (loop-observer loop)
-       (<= (vector-ref (loop-tally loop) tally-countdown) 1)))
-
-(define-syntax-rule (tally-add! loop slot n)
-  (let ((tally (loop-tally loop)))
-    (vector-set! tally slot (+ n (vector-ref tally slot)))))
 
 ;;;
 ;;; Deadlines
@@ -525,10 +473,7 @@ from the epoll set."
   (when (forget-connection! loop conn)
     (let ((fd (connection-fd conn))
           (close (transport-close (connection-transport conn))))
-      (when (loop-observer loop)
-        (tally-add! loop tally-closed 1))
-      (timed (sampling? loop) (close fd)
-             (lambda (ns) ((observer-hooks-on-close (loop-observer loop)) ns)))
+      (probe-closed! (loop-probe loop) (close fd))
       (unless (= fd (connection-out-fd conn))
         (close (connection-out-fd conn))))))
 

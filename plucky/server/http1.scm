@@ -55,6 +55,7 @@
 (define-module (plucky server http1)
   #:use-module (rnrs bytevectors)
   #:use-module ((srfi srfi-1) #:select (every))
+  #:use-module (srfi srfi-9)
   #:use-module (web request)
   #:use-module ((web uri) #:select (uri-path))
   #:use-module (plucky sys libc)
@@ -73,6 +74,8 @@
   #:autoload (plucky server http2) (http2-preface? start-http2! http2-ready!)
   #:use-module (plucky server transport)
   #:use-module (plucky server connection)
+  #:use-module ((plucky server probe)
+                #:select (timed-read parse-timed probe-refusal!))
   #:use-module (plucky server output)
   #:use-module (plucky server pool)
   #:use-module (plucky server respond)
@@ -162,7 +165,7 @@ return nothing."
      (give-up-stream! loop conn))
     ((head body chunked)
      ;; A head or body that is too slow: say so if we still can.
-     (let ((request (connection-request conn)))
+     (let ((request (arriving-request-of conn)))
        (set-connection-state! conn 'idle)
        (refuse! loop conn request 408 #f)))
     (else
@@ -203,10 +206,9 @@ body when it waits, else #f."
 
 (define-syntax-rule (read-into! loop conn address start count)
   ;; -> bytes read through CONN's transport, timed for the observer
-  (timed (sampling? loop)
-         ((transport-read (connection-transport conn))
-          (connection-fd conn) address start count)
-         (lambda (ns) (set-loop-read-ns! loop (+ (loop-read-ns loop) ns)))))
+  (timed-read (loop-probe loop)
+              ((transport-read (connection-transport conn))
+               (connection-fd conn) address start count)))
 
 (define (read-ready! loop conn)
   "Read what CONN has for LOOP and serve the requests it completes;
@@ -256,28 +258,44 @@ return nothing."
   ;; 64 KiB, not 64 MiB (tests/regress/body-allocated-before-it-arrives).
   65536)
 
+(define-record-type <arriving>
+  ;; A request whose body arrives (states body and chunked), kept in
+  ;; its connection's `connection-body'.
+  (make-arriving request bytes fill length)
+  arriving?
+  (request arriving-request)
+  ;; state body: the bytevector being filled, FILL bytes of the declared
+  ;; LENGTH in; state chunked: (decoder . output collecting the data)
+  (bytes arriving-bytes set-arriving-bytes!)
+  (fill arriving-fill set-arriving-fill!)
+  (length arriving-length))
+
+(define (arriving-request-of conn)
+  ;; -> the request whose body CONN waits for, or #f
+  (let ((arriving (connection-body conn)))
+    (and (arriving? arriving) (arriving-request arriving))))
+
 (define (read-body! loop conn)
-  (let* ((length (connection-body-length conn))
-         (body (let ((body (connection-body conn))
-                     (fill (connection-body-fill conn)))
+  (let* ((arriving (connection-body conn))
+         (length (arriving-length arriving))
+         (fill (arriving-fill arriving))
+         (body (let ((body (arriving-bytes arriving)))
                  (if (< fill (bytevector-length body))
                      body
                      (let ((bigger (make-bytevector
                                     (min length (* 2 (bytevector-length body))))))
                        (bytevector-copy! body 0 bigger 0 fill)
-                       (set-connection-body! conn bigger)
+                       (set-arriving-bytes! arriving bigger)
                        bigger))))
-         (fill (connection-body-fill conn))
          (n (read-into! loop conn (bytevector-address body) fill
                         (- (bytevector-length body) fill))))
     (cond
      ((> n 0)
       (let ((fill (+ fill n)))
-        (set-connection-body-fill! conn fill)
+        (set-arriving-fill! arriving fill)
         (set-deadline! loop conn (settings-body-ms (loop-settings loop)))
         (when (= fill length)
-          (let ((request (connection-request conn)))
-            (set-connection-request! conn #f)
+          (let ((request (arriving-request arriving)))
             (set-connection-body! conn #f)
             (set-connection-state! conn 'idle)
             (when (after-respond! loop conn (respond! loop conn request body)
@@ -327,18 +345,10 @@ return nothing."
 
 (define-inline (parse-head loop bv start end)
   ;; -> (values request index), as `parse-request-head'; timed when the
-  ;; observer asks for this request (see take-sample!)
-  (let ((limits (settings-parse-limits (loop-settings loop))))
-    (if (and (loop-observer loop) (take-sample! loop))
-        (let ((start-ns (clock)))
-          (call-with-values
-              (lambda () (parse-request-head bv start end limits))
-            (lambda (request index)
-              (set-loop-parse-ns! loop (- (clock) start-ns))
-              (values request index))))
-        ;; not timed: PARSE-NS is #f since the last timed answer was
-        ;; reported (observe-answer!)
-        (parse-request-head bv start end limits))))
+  ;; observer asks for this request (see `parse-timed')
+  (parse-timed (loop-probe loop)
+               (parse-request-head bv start end
+                                   (settings-parse-limits (loop-settings loop)))))
 
 (define (serve-input! loop conn bv start end)
   "Parse and answer every complete request in BV [START, END) that came
@@ -393,8 +403,9 @@ connection.  Return nothing."
                                 #:max-total (settings-max-body settings)))
                       (collected (make-output 4096)))
                   (set-connection-input! conn #f)
-                  (set-connection-request! conn request)
-                  (set-connection-body! conn (cons decoder collected))
+                  (set-connection-body! conn (make-arriving request
+                                                            (cons decoder collected)
+                                                            0 #f))
                   (feed-chunked! loop conn bv index end)))
                ((> length (settings-max-body settings))
                 (refuse! loop conn request 413 #f))
@@ -413,11 +424,8 @@ connection.  Return nothing."
                        (body (make-bytevector (min length (max have body-chunk)))))
                   (continue-if-expected! loop conn request)
                   (bytevector-copy! bv index body 0 have)
-                  (set-connection-body-length! conn length)
                   (set-connection-input! conn #f)
-                  (set-connection-request! conn request)
-                  (set-connection-body! conn body)
-                  (set-connection-body-fill! conn have)
+                  (set-connection-body! conn (make-arriving request body have length))
                   (set-connection-state! conn 'body)
                   (set-deadline! loop conn (settings-body-ms settings))
                   (finish! loop conn #f #f))))))))))))
@@ -496,14 +504,11 @@ read), then linger-close CONN.  Return nothing."
   (let* ((out (loop-output loop))
          (mark (output-fill out)))
     (set-connection-input! conn #f)
-    (set-connection-request! conn #f)
     (set-connection-body! conn #f)
     (write-error-response! out (if request (request-version request) '(1 . 1))
                            code reason (if request (request-method request) 'GET))
     (report-response! loop conn #f code (- (output-fill out) mark))
-    (when (loop-observer loop)
-      (observe-answer! loop #f code (- (output-fill out) mark)
-                       (and (loop-parse-ns loop) 0) (and (loop-parse-ns loop) 0) #f))
+    (probe-refusal! (loop-probe loop) code (- (output-fill out) mark))
     (finish! loop conn #t #t)))
 
 ;;;
@@ -682,7 +687,9 @@ their resumption made ready in turn; return nothing."
 (define (feed-chunked! loop conn bv start end)
   ;; Decode BV [start, end) of the connection's chunked body; answer the
   ;; request once the body is complete and serve what follows it.
-  (let* ((decoder+collected (connection-body conn))
+  (let* ((arriving (connection-body conn))
+         (request (arriving-request arriving))
+         (decoder+collected (arriving-bytes arriving))
          (collected (cdr decoder+collected)))
     (call-with-values
         (lambda ()
@@ -692,10 +699,8 @@ their resumption made ready in turn; return nothing."
       (lambda (status index)
         (cond
          ((eq? status 'done)
-          (let ((request (connection-request conn))
-                (body (bytevector-copy-range (output-bytes collected) 0
+          (let ((body (bytevector-copy-range (output-bytes collected) 0
                                              (output-fill collected))))
-            (set-connection-request! conn #f)
             (set-connection-body! conn #f)
             (set-connection-state! conn 'idle)
             (when (after-respond! loop conn
@@ -705,12 +710,12 @@ their resumption made ready in turn; return nothing."
               (serve-input! loop conn bv index end))))
          ((eq? status 'more)
           (unless (eq? (connection-state conn) 'chunked)
-            (continue-if-expected! loop conn (connection-request conn))
+            (continue-if-expected! loop conn request)
             (set-connection-state! conn 'chunked))
           (set-deadline! loop conn (settings-body-ms (loop-settings loop)))
           (finish! loop conn #f #f))
          (else
-          (refuse! loop conn (connection-request conn)
+          (refuse! loop conn request
                    (http-error-status status) (http-error-reason status))))))))
 
 (define (read-chunked! loop conn)

@@ -62,7 +62,7 @@
   #:use-module ((plucky http error) #:select (http-error? http-error-status))
   #:use-module (plucky http response)
   #:use-module (plucky server transport)
-  #:use-module ((plucky server tally) #:select (tally-http2))
+  #:use-module ((plucky server probe) #:select (observe-untimed!))
   #:use-module (plucky server connection)
   #:use-module ((plucky server watch) #:select (loop-call-after! loop-cancel-timer!))
   #:use-module ((plucky server suspend)
@@ -830,19 +830,9 @@ the handlers that wait, and close it; return nothing."
   ;; handler's call to its answer (waits included); no read, parse or
   ;; write time of its own (a read serves many streams).  Counted apart
   ;; too, for the status page.
-  (let ((batch (loop-batch loop))
-        (read-ns (loop-read-ns loop))
-        (parse-ns (loop-parse-ns loop))
-        (started (stream-started stream)))
-    (tally-add! loop tally-http2 1)
-    (set-loop-read-ns! loop 0)
-    (set-loop-parse-ns! loop 0)
-    (observe-answer! loop request code bytes
-                     (if started (- (clock) started) 0) 0 #f)
-    ;; what an HTTP/1 request being timed meanwhile has counted stays its
-    (set-loop-read-ns! loop read-ns)
-    (set-loop-parse-ns! loop parse-ns)
-    (set-loop-batch! loop batch)))
+  (let ((started (stream-started stream)))
+    (observe-untimed! (loop-probe loop) request code bytes
+                      (if started (- (clock) started) 0))))
 
 (define (refuse-stream! h2 stream code)
   ;; Answer CODE, plain text, for a request that never reached (or failed

@@ -52,8 +52,9 @@
   #:use-module ((plucky sys signal) #:select (read-signal run-finalizers!))
   #:use-module ((plucky http date) #:select (refresh-date-line!))
   #:use-module ((plucky http response) #:select (make-output))
-  #:use-module (plucky server tally)
   #:use-module (plucky server hooks)
+  #:use-module ((plucky server probe)
+                #:select (sampling? probe-accepted! probe-on-response))
   #:use-module (plucky server transport)
   #:use-module (plucky server connection)
   #:use-module (plucky server pool)
@@ -260,10 +261,10 @@ current error port, as one line, and flush it."
           ;; At capacity: stop watching the listeners (a level-triggered
           ;; listener would wake us in a busy loop) until some close.
           (pause-accepting! p))
-        (let* ((start (and (sampling? loop) (clock)))
+        (let* ((start (and (sampling? (loop-probe loop)) (clock)))
                (fd (cond
                    ((poller-paused? p) (- errno-EAGAIN))
-                   ((or (loop-on-response loop) (loop-observer loop))
+                   ((loop-probe loop)
                     ;; Someone logs or watches requests: learn who the
                     ;; client is.
                     (let ((buffer (poller-peer-buffer p)))
@@ -277,18 +278,17 @@ current error port, as one line, and flush it."
                          #:fd fd
                          #:deadline never
                          #:transport (transport-for p listener fd)
-                         #:peer (cond
-                                 ((loop-on-response loop)
-                                  (sockaddr->string (car (poller-peer-buffer p))))
-                                 ((loop-observer loop)
-                                  (sockaddr->peer (car (poller-peer-buffer p))))
-                                 (else #f)))))
+                         #:peer (let ((probe (loop-probe loop)))
+                                  (cond
+                                   ((not probe) #f)
+                                   ((probe-on-response probe)
+                                    (sockaddr->string (car (poller-peer-buffer p))))
+                                   (else
+                                    (sockaddr->peer (car (poller-peer-buffer p)))))))))
               (set-deadline! loop conn (settings-header-ms settings))
               (register-connection! loop conn)
-              (when (loop-observer loop)
-                (tally-add! loop tally-accepted 1))
-              (when start
-                ((observer-hooks-on-accept (loop-observer loop)) (- (clock) start)))
+              (let ((probe (loop-probe loop)))
+                (when probe (probe-accepted! probe start)))
               (connection-accepted! loop conn))
             (lp (+ n 1)))
            ((= fd (- errno-EAGAIN)) #t)
@@ -457,10 +457,9 @@ a request that has not answered that long after it first suspended
   (let* ((epfd (epoll-create))
          (events (make-epoll-events max-events))
          (input (make-bytevector input-size))
-         (iovecs (make-iovecs 2))
          (wake-ports (pipe))
          (loop (make-loop #:epfd epfd #:connections (make-vector 1024 #f)
-                          #:input input #:output (make-output) #:iovecs iovecs
+                          #:input input #:output (make-output)
                           #:handler handler #:state state #:settings settings
                           #:now (clock-ms) #:on-response on-response
                           #:wake-ports wake-ports #:observer observer

@@ -23,12 +23,13 @@
 (define-module (plucky server output)
   #:use-module (rnrs bytevectors)
   #:use-module (ice-9 match)
-  #:use-module ((plucky sys libc) #:select (bytevector-address fd-read iovec-set! errno-EAGAIN))
+  #:use-module ((plucky sys libc)
+                #:select (bytevector-address fd-read make-iovecs iovec-set! errno-EAGAIN))
   #:use-module ((plucky sys epoll) #:select (EPOLLIN EPOLLOUT))
   #:use-module ((plucky http response)
                 #:select (output-bytes output-address output-fill output-reset!
                           set-output-address-procedure!))
-  #:use-module (plucky server hooks)
+  #:use-module ((plucky server probe) #:select (timed-write))
   #:use-module (plucky server transport)
   #:use-module (plucky server connection)
   #:export (queue-output!
@@ -54,11 +55,12 @@ overwrite it."
 (define (queue-file! conn body)
   (set-connection-pending! conn (append (connection-pending conn) (list body))))
 
-(define-syntax-rule (report-write! loop)
-  ;; The `record!' of a timed write: the timed answers it carried.
-  (lambda (ns)
-    ((observer-hooks-on-write (loop-observer loop)) (loop-batch loop) ns)
-    (set-loop-batch! loop 0)))
+(define iovecs
+  ;; Two struct iovec, for a head and a large body (`flush-with-body!'):
+  ;; only the loop's thread sends (a pool thread writes through (plucky
+  ;; server stream)), and one loop runs per process.
+  (make-iovecs 2))
+(define iovecs-address (bytevector-address iovecs))
 
 (define (write-output! loop conn)
   ;; Send the shared output buffer, unless output is queued already (then
@@ -77,9 +79,8 @@ overwrite it."
       (output-reset! out)
       #t)
      (else
-      (let ((n (timed (> (loop-batch loop) 0)
-                      (write (connection-out-fd conn) (output-address out) 0 fill)
-                      (report-write! loop))))
+      (let ((n (timed-write (loop-probe loop)
+                            (write (connection-out-fd conn) (output-address out) 0 fill))))
         (cond
          ((= n fill) (output-reset! out) #t)
          ((or (>= n 0) (= n (- errno-EAGAIN)))
@@ -96,8 +97,7 @@ overwrite it."
   "Send the output buffer and BODY, a bytevector, on CONN with one
 writev(2); queue whatever the socket does not take.  Return nothing."
   (let* ((out (loop-output loop))
-         (fill (output-fill out))
-         (iovecs (loop-iovecs loop)))
+         (fill (output-fill out)))
     (if (pair? (connection-pending conn))
         (begin
           (queue-output! loop conn (output-bytes out) 0 fill)
@@ -106,10 +106,9 @@ writev(2); queue whatever the socket does not take.  Return nothing."
         (begin
           (iovec-set! iovecs 0 (output-address out) fill)
           (iovec-set! iovecs 1 (bytevector-address body) (bytevector-length body))
-          (let* ((n (timed (> (loop-batch loop) 0)
-                           ((transport-writev (connection-transport conn))
-                            (connection-out-fd conn) (loop-iovecs-address loop) 2)
-                           (report-write! loop)))
+          (let* ((n (timed-write (loop-probe loop)
+                                 ((transport-writev (connection-transport conn))
+                                  (connection-out-fd conn) iovecs-address 2)))
                  (n (if (< n 0) (if (= n (- errno-EAGAIN)) 0 #f) n)))
             (cond
              ((not n)

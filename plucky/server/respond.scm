@@ -21,7 +21,9 @@
 ;;;
 ;;; A handler's exception is a 500 and a logged backtrace, never a dead
 ;;; worker.  Answers tell the access log (ON-RESPONSE) and the
-;;; observer's hooks (plucky server hooks).
+;;; observer's hooks through the loop's probe (plucky server probe): the
+;;; handler is timed around its call, when the observer's countdown
+;;; picked the request, and nothing else is on the path.
 ;;;
 ;;; Code:
 
@@ -37,9 +39,9 @@
   #:use-module (srfi srfi-9)
   #:use-module ((ice-9 exceptions) #:select (make-exception
                                              make-exception-with-message))
-  #:use-module (plucky server tally)
   #:use-module (plucky server hooks)
   #:use-module (plucky server connection)
+  #:use-module (plucky server probe)
   #:use-module (plucky server output)
   #:use-module (plucky server pool)
   #:use-module ((plucky server watchdog) #:select (handler-call handler-timeout?
@@ -244,14 +246,6 @@ K, THUNK giving the values its wait returns (or raising there); return
 as `call-handler' does."
   (run-guarded loop request (lambda () (enter-suspendable!) (k thunk))))
 
-(define-syntax-rule (count-answer! loop code bytes)
-  ;; -> the status class of CODE, counted in the tally with BYTES
-  (let ((tally (loop-tally loop))
-        (class (status-class code)))
-    (vector-set! tally class (+ 1 (vector-ref tally class)))
-    (vector-set! tally tally-bytes (+ bytes (vector-ref tally tally-bytes)))
-    class))
-
 (define-inline (serialise! out request response body close?)
   ;; -> (values close? rest): append the answer to OUT; REST is #f, or
   ;; what leaves after OUT's bytes: a bytevector too large to copy, a
@@ -301,18 +295,11 @@ pool (a stream that blocks: see `hand-off!'), or a <task> whose stream
 is to run on the loop (see `run-stream!')."
   (let* ((out (loop-output loop))
          (mark (output-fill out))
-         (observer (loop-observer loop))
-         ;; timed: the observer asked for this one (see take-sample!)
-         (timed? (and observer (loop-parse-ns loop) #t))
-         ;; Allocation is sampled, one timed request in 16: reading the
-         ;; collector's counter twice per request would double the cost
-         ;; of accounting.
-         (allocated (and timed?
-                         (let ((countdown (- (loop-sampled loop) 1)))
-                           (if (> countdown 0)
-                               (begin (set-loop-sampled! loop countdown) #f)
-                               (begin (set-loop-sampled! loop 16) (gc-total-bytes))))))
-         (start (and timed? (clock)))
+         (probe (loop-probe loop))
+         ;; Around the handler: the observer's countdown picked this
+         ;; request, or START is #f (see `handler-start').
+         (start (handler-start probe))
+         (allocated (and start (allocation-start probe)))
          (close? (or (not (request-keep-alive? request))
                      (and (loop-drain-deadline loop) #t))))
     (set-loop-serving! loop conn)
@@ -323,16 +310,14 @@ is to run on the loop (see `run-stream!')."
             (begin
               ;; Counted, not timed, when it answers: its read and parse
               ;; times must not be reported as the next request's.
-              (when timed?
-                (set-loop-parse-ns! loop #f)
-                (set-loop-read-ns! loop 0))
+              (when start (forget-timed-request! probe))
               (suspend-request! loop conn request response-body close? start)
               'suspended)
-            (let ((handled (and timed? (clock))))
+            (let ((handled (and start (clock))))
               (answer! loop conn request response response-body close? mark
                        ;; No closure made without an observer: a hello's
                        ;; allocation (bench/instructions-real).
-                       (if observer
+                       (if (loop-observer loop)
                            (lambda (code bytes)
                              (observe-answer! loop request code bytes
                                               (and handled (- handled start))
@@ -340,7 +325,7 @@ is to run on the loop (see `run-stream!')."
                                               (and allocated
                                                    (- (gc-total-bytes) allocated))))
                            ignore-answer)
-                       timed?)))))))
+                       (and start #t))))))))
 
 (define (ignore-answer code bytes) #f)
 
@@ -385,15 +370,14 @@ as (OBSERVE! code bytes) for a timed answer (TIMED?) or a 5xx."
             (lambda (close? rest)
               (set-loop-guarded! loop #f)
               (let ((code (answer-code response)))
-                (when (or observer (loop-on-response loop))
+                (when (loop-probe loop)
                   (let ((bytes (+ (- (output-fill out) mark) (rest-size rest))))
-                    (when (loop-on-response loop)
-                      (report-response! loop conn request code bytes))
+                    (report-response! loop conn request code bytes)
                     (if (or timed? (>= code 500))
                         (observe! code bytes)
                         (when observer
                           ;; the usual case on a busy server: a count
-                          (count-answer! loop code bytes))))))
+                          (count-answer! (loop-probe loop) code bytes))))))
               (send-rest! loop conn request rest close?))))
         (lambda (k what request exception stack)
           (report-handler-error request exception #f)
@@ -942,24 +926,14 @@ not sent yet, to be sent first.  Return nothing."
   "Tell LOOP's ON-RESPONSE, if any, of an answer of CODE and BYTES to
 REQUEST (#f for one that never reached a handler) on CONN; return
 nothing."
-  (let ((on-response (loop-on-response loop)))
-    (when on-response
-      (on-response (connection-peer conn) request code bytes))))
+  (let ((probe (loop-probe loop)))
+    (when probe
+      (probe-response! probe (connection-peer conn) request code bytes))))
 
 (define (observe-answer! loop request code bytes handler serialise allocated)
-  "Count an answer in LOOP's tally; tell the observer of it if it was
-timed (HANDLER and SERIALISE are numbers, not #f), or if it is a 5xx,
-which the observer always wants (for its error inbox).  Return nothing."
-  (let ((class (count-answer! loop code bytes))
-        (on-request (observer-hooks-on-request (loop-observer loop))))
-    (cond
-     (handler
-      (on-request request code (loop-read-ns loop) (loop-parse-ns loop)
-                  handler serialise allocated)
-      (set-loop-read-ns! loop 0)
-      (set-loop-parse-ns! loop #f)         ; reported: not another's
-      (set-loop-batch! loop (+ 1 (loop-batch loop))))
-     ((eqv? class 5)
-      (on-request request code #f #f #f #f #f)))))
+  "Count an answer in the tally of LOOP's observer; tell the observer of
+it if it was timed (HANDLER and SERIALISE are numbers, not #f), or if it
+is a 5xx (see `probe-answer!').  LOOP has an observer.  Return nothing."
+  (probe-answer! (loop-probe loop) request code bytes handler serialise allocated))
 
 ;;; (plucky server respond) ends here
