@@ -137,8 +137,12 @@ bytevector."
       (append headers '((vary accept-encoding)))))
 
 (define (rebuild response headers)
-  (build-response #:code (answer-code response) #:headers headers
-                  #:validate-headers? #f))
+  ;; RESPONSE with HEADERS: a header alist when the handler answered
+  ;; one (the status is then 200), a response record otherwise
+  (if (response? response)
+      (build-response #:code (answer-code response) #:headers headers
+                      #:validate-headers? #f)
+      headers))
 
 (define (with-charset type)
   (if (assq 'charset (cdr type))
