@@ -7,8 +7,10 @@
 ;; bytevector (the default: the page's UTF-8 bytes, as nginx holds the
 ;; file's bytes) or string (the page as a string, as a template renders
 ;; it: the middleware then encodes it to UTF-8 on every response, which
-;; bench/instructions-gzip shows apart).  `/' answers too, for the bench's
-;; readiness probe.
+;; bench/instructions-gzip shows apart).  With PLUCKY_BENCH_ETAG=1 the
+;; page carries a strong ETag, so that the middleware compresses it once
+;; and sends the kept bytes after (its cache).  `/' answers too, for the
+;; bench's readiness probe.
 
 (use-modules (plucky web compress)
              ((rnrs io ports) #:select (get-bytevector-all))
@@ -23,7 +25,12 @@
           ((string=? body "string") (utf8->string page-bytes))
           (else (error "PLUCKY_BENCH_BODY must be bytevector or string:" body)))))
 
+(define headers
+  (if (equal? (getenv "PLUCKY_BENCH_ETAG") "1")
+      '((content-type . (text/html (charset . "utf-8"))) (etag . ("page-1" . #t)))
+      '((content-type . (text/html (charset . "utf-8"))))))
+
 ((compress-middleware #:codings '(gzip)
                       #:level (string->number (or (getenv "PLUCKY_BENCH_GZIP_LEVEL") "6")))
  (lambda (request body)
-   (values '((content-type . (text/html (charset . "utf-8")))) page)))
+   (values headers page)))

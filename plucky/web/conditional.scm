@@ -192,7 +192,10 @@ list of (start . end) byte spans, END excluded, in the order asked."
   (let lp ((entries value))
     (and (pair? entries)
          (let ((entry (car entries)))
+           ;; the lengths first: string-ci=? folds case a character at
+           ;; a time, and most codings differ in length
            (if (and (pair? entry) (string? (cdr entry))
+                    (= (string-length (cdr entry)) (string-length name))
                     (string-ci=? (cdr entry) name))
                (car entry)
                (lp (cdr entries)))))))

@@ -85,6 +85,130 @@
     (test-equal "zstd" text (utf8->string (decode "zstd" (compress-bytevector bv 'zstd 3))))))
 
 ;;;
+;;; The cache of compressed bodies, through the handler alone
+;;;
+
+(define (page seed)
+  ;; -> about 8 KB of text that compresses to a few KB, different per SEED
+  (let lp ((i 0) (x seed) (out '()))
+    (if (= i 1000)
+        (string-concatenate out)
+        (let ((x (modulo (+ (* x 1103515245) 12345) 2147483648)))
+          (lp (+ i 1) x (cons (number->string (quotient x 65536) 16) (cons " " out)))))))
+
+(define (request-of path . headers)
+  (read-request
+   (open-input-string
+    (string-append "GET " path " HTTP/1.1\r\nHost: example.org\r\n"
+                   (string-concatenate (map (lambda (h) (string-append h "\r\n")) headers))
+                   "\r\n"))))
+
+(define (cache-app pages)
+  ;; a handler answering, for a path, what the hash table PAGES holds
+  ;; under it now: (headers . body)
+  (lambda (request body)
+    (let ((page (hash-ref pages (uri-path (request-uri request)))))
+      (values (car page) (cdr page)))))
+
+(define (same-length-change text)
+  ;; TEXT with its first character changed: the same length, other bytes
+  (string-append (if (char=? (string-ref text 0) #\x) "y" "x") (substring text 1)))
+
+(define (served handler path . headers)
+  ;; -> the text HANDLER's answer to a gzip request for PATH decodes to
+  (let ((response body (handler (apply request-of path "Accept-Encoding: gzip" headers) #f)))
+    (utf8->string (decode "gzip" (if (bytevector? body) body (string->utf8 body))))))
+
+(define html '(content-type . (text/html)))
+
+(test-group "compress-middleware: the cache"
+  (let* ((pages (make-hash-table))
+         (handler ((compress-middleware) (cache-app pages)))
+         (a (page 1))
+         (set (lambda (path headers body) (hash-set! pages path (cons headers body)))))
+    (set "/a" (list html '(etag . ("a1" . #t))) a)
+    (test-equal "a strong ETag: compressed" a (served handler "/a"))
+    (set "/a" (list html '(etag . ("a1" . #t))) (same-length-change a))
+    (test-equal "the same tag, the same length: the kept bytes" a (served handler "/a"))
+    (let* ((response body (handler (request-of "/a" "Accept-Encoding: gzip") #f))
+           (headers (if (response? response) (response-headers response) response)))
+      (test-equal "a hit's headers: gzip" '(gzip) (assq-ref headers 'content-encoding))
+      (test-equal "a hit's headers: the weak ETag" '("a1" . #f) (assq-ref headers 'etag)))
+    (set "/a" (list html '(etag . ("a1" . #t))) (string-append a "!"))
+    (test-equal "another length: compressed again" (string-append a "!") (served handler "/a"))
+    (set "/b" (list html '(etag . ("a1" . #t))) a)
+    (test-equal "another path, the same tag: compressed" a (served handler "/b"))
+    (let ((changed (same-length-change a)))
+      (define (not-kept name headers . request-headers)
+        (set "/c" headers a)
+        (apply served handler "/c" request-headers)
+        (set "/c" headers changed)
+        (test-equal name changed (apply served handler "/c" request-headers)))
+      (not-kept "a weak ETag: not kept" (list html '(etag . ("c1" . #f))))
+      (not-kept "no ETag: not kept" (list html))
+      (not-kept "no-store: not kept" (list html '(etag . ("c2" . #t)) '(cache-control . (no-store))))
+      (not-kept "private: not kept" (list html '(etag . ("c3" . #t)) '(cache-control . (private))))
+      (not-kept "Set-Cookie: not kept" (list html '(etag . ("c4" . #t)) '(set-cookie . "a=b")))
+      (not-kept "Vary: *: not kept" (list html '(etag . ("c5" . #t)) '(vary . *)))
+      (not-kept "Authorization: not kept" (list html '(etag . ("c6" . #t)))
+                "Authorization: Basic YTpi")
+      (set "/d" (list html '(etag . ("d1" . #t)) '(cache-control . (public))) a)
+      (served handler "/d" "Authorization: Basic YTpi")
+      (set "/d" (list html '(etag . ("d1" . #t)) '(cache-control . (public))) changed)
+      (test-equal "Authorization, public: kept" a (served handler "/d" "Authorization: Basic YTpi")))
+    (let ((response body (handler (request-of "/a" "Accept-Encoding: zstd") #f)))
+      (test-equal "another coding: its own bytes" (string-append a "!")
+        (utf8->string (decode "zstd" body)))))
+  (let* ((runs 0)
+         (handler ((compress-middleware)
+                   (lambda (request body)
+                     (values (list html '(etag . ("p1" . #t)))
+                             (lambda (port) (set! runs (+ runs 1)) (display (page 2) port)))))))
+    (served handler "/p")
+    (test-equal "a procedure body with a strong ETag: kept, not run again"
+      (list (page 2) 1) (list (served handler "/p") runs)))
+  (let* ((pages (make-hash-table))
+         (a (page 3))
+         (size (bytevector-length (compress-bytevector (string->utf8 a) 'gzip 6)))
+         (set (lambda (path body) (hash-set! pages path (cons (list html '(etag . ("e" . #t))) body)))))
+    (define (kept? entry-size)
+      (let ((handler ((compress-middleware #:cache-entry-size entry-size) (cache-app pages))))
+        (set "/e" a)
+        (served handler "/e")
+        (set "/e" (same-length-change a))
+        (equal? a (served handler "/e"))))
+    (test-equal "#:cache-entry-size: an entry of that size kept, one byte more not"
+      '(#t #f) (list (kept? size) (kept? (- size 1))))
+    (let ((handler ((compress-middleware #:cache-size 0) (cache-app pages))))
+      (set "/e" a)
+      (served handler "/e")
+      (set "/e" (same-length-change a))
+      (test-equal "#:cache-size 0: nothing kept" (same-length-change a) (served handler "/e"))))
+  (let* ((pages (make-hash-table))
+         (texts (map page '(4 5 6)))
+         (sizes (map (lambda (t) (bytevector-length (compress-bytevector (string->utf8 t) 'gzip 6)))
+                     texts))
+         ;; room for two of the three pages whatever an entry's overhead
+         ;; below half a page, not for three
+         (limit (quotient (* 5 (apply max sizes)) 2))
+         (handler ((compress-middleware #:cache-size limit) (cache-app pages)))
+         (set (lambda (path body) (hash-set! pages path (cons (list html '(etag . ("t" . #t))) body)))))
+    (for-each set '("/x" "/y" "/z") texts)
+    (served handler "/x")
+    (served handler "/y")
+    (served handler "/x")
+    (served handler "/z")               ; /y, the least recently used, goes
+    (for-each (lambda (path text) (set path (same-length-change text)))
+              '("/x" "/y") texts)
+    (test-assert "pages of a few KB" (> (apply min sizes) 2048))
+    (test-equal "#:cache-size: the least recently used page goes, the others stay"
+      (list (car texts) (same-length-change (cadr texts)) (caddr texts))
+      (map (lambda (path) (served handler path)) '("/x" "/y" "/z"))))
+  (test-error "#:cache-size: a count of bytes" #t (compress-middleware #:cache-size -1))
+  (test-error "#:cache-entry-size: a count of bytes" #t
+              (compress-middleware #:cache-entry-size 'big)))
+
+;;;
 ;;; The middleware on a server
 ;;;
 

@@ -291,6 +291,17 @@
       (test-equal "…and twice: each answer its own bytes" "GET /echo?x "
         (if (bytevector? body) (utf8->string body) body)))
     (stop-server server))
+  (let* ((server (start-server ((compress-middleware #:min-length 0)
+                                (proxy-handler (origin upstream-port)))))
+         (port (server-port server)))
+    (let ((response body (http-get (url port "/teapot") #:decode-body? #f
+                                   #:headers '((accept-encoding (1000 . "gzip"))))))
+      (test-equal "compress-middleware compressing: the upstream's status kept"
+        '(418 (gzip) "yes")
+        (list (response-code response)
+              (assq-ref (response-headers response) 'content-encoding)
+              (assq-ref (response-headers response) 'x-upstream))))
+    (stop-server server))
   (let* ((server (start-server (wrap (proxy-handler (origin upstream-port))
                                      (with-headers '((x-frame-options . "DENY")))
                                      (lambda (handler)
