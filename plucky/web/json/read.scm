@@ -40,10 +40,14 @@
 ;;; offset and what was expected there.
 ;;;
 ;;; Speed (bench/json): strings without escapes become a string straight
-;;; from their span; integers accumulate as fixnums; a decimal whose
-;;; digits fit in 53 bits and whose power of ten is at most 22 is one
-;;; IEEE multiplication or division of two exact doubles (Clinger's fast
-;;; path, correctly rounded); any other number goes to `string->number'.
+;;; from their span, their UTF-8 checked by utf8->string itself (what it
+;;; refuses, the decode made again names with its offset); integers
+;;; accumulate as fixnums; a decimal whose digits fit in 53 bits and
+;;; whose power of ten is at most 22 is one IEEE multiplication or
+;;; division of two exact doubles (Clinger's fast path, correctly
+;;; rounded), and one of up to 18 digits otherwise goes to
+;;; (plucky web json decimal) (Eisel-Lemire, in machine words); any
+;;; other number goes to exact arithmetic.
 ;;; Array elements wait on a scratch stack in the context, so an array
 ;;; costs its vector and no list.
 ;;;
@@ -53,6 +57,7 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:use-module (ice-9 exceptions)
+  #:use-module (plucky web json decimal)
   #:export (&json-error
             json-error?
             json-error-offset
@@ -80,6 +85,7 @@
             json-key-at?
             json-read-key
             json-expect-end
+            json-decode
 
             decode-json))
 
@@ -111,14 +117,17 @@ was expected.  Does not return."
 ;;;
 
 (define-record-type <json-context>
-  (%make-json-context max-depth guile-json? replace-surrogates? stack top buffer)
+  (%make-json-context max-depth guile-json? replace-surrogates? stack top buffer check-utf8?)
   json-context?
   (max-depth json-context-max-depth)              ; nesting allowed, arrays and objects
   (guile-json? context-guile-json?)               ; #t: guile-json's mapping
   (replace-surrogates? context-replace-surrogates?) ; #t: a lone \uD800 is U+FFFD
   (stack context-stack set-context-stack!)        ; array elements waiting, a vector
   (top json-context-top set-context-top!)         ; the stack's first free slot
-  (buffer context-buffer set-context-buffer!))    ; a string's bytes once unescaped
+  (buffer context-buffer set-context-buffer!)     ; a string's bytes once unescaped
+  ;; #f: Guile's utf8->string checks each string's UTF-8; #t: it is
+  ;; checked first here, for the offset of what it would refuse
+  (check-utf8? context-check-utf8? set-context-check-utf8!))
 
 (define* (make-json-context #:key (max-depth 512) (mapping 'plucky)
                             (lone-surrogates 'error))
@@ -131,7 +140,7 @@ used by one thread at a time."
   (unless (memq lone-surrogates '(error replace))
     (error "lone-surrogates must be 'error or 'replace:" lone-surrogates))
   (%make-json-context max-depth (eq? mapping 'guile-json) (eq? lone-surrogates 'replace)
-                      (make-vector 64) 0 (make-bytevector 256)))
+                      (make-vector 64) 0 (make-bytevector 256) #f))
 
 ;;;
 ;;; Bytes
@@ -199,7 +208,7 @@ not JSON whitespace, or END."
   ;; character or a byte of 128 or more), or of the last bytes before END
   ;; (bench/json: strings are scanned eight bytes at a time).  In each
   ;; byte's high bit: at least 32, not 34, not 92, below 128.
-  (let ((limit (- end 8)))
+  (let ((limit (- (index end) 8)))
     (let lp ((i (index i)))
       (if (<= i limit)
           (let* ((w (bytevector-u64-native-ref bv i))
@@ -209,7 +218,26 @@ not JSON whitespace, or END."
                                 (+ (logxor low #x5c5c5c5c5c5c5c5c) #x7f7f7f7f7f7f7f7f)
                                 (lognot w)
                                 #x8080808080808080)))
-            (if (eqv? 0 (logxor plain #x8080808080808080))
+            ;; compared unboxed: `eqv?' with 0 would box the word
+            (if (= plain #x8080808080808080)
+                (lp (index (+ i 8)))
+                i))
+          i))))
+
+(define (utf8-run bv i end)
+  ;; As plain-ascii-run, but bytes of 128 or more pass: the run of a
+  ;; string that holds UTF-8, which utf8->string checks.
+  (let ((limit (- (index end) 8)))
+    (let lp ((i (index i)))
+      (if (<= i limit)
+          (let* ((w (bytevector-u64-native-ref bv i))
+                 (low (logand w #x7f7f7f7f7f7f7f7f))
+                 (plain (logand (logior (logand (+ low #x6060606060606060)
+                                                (+ (logxor low #x2222222222222222) #x7f7f7f7f7f7f7f7f)
+                                                (+ (logxor low #x5c5c5c5c5c5c5c5c) #x7f7f7f7f7f7f7f7f))
+                                        w)
+                                #x8080808080808080)))
+            (if (= plain #x8080808080808080)
                 (lp (index (+ i 8)))
                 i))
           i))))
@@ -265,24 +293,38 @@ raise a &json-error."
 ;;;
 
 (define (ascii-span->string bv start end)
-  ;; Short strings are cheaper made char by char than through a copied
-  ;; bytevector and utf8->string (bench/json, twitter and citm keys).
-  (let* ((n (- end start)))
-    (if (< n 24)
-        (let ((s (make-string n)))
-          (let lp ((i start) (j 0))
-            (if (< i end)
-                (begin
-                  (string-set! s j (integer->char (u8 bv i)))
-                  (lp (+ i 1) (+ j 1)))
-                s)))
-        (utf8-span->string bv start end))))
-
-(define (utf8-span->string bv start end)
+  ;; A copy and utf8->string (for ASCII, a check and a memcpy in C) cost
+  ;; fewer instructions than a string made char by char, whose
+  ;; string-set! is a call into libguile each, even for short strings
+  ;; (bench/json, twitter; counted with callgrind).
   (let* ((n (- end start))
          (copy (make-bytevector n)))
     (bytevector-copy! bv start copy 0 n)
     (utf8->string copy)))
+
+(define (utf8-span->string bv start end ctx)
+  ;; Guile's utf8->string refuses what RFC 3629 refuses (overlong forms,
+  ;; surrogates, past U+10FFFF, truncated sequences) with a
+  ;; decoding-error, which `json-decode' catches once per decode: a
+  ;; `catch' per string would cost as much as decoding it.  The decode is
+  ;; then made again with the context's check-utf8? set, which finds the
+  ;; first bad sequence here first, for its offset.
+  (when (context-check-utf8? ctx)
+    (let ((bad (first-invalid-utf8 bv start end)))
+      (unless (= bad end) (json-error bad "valid UTF-8"))))
+  (let* ((n (- end start))
+         (copy (make-bytevector n)))
+    (bytevector-copy! bv start copy 0 n)
+    (utf8->string copy)))
+
+(define (first-invalid-utf8 bv i end)
+  ;; -> the index of the first byte from I that does not start a valid
+  ;; UTF-8 sequence ending by END, or END
+  (let lp ((i i))
+    (cond ((>= i end) end)
+          ((< (u8 bv i) 128) (lp (+ i 1)))
+          ((utf8-tail bv i end) => (lambda (j) (if (<= j end) (lp j) i)))
+          (else i))))
 
 (define (utf8-tail bv i end)
   ;; I: a byte >= #x80 starting a UTF-8 sequence.  -> the index after
@@ -314,28 +356,28 @@ raise a &json-error."
 after its closing quote; raise a &json-error if there is no string."
   (unless (and (< i end) (eqv? (u8 bv i) 34))
     (expected-error bv i end "a string"))
-  (let ((start (+ i 1)))
+  (let ((start (index (+ i 1)))
+        (end (index end)))
     ;; The common case: ASCII without escapes.
-    (let ascii ((i (index (plain-ascii-run bv start end))))
+    (let ascii ((i (plain-ascii-run bv start end)))
       (if (< i end)
           (let ((b (u8 bv i)))
             (cond
-             ((eqv? b 34) (values (ascii-span->string bv start i) (+ i 1)))
+             ((eqv? b 34) (values (ascii-span->string bv start i) (index (+ i 1))))
              ((eqv? b 92) (read-escaped-string bv start i end ctx))
              ((< b 32) (json-error i "a control character escaped (\\n, \\u001f...)"))
-             ((< b 128) (ascii (index (+ i 1))))
+             ((< b 128) (ascii (plain-ascii-run bv (index (+ i 1)) end)))
              (else
-              ;; UTF-8: checked here, decoded by utf8->string.
-              (let utf8 ((i (index i)))
+              ;; UTF-8: found eight bytes at a time, checked and decoded
+              ;; by utf8->string in C (bench/json, twitter).
+              (let utf8 ((i (utf8-run bv i end)))
                 (if (< i end)
                     (let ((b (u8 bv i)))
                       (cond
-                       ((eqv? b 34) (values (utf8-span->string bv start i) (+ i 1)))
+                       ((eqv? b 34) (values (utf8-span->string bv start i ctx) (index (+ i 1))))
                        ((eqv? b 92) (read-escaped-string bv start i end ctx))
                        ((< b 32) (json-error i "a control character escaped (\\n, \\u001f...)"))
-                       ((< b 128) (utf8 (index (+ i 1))))
-                       ((utf8-tail bv i end) => (lambda (j) (utf8 (index j))))
-                       (else (json-error i "valid UTF-8"))))
+                       (else (utf8 (utf8-run bv (index (+ i 1)) end)))))
                     (json-error i "the closing quote of a string"))))))
           (json-error i "the closing quote of a string")))))
 
@@ -368,6 +410,9 @@ after its closing quote; raise a &json-error if there is no string."
     (if (context-replace-surrogates? ctx)
         #xfffd
         (json-error at "no lone surrogate in a \\u escape")))
+  ;; the bytes before the escape were scanned, not checked, when UTF-8
+  (let ((bad (first-invalid-utf8 bv start i)))
+    (unless (= bad i) (json-error bad "valid UTF-8")))
   (let* ((buffer (room! (context-buffer ctx) 0 (- i start))))
     (bytevector-copy! bv start buffer 0 (- i start))
     (let lp ((i i) (o (- i start)) (buffer buffer))
@@ -660,7 +705,72 @@ when it has a fraction or exponent; see the mapping) and the index after
 it; raise a &json-error if there is none."
   (with-small-integer (bv i end) (m k)
     (values m k)
-    (read-number bv i end ctx)))
+    (if (context-guile-json? ctx)
+        (read-number bv i end ctx)
+        (read-decimal bv i end ctx #f))))
+
+(define (read-decimal bv i end ctx real?)
+  ;; The number at I that has a fraction or an exponent, read in one
+  ;; pass in machine words, when its digits fit 10^18 (all but rare
+  ;; numbers): made a double by Clinger's fast path or else by
+  ;; `decimal->flonum' (bench/json, canada).  Anything else, errors
+  ;; included, is read again by read-number (REAL? #f) or read-real.
+  (define (again)
+    (if real? (read-real bv i end ctx) (read-number bv i end ctx)))
+  (let* ((end (index end))
+         (i (index i))
+         (neg? (and (< i end) (eqv? (u8 bv i) 45)))
+         (i0 (if neg? (index (+ i 1)) i)))
+    (define (finish m q l)
+      ;; the value is M 10^Q, its text ends at L
+      (cond
+       ((> (- l i) max-number-digits) (again))
+       ((eqv? m 0) (values (if neg? -0.0 0.0) l))
+       ((and (< m 9007199254740992) (<= -22 q) (<= q 22))
+        ;; Clinger: M and 10^|Q| are exact doubles, one rounding
+        (let* ((x (exact->inexact m))
+               (x (if (< q 0) (/ x (power-of-ten (- q))) (* x (power-of-ten q)))))
+          (values (if neg? (- x) x) l)))
+       ((let ((scratch (context-buffer ctx)))
+          (bytevector-u64-native-set! scratch 0 m)
+          (bytevector-s32-native-set! scratch 8 q)
+          (decimal->flonum scratch))
+        => (lambda (x) (values (if neg? (- x) x) l)))
+       (else (again))))
+    (define (exponent k m q)
+      ;; K: at "e" or "E"
+      (let* ((s (if (< (+ k 1) end) (u8 bv (+ k 1)) 0))
+             (k0 (if (or (eqv? s 43) (eqv? s 45)) (index (+ k 2)) (index (+ k 1)))))
+        (let lp ((l k0) (e 0))
+          (let ((b (if (< l end) (u8 bv l) 0)))
+            (cond
+             ((and (digit? b) (< e 100000000)) (lp (index (+ l 1)) (+ (times-ten e) (- b 48))))
+             ((or (digit? b) (eqv? l k0)) (again))
+             (else (finish m (+ q (if (eqv? s 45) (- e) e)) l)))))))
+    (define (after-digits k m q)
+      (let ((b (if (< k end) (u8 bv k) 0)))
+        (if (or (eqv? b 101) (eqv? b 69))
+            (exponent k m q)
+            (finish m q k))))
+    (if (and (< (+ i0 1) end) (eqv? (u8 bv i0) 48) (digit? (u8 bv (+ i0 1))))
+        (again)                         ; a leading zero: refused there
+        (let int ((k i0) (m 0))
+          (let ((b (if (< k end) (u8 bv k) 0)))
+            (cond
+             ((and (digit? b) (< m mantissa-limit))
+              (int (index (+ k 1)) (logand (+ (times-ten m) (- b 48)) #xfffffffffffffff)))
+             ((or (digit? b) (eqv? k i0)) (again))
+             ((eqv? b 46)
+              (let frac ((j (index (+ k 1))) (m m) (q 0))
+                (let ((b (if (< j end) (u8 bv j) 0)))
+                  (cond
+                   ((and (digit? b) (< m mantissa-limit))
+                    (frac (index (+ j 1)) (logand (+ (times-ten m) (- b 48)) #xfffffffffffffff)
+                          (- q 1)))
+                   ((or (digit? b) (eqv? j (+ k 1))) (again))
+                   (else (after-digits j m q))))))
+             ((or (eqv? b 101) (eqv? b 69)) (exponent k m 0))
+             (else (again))))))))
 
 (define (read-number bv i end ctx)
   (call-with-values (lambda () (scan-number bv i end))
@@ -700,6 +810,11 @@ index after it; raise a &json-error for anything else."
 (define (json-read-real bv i end ctx)
   "Return the number at I in BV as an inexact real and the index after
 it; raise a &json-error if there is no number."
+  (with-small-integer (bv i end) (m k)
+    (values (exact->inexact m) k)
+    (read-decimal bv i end ctx #t)))
+
+(define (read-real bv i end ctx)
   (call-with-values (lambda () (scan-number bv i end))
     (lambda (j m e kind)
       (case kind
@@ -869,8 +984,28 @@ a &json-error."
                                      (describe-byte bv j end))))))
 
 ;;;
-;;; The entry point
+;;; The entry points
 ;;;
+
+(define (json-decode read bv start end ctx)
+  "Return the value that READ (a procedure (bv i end ctx depth) ->
+(values value next), as `json-read-value') reads from the JSON text in
+BV from START to END with the fresh context CTX, whitespace allowed
+around it and nothing else; raise a &json-error for anything else."
+  (define (decode)
+    (call-with-values (lambda () (read bv (json-skip-whitespace bv start end) end ctx 0))
+      (lambda (value i)
+        (json-expect-end bv i end)
+        value)))
+  ;; Strings' UTF-8 is checked by utf8->string; what it refuses, the
+  ;; decode made again with the check in Scheme names with its offset
+  ;; (see utf8-span->string).
+  (catch 'decoding-error
+    decode
+    (lambda _
+      (set-context-top! ctx 0)
+      (set-context-check-utf8! ctx #t)
+      (decode))))
 
 (define* (decode-json bv #:key (start 0) (end (bytevector-length bv))
                       (mapping 'plucky) (max-depth 512) (max-size #f)
@@ -889,12 +1024,8 @@ was expected there, for anything that is not one RFC 8259 JSON text."
   (when (and max-size (> (- end start) max-size))
     (json-error (+ start max-size)
                 (string-append "at most " (number->string max-size) " bytes")))
-  (let ((ctx (make-json-context #:max-depth max-depth #:mapping mapping
-                                #:lone-surrogates lone-surrogates)))
-    (call-with-values
-        (lambda () (read-value bv (json-skip-whitespace bv start end) end ctx 0))
-      (lambda (value i)
-        (json-expect-end bv i end)
-        value))))
+  (json-decode read-value bv start end
+               (make-json-context #:max-depth max-depth #:mapping mapping
+                                  #:lone-surrogates lone-surrogates)))
 
 ;;; (plucky web json read) ends here

@@ -251,13 +251,9 @@
 
 (define* (decode-with read input #:key (max-depth 512) (lone-surrogates 'error))
   ;; INPUT: a bytevector or a binary port, read to its end
-  (let* ((bv (input->bytevector input #f))
-         (end (bytevector-length bv))
-         (ctx (make-json-context #:max-depth max-depth #:lone-surrogates lone-surrogates)))
-    (call-with-values (lambda () (read bv (json-skip-whitespace bv 0 end) end ctx 0))
-      (lambda (x i)
-        (json-expect-end bv i end)
-        x))))
+  (let ((bv (input->bytevector input #f)))
+    (json-decode read bv 0 (bytevector-length bv)
+                 (make-json-context #:max-depth max-depth #:lone-surrogates lone-surrogates))))
 
 (define (encode-with write x port)
   (let ((sink (make-json-sink)))
