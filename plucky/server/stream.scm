@@ -19,7 +19,10 @@
 ;;;    9110 §10.1.1), and writes the bytes into the pipe, suspending the
 ;;;    request (plucky server suspend) while the client sends nothing.
 ;;;    Bytes read past the body (a pipelined request) go back to the
-;;;    loop.  A read waits at most the body time-out (then 408);
+;;;    loop.  A read waits at most the body time-out (then 408).  Port
+;;;    procedures written in C (`get-bytevector-all') block in poll(2)
+;;;    instead of calling the waiter: a guard thread sees the pipe
+;;;    starve and hands it to a thread that fills it (`look!');
 ;;;  - a stream writer, for a streamed answer whose body procedure
 ;;;    blocks (`stream-on-thread'), run on a thread of the pool: an output
 ;;;    port whose writes go to the socket as they are made: one chunk per
@@ -51,6 +54,10 @@
   #:use-module ((plucky server suspend) #:select (wait-readable wait-writable
                                                   release-descriptor!))
   #:use-module ((plucky server watchdog) #:select (handler-call))
+  #:use-module ((ice-9 threads) #:select (with-mutex make-mutex make-condition-variable
+                                           signal-condition-variable
+                                           wait-condition-variable
+                                           call-with-new-thread))
   #:use-module (plucky http error)
   #:use-module (plucky http chunked)
   #:export (&body-error
@@ -131,7 +138,8 @@ or the time runs out."
 (define-record-type <body-pipe>
   (%make-body-pipe fd wait-fd transport timeout-ms port write-fd write-port
                    continue remaining decoder raw raw-start raw-end data
-                   data-start data-end on-leftover on-progress unyielded)
+                   data-start data-end on-leftover on-progress unyielded
+                   lock owner pumping? pumps request seen starving failure)
   body-pipe?
   (fd pipe-fd)                              ; the client's socket: read from it
   ;; a dup of FD, waited on: the loop's table has FD as a connection
@@ -158,7 +166,20 @@ or the time runs out."
   (on-leftover pipe-on-leftover)
   (on-progress pipe-on-progress)            ; thunk called as bytes arrive, or #f
   ;; bytes moved since the request last let the loop serve others
-  (unyielded pipe-unyielded set-pipe-unyielded!))
+  (unyielded pipe-unyielded set-pipe-unyielded!)
+  ;; Who reads the socket (see "The guard" below), under LOCK: 'loop,
+  ;; 'thread (a filler thread took the pipe over), 'thread-done, or
+  ;; 'closed (the handler ended: nothing reads the socket any more).
+  (lock pipe-lock)
+  (owner pipe-owner set-pipe-owner!)
+  (pumping? pipe-pumping? set-pipe-pumping!) ; a `pump!' runs or is suspended
+  (pumps pipe-pumps set-pipe-pumps!)         ; how many `pump!' calls began
+  ;; set by the guard: the request whose handler reads, what it saw last
+  (request pipe-request set-pipe-request!)
+  (seen pipe-seen set-pipe-seen!)            ; PUMPS when the guard last looked
+  (starving pipe-starving set-pipe-starving!) ; looks since, the pipe starving
+  ;; a body error the filler thread met, raised as the handler's answer
+  (failure pipe-failure set-pipe-failure!))
 
 (define yield-bytes
   ;; A body that arrives as fast as the handler reads it would never
@@ -222,7 +243,8 @@ ON-PROGRESS, a thunk, each time bytes of the body arrive."
                 (and chunked? (make-chunked-decoder #:max-total max-body))
                 raw 0 have
                 (and chunked? (make-bytevector (bytevector-length raw))) 0 0
-                on-leftover on-progress 0)))
+                on-leftover on-progress 0
+                (make-mutex) 'loop #f 0 #f 0 0 #f)))
     (fcntl wait-fd F_SETFD FD_CLOEXEC)
     (for-each (lambda (port)
                 (fcntl port F_SETFD FD_CLOEXEC)
@@ -331,10 +353,11 @@ BODY gives its ON-LEFTOVER)."
                    ((= n (- errno-EAGAIN)) #t)
                    (else (error "request body pipe:" (errno->string n)))))))))))
 
-(define (read-socket! body wait?)
+(define* (read-socket! body wait? #:optional (progress? #t))
   ;; Read what the socket has into RAW, which is used up; when it has
   ;; nothing, wait for it if WAIT?, else -> #f.  Raise a body error when
-  ;; the body stops or ends early.
+  ;; the body stops or ends early.  ON-PROGRESS is the loop's: called
+  ;; only if PROGRESS?.
   (let* ((raw (pipe-raw body))
          (room (if (pipe-remaining body)
                    ;; Never past the body's end: what follows belongs to
@@ -354,7 +377,7 @@ BODY gives its ON-LEFTOVER)."
         (cond
          ((> n 0)
           (let ((on-progress (pipe-on-progress body)))
-            (when on-progress (on-progress)))
+            (when (and on-progress progress?) (on-progress)))
           (set-pipe-raw-start! body 0)
           (set-pipe-raw-end! body n)
           (unless (pipe-remaining body) (decode-raw! body))
@@ -383,10 +406,37 @@ BODY gives its ON-LEFTOVER)."
                 (connection-lost "the client did not read in time")))
            (else (connection-lost (errno->string n)))))))))
 
+;; The waiter of BODY's port, called when the pipe is empty: put the
+;; next bytes of the body in the pipe, or close its write end at the
+;; body's end, reading (and waiting for) the socket as needed.  Once a
+;; filler thread took the pipe over (the guard, below), wait for the
+;; bytes it puts in the pipe instead, never reading the socket.
 (define (pump! body)
-  ;; The waiter of BODY's port, called when the pipe is empty: put the
-  ;; next bytes of the body in the pipe, or close its write end at the
-  ;; body's end, reading (and waiting for) the socket as needed.
+  (if (begin-pump! body)
+      (with-exception-handler
+          (lambda (exception)
+            (end-pump! body)
+            (raise-exception exception))
+        (lambda ()
+          (pump-socket! body)
+          (end-pump! body)))
+      (wait-for-filler! body)))
+
+(define (begin-pump! body)
+  ;; -> #t when the loop still owns BODY's socket: then the guard leaves
+  ;; it alone until `end-pump!', even while the request suspends.
+  (with-mutex (pipe-lock body)
+    (and (eq? (pipe-owner body) 'loop)
+         (begin
+           (set-pipe-pumping! body #t)
+           (set-pipe-pumps! body (+ 1 (pipe-pumps body)))
+           #t))))
+
+(define (end-pump! body)
+  (with-mutex (pipe-lock body)
+    (set-pipe-pumping! body #f)))
+
+(define (pump-socket! body)
   (let ((continue (pipe-continue body)))
     (when continue
       (set-pipe-continue! body #f)
@@ -407,16 +457,180 @@ BODY gives its ON-LEFTOVER)."
           (lp moved?))))
     (vector-set! handler-call 0 request)))
 
+(define (wait-for-filler! body)
+  ;; The filler thread reads the socket: suspend until the pipe has
+  ;; bytes or ends.  The thread waits for the socket at most the body
+  ;; time-out, then ends the pipe: a longer wait here means it is gone.
+  (let ((request (vector-ref handler-call 0)))
+    (vector-set! handler-call 0 #f)
+    (unless (wait-readable (fileno (body-pipe-port body))
+                           #:timeout-ms (* 2 (pipe-timeout-ms body))
+                           #:kind 'socket #:label "request body")
+      (body-error 408 "the request body stopped arriving"))
+    (vector-set! handler-call 0 request)))
+
+;;;
+;;; The guard: a handler blocked in C on its body
+;;;
+
+;; Guile's port procedures written in C (`get-bytevector-all') read an
+;; empty pipe with a blocking poll(2) of their own: `pump!' never runs,
+;; nothing fills the pipe, and the worker's loop thread would wait
+;; forever.  A thread of the worker, the guard, started by the first
+;; body pipe, looks at the pipes whose handlers run every GUARD-TICK-MS;
+;; a pipe is starving when the loop thread is in its handler
+;; (`handler-call'), its body has not all arrived, its pipe is empty,
+;; and no `pump!' ran or waits for it since the guard last looked.
+;; Starving for GUARD-LOOKS looks in a row (60 to 80 ms: a handler that
+;; reads through suspendable ports calls `pump!' within microseconds of
+;; emptying the pipe, so no such handler is taken for a stuck one, and
+;; a blocked one waits little), the pipe is taken over: a thread of its
+;; own reads the socket with blocking waits and fills the pipe until the
+;; body ends.  The hand-over is one-way, under the pipe's lock: from then
+;; on `pump!' only waits for the pipe.  A handler that computes for a
+;; while with its pipe empty may be taken over too: harmless, its bytes
+;; come from the thread.
+
+(define guard-tick-ms 20)
+(define guard-looks 4)
+
+(define guarded '())                        ; pipes whose handlers run
+(define guard-mutex (make-mutex))
+(define guard-wake (make-condition-variable))
+(define guard-thread #f)
+
+(define (guard! body request)
+  ;; Watch BODY, whose handler runs for REQUEST, from the guard thread.
+  (set-pipe-request! body request)
+  (with-mutex guard-mutex
+    (set! guarded (cons body guarded))
+    (if guard-thread
+        (signal-condition-variable guard-wake)
+        (set! guard-thread (call-with-new-thread guard-loop)))))
+
+(define (unguard! body)
+  (with-mutex guard-mutex
+    (set! guarded (delq! body guarded))))
+
+(define (guard-loop)
+  (let lp ()
+    (with-mutex guard-mutex
+      (let wait ()
+        (when (null? guarded)
+          (wait-condition-variable guard-wake guard-mutex)
+          (wait))))
+    (usleep (* 1000 guard-tick-ms))
+    (for-each look! (with-mutex guard-mutex (list-copy guarded)))
+    (lp)))
+
+(define (look! body)
+  (with-mutex (pipe-lock body)
+    (when (eq? (pipe-owner body) 'loop)
+      (if (and (not (pipe-pumping? body))
+               (= (pipe-pumps body) (pipe-seen body))
+               (eq? (vector-ref handler-call 0) (pipe-request body))
+               (not (body-pipe-complete? body))
+               (not (fd-wait (fileno (body-pipe-port body)) 'read 0)))
+          (let ((looks (+ 1 (pipe-starving body))))
+            (set-pipe-starving! body looks)
+            (when (>= looks guard-looks)
+              (set-pipe-owner! body 'thread)
+              (call-with-new-thread (lambda () (fill-on-thread! body)))))
+          (begin
+            (set-pipe-starving! body 0)
+            (set-pipe-seen! body (pipe-pumps body)))))))
+
+(define (fill-on-thread! body)
+  ;; BODY's filler thread: the socket's bytes into the pipe until the
+  ;; body ends, each read or write under the pipe's lock and only while
+  ;; the handler has not ended (then the loop owns the socket again);
+  ;; waits in poll(2), outside the lock, a slice at a time.  A body
+  ;; error is kept for the handler's answer and ends the pipe.
+  (define wait-fd (pipe-wait-fd body))
+  (define write-fd (pipe-write-fd body))
+  (define (step)
+    ;; -> 'done, 'full (wait for the pipe), 'empty (wait for the socket),
+    ;; 'more, or 'closed
+    (with-mutex (pipe-lock body)
+      (cond
+       ((eq? (pipe-owner body) 'closed) 'closed)
+       ((pipe-continue body)
+        => (lambda (continue)
+             (set-pipe-continue! body #f)
+             (write-all! (pipe-fd body) continue 0 (bytevector-length continue)
+                         (/ (pipe-timeout-ms body) 1000) (pipe-transport body))
+             'more))
+       (else
+        (fill-pipe! body)
+        (cond
+         ((body-pipe-complete? body) 'done)
+         ((call-with-values (lambda () (ready-slice body))
+            (lambda (bv start count) (> count 0)))
+          'full)
+         ((read-socket! body #f #f) 'more)
+         (else 'empty))))))
+  (define (wait fd direction timeout-ms)
+    ;; -> #t ready, #f timed out, 'closed
+    (let lp ((left timeout-ms))
+      (cond
+       ((eq? (pipe-owner body) 'closed) 'closed)
+       ((and left (<= left 0)) #f)
+       ((fd-wait fd direction (if left (min left guard-tick-ms) guard-tick-ms)) #t)
+       (else (lp (and left (- left guard-tick-ms)))))))
+  (define (fail! exception)
+    (with-mutex (pipe-lock body)
+      (unless (eq? (pipe-owner body) 'closed)
+        (set-pipe-failure!
+         body (if (body-error? exception)
+                  exception
+                  (make-exception (make-body-error 400)
+                                  (make-exception-with-message
+                                   (exception-message* exception)))))
+        (close-write-end! body))))
+  (with-exception-handler fail!
+    (lambda ()
+      (let lp ()
+        (case (step)
+          ((more) (lp))
+          ((full) (when (eq? #t (wait write-fd 'write #f)) (lp)))
+          ((empty)
+           (case (wait wait-fd 'read (pipe-timeout-ms body))
+             ((#t) (lp))
+             ((#f) (body-error 408 "the request body stopped arriving")))))))
+    #:unwind? #t)
+  ;; Done with the socket.  When the handler ended first, the pipe's
+  ;; write end and the socket's dup are this thread's to close.
+  (with-mutex (pipe-lock body)
+    (if (eq? (pipe-owner body) 'closed)
+        (begin
+          (close-write-end! body)
+          (fd-close wait-fd))
+        (set-pipe-owner! body 'thread-done))))
+
 (define (body-pipe-close! body)
   "Close the descriptors of BODY (the pipe's ends, the socket's dup);
 return nothing.  Its port then reads nothing more."
-  (close-write-end! body)
-  (close-port (body-pipe-port body))
-  (let ((fd (pipe-wait-fd body)))
-    (when fd
-      (set-pipe-wait-fd! body #f)
-      (release-descriptor! fd)
-      (fd-close fd)))
+  (unguard! body)
+  (let ((owner (with-mutex (pipe-lock body)
+                 (let ((owner (pipe-owner body)))
+                   (set-pipe-owner! body 'closed)
+                   owner))))
+   (unless (eq? owner 'closed)             ; closed already
+    ;; A filler thread still at work closes its descriptors itself, at
+    ;; once: it reads and writes nothing more.
+    (unless (eq? owner 'thread)
+      (close-write-end! body))
+    (let ((port (body-pipe-port body)))
+      (unless (or (eq? owner 'loop) (port-closed? port))
+        ;; `wait-for-filler!' waited on it.
+        (release-descriptor! (fileno port)))
+      (close-port port))
+    (let ((fd (pipe-wait-fd body)))
+      (when fd
+        (set-pipe-wait-fd! body #f)
+        (release-descriptor! fd)
+        (unless (eq? owner 'thread)
+          (fd-close fd))))))
   (values))
 
 (define (closing-answer response)
@@ -461,13 +675,21 @@ raises."
                           (raise-exception exception))))
                 (lambda ()
                   (prefill! body)
+                  (guard! body request)
                   (let ((other (current-read-waiter)))
                     (parameterize ((current-read-waiter
                                     (lambda (p) (if (eq? p port) (pump! body) (other p)))))
                       (apply handler request port state))))))
           (lambda (response response-body . state)
-            (let ((complete? (body-pipe-complete? body)))
+            (let* ((lock (pipe-lock body))
+                   ;; A filler thread may be at work.
+                   (complete? (with-mutex lock (body-pipe-complete? body)))
+                   (failure (with-mutex lock (pipe-failure body))))
               (body-pipe-close! body)
+              (when failure
+                ;; The body ended early for the handler (end of file):
+                ;; what it answered is not an answer to the request.
+                (abort-to-prompt tag failure))
               (when complete?
                 (let ((on-leftover (pipe-on-leftover body)))
                   (when (and on-leftover (< (pipe-raw-start body) (pipe-raw-end body)))

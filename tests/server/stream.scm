@@ -59,6 +59,13 @@
          ;; finds the whole of a small body sent without Expect in the
          ;; pipe, read before the handler runs.
          (text (path-of request) " " (utf8->string (get-bytevector-all* body))))
+        ((string=? path "/pid")
+         (get-bytevector-n body 3)
+         (text (number->string (getpid))))
+        ((string=? path "/all")
+         ;; `get-bytevector-all' on a body that has not arrived: the
+         ;; guard hands the pipe to a thread that fills it.
+         (text (number->string (bytevector-length (get-bytevector-all* body)))))
         ((string=? path "/echo-some")
          ;; As the docs say to read a body that may not have arrived.
          (text "/echo " (utf8->string (read-all-some body))))
@@ -537,6 +544,140 @@
         (test-assert "descriptors back to their level"
           (wait-until (lambda () (<= (level) before)) #:timeout 5)))))
   #:options '(#:handler-timeout 1))
+
+;;;
+;;; A handler blocked in C on its body: the guard takes the pipe over
+;;;
+
+(define (send-slowly! client bytes piece pause-us)
+  ;; -> #t once BYTES went in pieces of PIECE bytes, PAUSE-US apart
+  (let ((n (bytevector-length bytes)))
+    (let lp ((start 0))
+      (or (>= start n)
+          (let ((end (min n (+ start piece))))
+            (and (client-send! client (sub-bytevector bytes start end) #:timeout 30)
+                 (begin (usleep pause-us) (lp end))))))))
+
+(define (chunked-bytes size piece)
+  ;; -> SIZE bytes of 1s as chunks of PIECE bytes, with the last chunk
+  (let* ((data (make-bytevector piece 1))
+         (frame (lambda (n)
+                  (string->utf8 (string-append (number->string n 16) "\r\n")))))
+    (call-with-values open-bytevector-output-port
+      (lambda (out get)
+        (let lp ((left size))
+          (if (zero? left)
+              (put-bytevector out (string->utf8 "0\r\n\r\n"))
+              (let ((n (min piece left)))
+                (put-bytevector out (frame n))
+                (put-bytevector out data 0 n)
+                (put-bytevector out (string->utf8 "\r\n"))
+                (lp (- left n)))))
+        (get)))))
+
+(define (test-blocked-in-c server level)
+  (define port (server-port server))
+  (define (answer client)
+    (let ((response body (client-read-response client #:timeout 60)))
+      (and response (list (response-code response) (body-text body)))))
+  (test-group "get-bytevector-all, a 5 MB Content-Length body sent slowly"
+    (let ((before (level))
+          (size (* 5 1000 1000)))
+      (with-client port
+        (lambda (client)
+          (client-send! client (string-append "POST /all HTTP/1.1\r\nHost: x\r\n"
+                                              "Content-Length: " (number->string size)
+                                              "\r\n\r\n"))
+          ;; Past the pipe's 64 KiB, then nothing for long enough that
+          ;; the handler is surely blocked in C and taken over.
+          (test-assert "sent"
+            (send-slowly! client (make-bytevector size 3) (* 1024 1024) 200000))
+          (test-equal "the whole body, counted" (list 200 (number->string size))
+            (answer client))))
+      (test-equal "the worker serves the next request" "plain /ok" (get-body port "/ok"))
+      (test-assert "descriptors back to their level"
+        (wait-until (lambda () (<= (level) before)) #:timeout 5))))
+  (test-group "get-bytevector-all, a 2 MB chunked body"
+    (let ((size (* 2 1024 1024)))
+      (with-client port
+        (lambda (client)
+          (client-send! client (post "/all" '("Transfer-Encoding: chunked") ""))
+          (test-assert "sent"
+            (send-slowly! client (chunked-bytes size 65536) (* 256 1024) 100000))
+          (test-equal "the whole body, counted" (list 200 (number->string size))
+            (answer client))))))
+  (test-group "get-bytevector-all, Expect: 100-continue"
+    (let ((size 300000))
+      (with-client port
+        (lambda (client)
+          (client-send! client (string-append "POST /all HTTP/1.1\r\nHost: x\r\n"
+                                              "Content-Length: " (number->string size)
+                                              "\r\nExpect: 100-continue\r\n\r\n"))
+          (let ((interim _ (client-read-response client #:timeout 10)))
+            (test-equal "100, sent by the thread" 100 (and interim (response-code interim))))
+          (test-assert "sent"
+            (send-slowly! client (make-bytevector size 5) 100000 100000))
+          (test-equal "the whole body, counted" (list 200 (number->string size))
+            (answer client))))))
+  (test-group "get-bytevector-all, the client stops mid-body: 408"
+    (let ((before (level)))
+      (with-client port
+        (lambda (client)
+          (client-send! client (string-append "POST /all HTTP/1.1\r\nHost: x\r\n"
+                                              "Content-Length: 5000000\r\n\r\n"))
+          (client-send! client (make-bytevector 200000 3))
+          (let ((answer (answer client)))
+            (test-equal "408" 408 (and answer (car answer))))))
+      (test-equal "the worker serves the next request" "plain /ok" (get-body port "/ok"))
+      (test-assert "descriptors back to their level"
+        (wait-until (lambda () (<= (level) before)) #:timeout 5))))
+  (test-assert "the server is still up" (server-alive? server)))
+
+(for-each
+ (lambda (workers)
+   (test-group (format #f "guard, --workers ~a" workers)
+     (call-with-server body-handler
+       (lambda (server)
+         ;; First uploads load what body pipes need, and start each
+         ;; worker's guard thread (which holds Guile's wake-up pipe of
+         ;; a thread: two descriptors for good): until each worker has
+         ;; answered one.
+         (let ((pids (if (= workers 1)
+                         (list (server-pid server))
+                         (child-pids (server-pid server)))))
+           (test-assert "first uploads, one to each worker"
+             (let lp ((tries 0) (seen '()))
+               (let ((pid (with-client (server-port server)
+                            (lambda (client)
+                              (client-send! client (post "/pid" '() "abc"))
+                              (let ((response body (client-read-response client #:timeout 5)))
+                                (and body (string->number (body-text body))))))))
+                 (cond
+                  ((not pid) #f)
+                  ((lset<= = pids (cons pid seen)) #t)
+                  ((< tries 60) (lp (+ tries 1) (cons pid seen)))
+                  (else #f))))))
+         (let ((workers-before (sort (child-pids (server-pid server)) <)))
+           (test-blocked-in-c
+            server
+            (lambda ()
+              ;; The workers' descriptors but the wake-up pipe Guile
+              ;; gives each thread: its finalizer thread starts at a
+              ;; worker's first collection, whenever that comes.  A
+              ;; filler thread that stayed would still show, with the
+              ;; pipe's write end and the socket's dup it holds.
+              (apply + (map (lambda (pid)
+                              (- (descriptors pid)
+                                 (* 2 (string->number
+                                       (process-status-field pid "Threads")))))
+                            (if (= workers 1)
+                                (list (server-pid server))
+                                (child-pids (server-pid server)))))))
+           (test-equal "no worker replaced" workers-before
+             (sort (child-pids (server-pid server)) <))))
+       #:workers workers
+       #:settings (make-loop-settings #:body-timeout 2 #:max-body (* 64 1024 1024)))))
+ '(1 2))
 
 ;;;
 ;;; Streamed answers
