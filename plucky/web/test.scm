@@ -154,12 +154,6 @@ takes it out."
           (lambda () (serialise request response response-body))
           #:unwind? #t))))
 
-(define (bytevector-append a b)
-  (let ((c (make-bytevector (+ (bytevector-length a) (bytevector-length b)))))
-    (bytevector-copy! a 0 c 0 (bytevector-length a))
-    (bytevector-copy! b 0 c (bytevector-length a) (bytevector-length b))
-    c))
-
 (define (response-header-values response name)
   "Return the values of every header NAME (a symbol) of RESPONSE, in
 order: Set-Cookie, for one, comes once per cookie."
@@ -228,7 +222,7 @@ CLIENT's jar."
          (request (make-test-http-request client method target headers body)))
     (set-test-client-error! client #f)
     (let-values (((bytes extra) (answer-bytes client request body)))
-      (let* ((port (open-bytevector-input-port (bytevector-append bytes extra)))
+      (let* ((port (open-bytevector-input-port (bytevector-concatenate (list bytes extra))))
              (response (read-response port))
              (rest (get-bytevector-all port))
              (payload (if (eof-object? rest) #vu8() rest)))

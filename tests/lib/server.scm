@@ -37,6 +37,7 @@
   #:use-module (system foreign)
   #:use-module (web request)
   #:use-module (web response)
+  #:use-module ((plucky http) #:select (bytevector-concatenate))
   #:export (start-child
             start-server
             stop-server
@@ -496,12 +497,6 @@ before all were sent within TIMEOUT seconds."
                    (lambda args #f))))
           (and n (lp (+ start n)))))))))
 
-(define (bytevector-append a b)
-  (let ((c (make-bytevector (+ (bytevector-length a) (bytevector-length b)))))
-    (bytevector-copy! a 0 c 0 (bytevector-length a))
-    (bytevector-copy! b 0 c (bytevector-length a) (bytevector-length b))
-    c))
-
 (define (receive-some! client deadline)
   ;; Append what arrives before DEADLINE to the pending bytes.  -> #t if
   ;; anything came, 'eof when the peer closed, #f when time ran out.
@@ -521,7 +516,7 @@ before all were sent within TIMEOUT seconds."
          (else
           (let ((got (make-bytevector n)))
             (bytevector-copy! buf 0 got 0 n)
-            (set-client-pending! client (bytevector-append (client-pending client) got))
+            (set-client-pending! client (bytevector-concatenate (list (client-pending client) got)))
             #t))))))))
 
 (define (find-head-end bv start)

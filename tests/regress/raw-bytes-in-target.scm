@@ -7,7 +7,8 @@
 ;;; (a "/" to a lax UTF-8 decoder: a path traversal trick) went through
 ;;; too.  Both are now a 400 and the connection closes.
 
-(use-modules (srfi srfi-1)
+(use-modules ((plucky http) #:select (bytevector-concatenate))
+             (srfi srfi-1)
              (srfi srfi-64)
              (srfi srfi-71)
              (rnrs bytevectors)
@@ -23,14 +24,12 @@
   ;; TARGET: a bytevector -> (values status code, closed?)
   (with-client port
     (lambda (client)
-      (client-send! client (bytevector-append (string->utf8 "GET ") target
-                                              (string->utf8 " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")))
+      (client-send! client (bytevector-concatenate
+                            (list (string->utf8 "GET ") target
+                                  (string->utf8 " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))))
       (let ((response body (client-read-response client #:timeout 10)))
         (values (and response (response-code response))
                 (and response (client-eof? client #:timeout 5)))))))
-
-(define (bytevector-append . bvs)
-  (u8-list->bytevector (append-map bytevector->u8-list bvs)))
 
 (test-begin "regress/raw-bytes-in-target")
 

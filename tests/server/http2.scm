@@ -16,7 +16,8 @@
 ;;;
 ;;; Code:
 
-(use-modules (srfi srfi-1)
+(use-modules ((plucky http) #:select (bytevector-concatenate))
+             (srfi srfi-1)
              (srfi srfi-11)
              (srfi srfi-64)
              (rnrs bytevectors)
@@ -83,15 +84,6 @@
   (format #f "http://127.0.0.1:~a~a" (server-port server) path))
 
 (define (body-string r) (utf8->string (h2-response-body r)))
-
-(define (bytevector-concatenate* . bvs)
-  (let ((all (make-bytevector (apply + (map bytevector-length bvs)))))
-    (let lp ((bvs bvs) (at 0))
-      (if (null? bvs)
-          all
-          (begin
-            (bytevector-copy! (car bvs) 0 all at (bytevector-length (car bvs)))
-            (lp (cdr bvs) (+ at (bytevector-length (car bvs)))))))))
 
 (test-group "curl, prior knowledge, and HTTP/1.1 on the same port"
   (call-guarded
@@ -307,7 +299,7 @@
        (let ((client (h2-connect (server-port server)))
              (n 2000))
          (client-send! (h2-client-raw client)
-                       (apply bytevector-concatenate*
+                       (bytevector-concatenate
                               (append-map (lambda (id)
                                      (list (h2-frame 1 5 id (h2-header-block
                                                              '((":method" . "GET") (":scheme" . "http")
@@ -342,12 +334,12 @@
               ;; one 4 KB field into the dynamic table (literal with
               ;; incremental indexing, RFC 7541 §6.2.1), then 20 one-byte
               ;; references to it (index 62): 80 KB of fields decoded
-              (block (bytevector-concatenate*
+              (block (bytevector-concatenate (list
                       (h2-header-block '((":method" . "GET") (":scheme" . "http")
                                          (":authority" . "x") (":path" . "/")))
                       #vu8(#x40 5) (string->utf8 "x-big") #vu8(#x7f #xa1 #x1e) ; 4000 = 127 + 33 + 30 * 128
                       (string->utf8 big)
-                      (make-bytevector 20 #xbe))))
+                      (make-bytevector 20 #xbe)))))
          (h2-send-frame! client 1 5 1 block)
          (h2-request! client 3 "/")
          (let ((all (h2-get-all client '(1 3))))
@@ -358,10 +350,10 @@
          (h2-close! client))
        (let ((client (h2-connect (server-port server))))
          ;; a dynamic table size update to 1 MB (§6.3), past the 4096 allowed
-         (h2-send-frame! client 1 5 1 (bytevector-concatenate*
+         (h2-send-frame! client 1 5 1 (bytevector-concatenate (list
                                        #vu8(#x3f #xe1 #xff #x3d)
                                        (h2-header-block '((":method" . "GET") (":scheme" . "http")
-                                                          (":authority" . "x") (":path" . "/")))))
+                                                          (":authority" . "x") (":path" . "/"))))))
          (test-equal "a table larger than allowed: GOAWAY COMPRESSION_ERROR" 9
            (read-until-goaway client 10))
          (h2-close! client))))))

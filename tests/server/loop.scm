@@ -14,7 +14,8 @@
 ;;;
 ;;; Code:
 
-(use-modules (srfi srfi-1)
+(use-modules ((plucky http) #:select (bytevector-concatenate))
+             (srfi srfi-1)
              (srfi srfi-64)
              (srfi srfi-71)
              (tests lib harness)
@@ -129,12 +130,6 @@
 (define (median numbers)
   (let ((sorted (sort numbers <)))
     (list-ref sorted (quotient (length sorted) 2))))
-
-(define (bytevector-append* a b)
-  (let ((c (make-bytevector (+ (bytevector-length a) (bytevector-length b)))))
-    (bytevector-copy! a 0 c 0 (bytevector-length a))
-    (bytevector-copy! b 0 c (bytevector-length a) (bytevector-length b))
-    c))
 
 (define (ms seconds) (exact->inexact (* 1000 seconds)))
 
@@ -573,15 +568,15 @@ and that some round's slowest answer was within `latency-bound'."
           (usleep 100000)
           (let ((rest (make-bytevector (- size split))))
             (bytevector-copy! payload split rest 0 (- size split))
-            (client-send! client (bytevector-append* rest
-                                                     (string->utf8 (request-text "/echo/next")))))
+            (client-send! client (bytevector-concatenate
+                                  (list rest (string->utf8 (request-text "/echo/next"))))))
           (let ((replies (client-read-responses client 2)))
             (test-equal "200 KB body: two answers" 2 (length replies))
             (test-assert "the body came back whole"
               (and (pair? replies)
                    (equal? (cdr (car replies))
-                           (bytevector-append* (string->utf8 (format #f "~a:" size))
-                                               payload))))
+                           (bytevector-concatenate (list (string->utf8 (format #f "~a:" size))
+                                                         payload)))))
             (test-equal "and the pipelined GET after it" "/echo/next"
               (and (= 2 (length replies)) (reply-body-string (cadr replies))))))))))
 

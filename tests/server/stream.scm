@@ -9,7 +9,8 @@
 ;;; Content-Length, HEAD, server-sent events that arrive before the
 ;;; answer ends, a body procedure that fails half-way).
 
-(use-modules (srfi srfi-64)
+(use-modules ((plucky http) #:select (bytevector-concatenate))
+             (srfi srfi-64)
              (ice-9 ftw)
              (srfi srfi-1)
              (srfi srfi-71)
@@ -710,7 +711,7 @@
              ((zero? size)
               (if (and (<= (+ line-end 4) (bytevector-length bytes))
                        (equal? #vu8(13 10 13 10) (sub-bytevector bytes line-end (+ line-end 4))))
-                  (values (apply bytevector-concatenate (reverse parts)) (+ line-end 4) count)
+                  (values (bytevector-concatenate (reverse parts)) (+ line-end 4) count)
                   (values #f #f #f)))
              ((> (+ line-end 2 size 2) (bytevector-length bytes)) (values #f #f #f))
              ((not (equal? #vu8(13 10) (sub-bytevector bytes (+ line-end 2 size)
@@ -720,13 +721,6 @@
               (lp (+ line-end 4 size)
                   (cons (sub-bytevector bytes (+ line-end 2) (+ line-end 2 size)) parts)
                   (+ count 1)))))))))
-
-(define (bytevector-concatenate . bvs)
-  (let ((out (make-bytevector (fold + 0 (map bytevector-length bvs)))))
-    (fold (lambda (bv i) (bytevector-copy! bv 0 out i (bytevector-length bv))
-                  (+ i (bytevector-length bv)))
-          0 bvs)
-    out))
 
 (define (read-until client done? timeout)
   ;; Read from CLIENT until (DONE? pending-bytes) or TIMEOUT seconds; ->

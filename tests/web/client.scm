@@ -18,7 +18,8 @@
 ;;;
 ;;; Code:
 
-(use-modules (srfi srfi-1)
+(use-modules ((plucky http) #:select (bytevector-concatenate))
+             (srfi srfi-1)
              (srfi srfi-64)
              (srfi srfi-71)
              (rnrs bytevectors)
@@ -263,13 +264,7 @@
             (list first path))
           (let ((more (get-bytevector-some port)))
             (and (not (eof-object? more))
-                 (lp (bytevector-append bytes more))))))))
-
-(define (bytevector-append a b)
-  (let ((c (make-bytevector (+ (bytevector-length a) (bytevector-length b)))))
-    (bytevector-copy! a 0 c 0 (bytevector-length a))
-    (bytevector-copy! b 0 c (bytevector-length a) (bytevector-length b))
-    c))
+                 (lp (bytevector-concatenate (list bytes more)))))))))
 
 (define accepted 0)
 

@@ -1,6 +1,7 @@
 ;;; tests/web/forms.scm --- (plucky web forms)
 
-(use-modules (srfi srfi-64)
+(use-modules ((plucky http) #:select (bytevector-concatenate))
+             (srfi srfi-64)
              (srfi srfi-1)
              (rnrs bytevectors)
              (ice-9 binary-ports)
@@ -183,14 +184,6 @@
    "\r\n--b\r\nContent-Disposition: form-data; name=\"empty\"; filename=\"\"\r\n"
    "Content-Type: application/octet-stream\r\n\r\n"
    "\r\n--b--\r\n"))
-
-(define (bytevector-concatenate bvs)
-  (let ((out (make-bytevector (apply + (map bytevector-length bvs)))))
-    (let lp ((bvs bvs) (i 0))
-      (unless (null? bvs)
-        (bytevector-copy! (car bvs) 0 out i (bytevector-length (car bvs)))
-        (lp (cdr bvs) (+ i (bytevector-length (car bvs))))))
-    out))
 
 ;; The body as a browser sends it: text as UTF-8, the file's bytes as they are.
 (define form-body

@@ -17,7 +17,8 @@
 ;;;
 ;;; Code:
 
-(use-modules (srfi srfi-1)
+(use-modules ((plucky http) #:select (bytevector-concatenate))
+             (srfi srfi-1)
              (srfi srfi-64)
              ((srfi srfi-19) #:select (date-year))
              (srfi srfi-71)
@@ -368,15 +369,6 @@
 ;;; Bodies
 ;;;
 
-(define (bytevector-append* . bvs)
-  (let ((out (make-bytevector (apply + (map bytevector-length bvs)))))
-    (let lp ((bvs bvs) (at 0))
-      (if (null? bvs)
-          out
-          (begin
-            (bytevector-copy! (car bvs) 0 out at (bytevector-length (car bvs)))
-            (lp (cdr bvs) (+ at (bytevector-length (car bvs)))))))))
-
 (test-group "streamed bodies"
   (let ((response reader (http-request-stream (url proxy-port "/big-chunked"))))
     (test-equal "a 5 MB chunked body: chunked to the client"
@@ -384,7 +376,7 @@
     (let ((body (let lp ((pieces '()))
                   (let ((piece (reader)))
                     (if (eof-object? piece)
-                        (apply bytevector-append* (reverse pieces))
+                        (bytevector-concatenate (reverse pieces))
                         (lp (cons piece pieces)))))))
       (test-eqv "…all of it" five-mb (bytevector-length body))
       (test-assert "…byte for byte" (bytevector=? body big-body))))
