@@ -82,6 +82,23 @@
   (listener sql-listener set-sql-listener!)           ; PostgreSQL: or #f
   (listen-after sql-listen-after set-sql-listen-after!)) ; no try before (seconds)
 
+;; SQLITE_BUSY, as guile-sqlite3 raises it
+(define sqlite-busy 5)
+
+(define (set-wal-mode! handle)
+  ;; Switching a new file to WAL takes an exclusive lock without calling
+  ;; the busy handler: two processes opening a new file at once can get
+  ;; SQLITE_BUSY ("database is locked").  Try again, within the busy
+  ;; time-out of `open-sql'.  (A file in WAL mode stays in it: only its
+  ;; first opening switches.)
+  (let retry ((waited-ms 0))
+    (catch 'sqlite-error
+      (lambda () (sqlite-exec handle "PRAGMA journal_mode=WAL"))
+      (lambda (key who code . rest)
+        (if (and (eqv? code sqlite-busy) (< waited-ms 10000))
+            (begin (usleep 5000) (retry (+ waited-ms 5)))
+            (apply throw key who code rest))))))
+
 (define* (open-sql location #:key (pool #f))
   "Return a connection to LOCATION: an SQLite file (made readable by the
 server's user alone, created if missing) or a PostgreSQL URL, through
@@ -93,7 +110,7 @@ POOL (of `make-pg-pool' on LOCATION) or a pool of its own."
                    (let ((handle (sqlite-open location (logior SQLITE_OPEN_READWRITE
                                                                SQLITE_OPEN_CREATE))))
                      (sqlite-busy-timeout handle 10000)
-                     (sqlite-exec handle "PRAGMA journal_mode=WAL")
+                     (set-wal-mode! handle)
                      (sqlite-exec handle "PRAGMA synchronous=NORMAL")
                      (sqlite-exec handle "PRAGMA foreign_keys=ON")
                      (make-sql 'sqlite location handle))))))
