@@ -39,10 +39,11 @@
 ;;; sleep, so that library code (plucky web client) works everywhere.
 ;;;
 ;;; Guile's suspendable ports call `current-read-waiter' and
-;;; `current-write-waiter' when a non-blocking port would block; the
-;;; loop sets them to `wait-readable'/`wait-writable' on its thread, so
-;;; an app that installs suspendable ports (`install-suspendable-ports!')
-;;; suspends in Guile's own port procedures too.
+;;; `current-write-waiter' when a non-blocking port would block.  The
+;;; loop does not set them: a body read as a port (plucky server stream)
+;;; sets the read waiter around its handler, and an app that installs
+;;; suspendable ports for its own descriptors can make the waiters call
+;;; `wait-readable'/`wait-writable' (docs/waiting.md).
 ;;;
 ;;; Events and channels are for requests of one worker: its loop runs on
 ;;; one thread, and they must be used from it (a compute thread passes a
