@@ -493,6 +493,12 @@ or starting up) and 53300 (too many connections)."
 (define unavailable-last-log 0)           ; internal real time of the last line
 (define unavailable-unlogged 0)           ; 503s answered since, not logged
 
+;; libpq's messages span lines, the second indented with a tab ("...
+;; failed: Connection refused\n\tIs the server running...").
+(define (one-line message)
+  "Return MESSAGE with each run of whitespace made one space, trimmed."
+  (string-join (string-tokenize message char-set:graphic) " "))
+
 (define (log-unavailable! exception request)
   (let ((now (get-internal-real-time)))
     (if (< (- now unavailable-last-log) internal-time-units-per-second)
@@ -500,7 +506,7 @@ or starting up) and 53300 (too many connections)."
         (begin
           (log-line "database unavailable (~a ~a): 503 to ~a ~a~a"
                     (pg-error-sqlstate exception)
-                    (string-trim-right (pg-error-message exception))
+                    (one-line (pg-error-message exception))
                     (request-method request) (uri-path (request-uri request))
                     (if (zero? unavailable-unlogged)
                         ""

@@ -279,7 +279,14 @@
              (<= 1 lines seconds))
            (test-assert "no backtrace" (not (string-contains log "Backtrace")))
            (test-assert "the line names the error"
-             (string-contains log "database unavailable (08")))
+             (string-contains log "database unavailable (08"))
+           (test-assert "libpq's message on the same line, without tabs"
+             (let ((line (find (lambda (line) (string-contains line "database unavailable"))
+                               (string-split log #\newline))))
+               (and (not (string-index line #\tab))
+                    (not (any (lambda (line) (string-prefix? "\t" line))
+                              (string-split log #\newline)))
+                    (string-contains line "): 503 to GET /newest")))))
          (start-postgresql pg-directory)
          (test-equal "PostgreSQL back: 200 again" 200
            (poll (lambda ()
