@@ -404,14 +404,37 @@ transaction under the site's lock."
      ((pair? errors)
       (html-status 400 (login-page #:csrf (csrf-token) #:errors errors
                                    #:values `(("name" . ,(excerpt name name-limit))))))
-     ((not (create-user! db name (hash-password password) (now)))
-      (html-status 409 (login-page #:csrf (csrf-token)
-                                   #:errors '(("name" . "That username is taken."))
-                                   #:values `(("name" . ,(excerpt name name-limit))))))
-     (else
+     ((create-user! db name (hash-password password) (now))
       (session-regenerate!)
       (session-set! "user" name)
-      (redirect "news")))))
+      (redirect "news"))
+     ((signup-replayed? site request db name password)
+      ;; The same form sent again (its answer lost, a reload, a retry
+      ;; through the balancer): the account it made is this one, so the
+      ;; answer is the first one's, not "taken".
+      (session-regenerate!)
+      (session-set! "user" name)
+      (redirect "news"))
+     (else
+      (html-status 409 (login-page #:csrf (csrf-token)
+                                   #:errors '(("name" . "That username is taken."))
+                                   #:values `(("name" . ,(excerpt name name-limit)))))))))
+
+(define (signup-replayed? site request db name password)
+  "Return true when the account NAME exists with PASSWORD: a signup sent
+twice.  That is a login, so it is limited as one: past the failures
+allowed it is not tried, and a wrong password counts as a failure
+(signup must not be a way around login's limits)."
+  (let ((keys (login-keys request name))
+        (hash (user-password-hash db name)))
+    (cond
+     ((or (not hash) (login-wait site keys)) #f)
+     ((verify-password hash password)
+      (rate-limit-clear! (site-logins site) (car keys))
+      #t)
+     (else
+      (for-each (lambda (key) (rate-limit-hit! (site-logins site) key)) keys)
+      #f))))
 
 (define (logout site request body)
   (session-destroy!)

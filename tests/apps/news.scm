@@ -354,6 +354,25 @@
                      <)))
     (exact->inexact (list-ref times 2))))
 
+(test-group "a signup sent twice"
+  ;; Its first answer lost (a retry through the balancer, a reload): the
+  ;; second is the first one's answer, not "taken"; but signup is no way
+  ;; around login's limits.
+  (let ((first (make-visitor)) (again (make-visitor)) (guesser (make-visitor)))
+    (test-equal "ruth signs up" 303 (signup! first "ruth" "ruth's long password"))
+    (test-equal "the same form again, elsewhere: 303" 303
+      (signup! again "ruth" "ruth's long password"))
+    (test-assert "and logged in as ruth" (string-contains (text-of again 'GET "/") "ruth"))
+    (test-equal "another password: taken" (make-list 10 409)
+      (map (lambda (i) (signup! guesser "ruth" (format #f "guess number ~a" i))) (iota 10)))
+    (test-equal "then the right one from the guesser: taken (limited)" 409
+      (signup! guesser "ruth" "ruth's long password"))
+    (test-assert "not logged in" (not (string-contains (text-of guesser 'GET "/") "ruth")))
+    (test-equal "login from the guesser: 429" 429
+      (begin (call guesser 'GET "/login")
+             (status-of guesser 'POST "/login"
+                        #:form '(("login-name" . "ruth") ("login-password" . "ruth's long password")))))))
+
 (test-group "issue 25b: failed logins, per account and per address, across workers"
   ;; 40 wrong passwords for one account, then the right one: all were
   ;; answered, and the last logged in.
