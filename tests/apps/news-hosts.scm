@@ -269,6 +269,10 @@
                 (log (plucky-log a))
                 (lines (length (filter (lambda (line) (string-contains line "database unavailable"))
                                        (string-split log #\newline)))))
+           (unless (and (<= 1 lines seconds) (string-contains log "database unavailable (08"))
+             ;; a failure seen once only, on a loaded machine: show why
+             (format (current-error-port) "news-hosts: ~a lines in ~a s; the server's log:~%~a~%"
+                     lines seconds log))
            (test-equal "each request: 503" (make-list 20 503)
              (map (lambda (r) (response-code (car r))) responses))
            (test-equal "Retry-After: 5" 5
