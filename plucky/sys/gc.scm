@@ -40,6 +40,28 @@
 ;;; whatever: it trades resident memory for how often they come
 ;;; (bench/rss).
 ;;;
+;;; What a collection marks, beside the live heap: the data of every
+;;; compiled module loaded, which Guile's loader registers whole with
+;;; libgc as a root (a .go file's DT_GUILE_GC_ROOT), to be scanned word
+;;; by word at each collection.  In a server that data is as large as
+;;; its live heap, and most of it is the syntax objects of SRFI-9's
+;;; accessor macros (docs/guile-upstream.md, 5 and 9; bench/demo-gc
+;;; prints both sizes).  libgc's other levers were measured on the demo
+;;; (bench/RESULTS.md, "collector levers") and none is used:
+;;;
+;;;   - Incremental, generational marking (GC_ENABLE_INCREMENTAL, dirty
+;;;     pages found by mprotect: this kernel has no soft-dirty bits)
+;;;     still ends each cycle with the world stopped to scan the roots
+;;;     again and the pages written meanwhile: that stop was as long as
+;;;     a whole collection, the heap held more, and every first write
+;;;     to a page since the last cycle is a SIGSEGV.
+;;;   - Parallel marking: libgc starts its marker threads in the process
+;;;     that starts it, and after a fork marks on one thread until told
+;;;     otherwise (GC_start_mark_threads); a worker's collection then
+;;;     costs the same CPU time on one CPU.  More markers shorten the
+;;;     stop only where a CPU is idle, which on a machine whose workers
+;;;     fill its CPUs it is not.
+;;;
 ;;; Code:
 
 (define-module (plucky sys gc)
