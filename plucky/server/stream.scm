@@ -71,6 +71,7 @@
             body-pipe-port
             body-pipe-complete?
             body-pipe-close!
+            close-request-bodies!
             call-with-body-pipe
             open-stream-writer))
 
@@ -139,7 +140,8 @@ or the time runs out."
   (%make-body-pipe fd wait-fd transport timeout-ms port write-fd write-port
                    continue remaining decoder raw raw-start raw-end data
                    data-start data-end on-leftover on-progress unyielded
-                   lock owner pumping? pumps request seen starving failure)
+                   lock owner pumping? pumps request seen starving failure
+                   read-dup)
   body-pipe?
   (fd pipe-fd)                              ; the client's socket: read from it
   ;; a dup of FD, waited on: the loop's table has FD as a connection
@@ -179,7 +181,10 @@ or the time runs out."
   (seen pipe-seen set-pipe-seen!)            ; PUMPS when the guard last looked
   (starving pipe-starving set-pipe-starving!) ; looks since, the pipe starving
   ;; a body error the filler thread met, raised as the handler's answer
-  (failure pipe-failure set-pipe-failure!))
+  (failure pipe-failure set-pipe-failure!)
+  ;; once a filler thread took over: a dup of the pipe's read end, which
+  ;; `wait-for-filler!' waits on (see `poison-read-end!')
+  (read-dup pipe-read-dup set-pipe-read-dup!))
 
 (define yield-bytes
   ;; A body that arrives as fast as the handler reads it would never
@@ -244,7 +249,7 @@ ON-PROGRESS, a thunk, each time bytes of the body arrive."
                 raw 0 have
                 (and chunked? (make-bytevector (bytevector-length raw))) 0 0
                 on-leftover on-progress 0
-                (make-mutex) 'loop #f 0 #f 0 0 #f)))
+                (make-mutex) 'loop #f 0 #f 0 0 #f #f)))
     (fcntl wait-fd F_SETFD FD_CLOEXEC)
     (for-each (lambda (port)
                 (fcntl port F_SETFD FD_CLOEXEC)
@@ -463,11 +468,13 @@ BODY gives its ON-LEFTOVER)."
   ;; time-out, then ends the pipe: a longer wait here means it is gone.
   (let ((request (vector-ref handler-call 0)))
     (vector-set! handler-call 0 #f)
-    (unless (wait-readable (fileno (body-pipe-port body))
+    (unless (wait-readable (pipe-read-dup body)
                            #:timeout-ms (* 2 (pipe-timeout-ms body))
                            #:kind 'socket #:label "request body")
       (body-error 408 "the request body stopped arriving"))
-    (vector-set! handler-call 0 request)))
+    (vector-set! handler-call 0 request)
+    (let ((failure (with-mutex (pipe-lock body) (pipe-failure body))))
+      (when failure (raise-exception failure)))))
 
 ;;;
 ;;; The guard: a handler blocked in C on its body
@@ -535,6 +542,9 @@ BODY gives its ON-LEFTOVER)."
             (set-pipe-starving! body looks)
             (when (>= looks guard-looks)
               (set-pipe-owner! body 'thread)
+              (let ((dup (dup->fdes (fileno (body-pipe-port body)))))
+                (fcntl dup F_SETFD FD_CLOEXEC)
+                (set-pipe-read-dup! body dup))
               (call-with-new-thread (lambda () (fill-on-thread! body)))))
           (begin
             (set-pipe-starving! body 0)
@@ -586,6 +596,7 @@ BODY gives its ON-LEFTOVER)."
                   (make-exception (make-body-error 400)
                                   (make-exception-with-message
                                    (exception-message* exception)))))
+        (poison-read-end! body)
         (close-write-end! body))))
   (with-exception-handler fail!
     (lambda ()
@@ -607,6 +618,26 @@ BODY gives its ON-LEFTOVER)."
           (fd-close wait-fd))
         (set-pipe-owner! body 'thread-done))))
 
+;; A body that fails on the filler thread (the client stalls past the
+;; body time-out, leaves, or sends bad chunks) must not end as a clean
+;; end of file: a handler blocked in C would take what it read for the
+;; whole body and act on it.  Nothing makes a pipe's read fail, so the
+;; handler's descriptor is made to name another file, whose reads fail:
+;; a TCP socket never connected (ENOTCONN at each read; poll(2) says
+;; it is ready).  Only then is the write end closed: a poll(2) under way
+;; on the pipe wakes, and Guile's read that follows fails, raising a
+;; system-error in the handler.  `wait-for-filler!' waits on a dup of
+;; the read end, which still names the pipe, and raises the body error
+;; itself.  A port the handler closed is left alone (its number may be
+;; another file's by now).
+(define (poison-read-end! body)
+  (let ((port (body-pipe-port body)))
+    (unless (port-closed? port)
+      (let ((socket (socket AF_INET SOCK_STREAM 0)))
+        (dup2 (fileno socket) (fileno port))
+        (fcntl (fileno port) F_SETFD FD_CLOEXEC)
+        (close-port socket)))))
+
 (define (body-pipe-close! body)
   "Close the descriptors of BODY (the pipe's ends, the socket's dup);
 return nothing.  Its port then reads nothing more."
@@ -620,17 +651,29 @@ return nothing.  Its port then reads nothing more."
     ;; once: it reads and writes nothing more.
     (unless (eq? owner 'thread)
       (close-write-end! body))
-    (let ((port (body-pipe-port body)))
-      (unless (or (eq? owner 'loop) (port-closed? port))
+    (let ((dup (pipe-read-dup body)))
+      (when dup
         ;; `wait-for-filler!' waited on it.
-        (release-descriptor! (fileno port)))
-      (close-port port))
+        (set-pipe-read-dup! body #f)
+        (release-descriptor! dup)
+        (fd-close dup)))
+    (close-port (body-pipe-port body))
     (let ((fd (pipe-wait-fd body)))
       (when fd
         (set-pipe-wait-fd! body #f)
         (release-descriptor! fd)
         (unless (eq? owner 'thread)
           (fd-close fd))))))
+  (values))
+
+(define (close-request-bodies! request)
+  "Close the descriptors of the body pipes whose handler runs for
+REQUEST; return nothing.  For a request dropped where its handler
+waits (given up, told so, and waiting again): no return of the handler
+will close them."
+  (for-each body-pipe-close!
+            (with-mutex guard-mutex
+              (filter (lambda (body) (eq? (pipe-request body) request)) guarded)))
   (values))
 
 (define (closing-answer response)
@@ -666,13 +709,18 @@ raises."
             (lambda ()
               (with-exception-handler
                   (lambda (exception)
-                    (if (body-error? exception)
-                        (abort-to-prompt tag exception)
-                        (begin
-                          ;; The handler failed or was given up: its
-                          ;; descriptors go now, the error goes on.
-                          (body-pipe-close! body)
-                          (raise-exception exception))))
+                    (cond
+                     ((body-error? exception)
+                      (abort-to-prompt tag exception))
+                     ((with-mutex (pipe-lock body) (pipe-failure body))
+                      ;; What failed is the body, on the filler thread:
+                      ;; the handler's read raised (see `poison-read-end!').
+                      => (lambda (failure) (abort-to-prompt tag failure)))
+                     (else
+                      ;; The handler failed or was given up: its
+                      ;; descriptors go now, the error goes on.
+                      (body-pipe-close! body)
+                      (raise-exception exception))))
                 (lambda ()
                   (prefill! body)
                   (guard! body request)

@@ -1,0 +1,204 @@
+;;; tests/server/body-faults.scm --- body ports when the client misbehaves
+;;;
+;;; Over real sockets, the faults of a `with-body-port' handler's body
+;;; pipe (plucky server stream): a client that stalls after the guard
+;;; handed its pipe to a thread (the handler sees an error, never a
+;;; short body), a slow upload read by a handler blocked in C (the
+;;; client's time, not --handler-timeout's), handlers that catch the
+;;; errors and wait again (descriptors closed all the same), and clients
+;;; that half-close their socket after their request.
+
+(use-modules (srfi srfi-64)
+             (srfi srfi-71)
+             (ice-9 ftw)
+             (ice-9 binary-ports)
+             (ice-9 textual-ports)
+             (ice-9 exceptions)
+             (rnrs bytevectors)
+             (web request)
+             (web response)
+             (web uri)
+             (tests lib harness)
+             (tests lib server)
+             (plucky server))
+
+(define (path-of request) (uri-path (request-uri request)))
+
+(define (text . parts)
+  (values '((content-type . (text/plain))) (string-concatenate parts)))
+
+;; What the handlers did, one file per request path, written by the
+;; server's process and read by the test's.
+(define effects (mkdtemp (string-append (or (getenv "TMPDIR") "/tmp") "/body-faults-XXXXXX")))
+
+(define (effect! name value)
+  (call-with-output-file (string-append effects "/" name)
+    (lambda (port) (display value port))))
+
+(define (effect name)
+  (let ((file (string-append effects "/" name)))
+    (and (file-exists? file) (call-with-input-file file get-string-all))))
+
+(define (forget-effect! name)
+  (let ((file (string-append effects "/" name)))
+    (when (file-exists? file) (delete-file file))))
+
+(define (count-port port)
+  ;; -> the bytes PORT gives up to its end, read as Guile's suspendable
+  ;; ports read (the handler suspends while they have not arrived)
+  (let ((buf (make-bytevector 65536)))
+    (let lp ((total 0))
+      (let ((n (get-bytevector-n! port buf 0 65536)))
+        (if (eof-object? n) total (lp (+ total n)))))))
+
+(define body-handler
+  (with-body-port
+   (lambda (request body)
+     (let ((path (path-of request)))
+       (cond
+        ((string=? path "/all-effect")
+         ;; Blocked in C (`get-bytevector-all'), then a side effect
+         ;; with what it read: a short body must never get there.
+         (let ((bv (with-exception-handler
+                       (lambda (e) (effect! "all-effect" "error") (raise-exception e))
+                     (lambda () (get-bytevector-all body)))))
+           (effect! "all-effect" (number->string (bytevector-length bv)))
+           (text (number->string (bytevector-length bv)))))
+        ((string=? path "/all")
+         (text (number->string (bytevector-length (get-bytevector-all body)))))
+        ((string=? path "/count")
+         (text (number->string (count-port body))))
+        ((string=? path "/catch-and-wait")
+         ;; Swallows what its reads raise and what its waits raise, and
+         ;; waits again: given up, it is dropped where it waits.
+         (guard (e (#t #f)) (count-port body))
+         (guard (e (#t #f)) (sleep-ms 60000))
+         (sleep-ms 60000)
+         (text "not given up"))
+        ((string=? path "/pid")
+         (get-bytevector-n body 3)
+         (text (number->string (getpid))))
+        (else (text "plain " path)))))))
+
+(define (descriptors pid)
+  ;; PID's descriptors but the wake-up pipe Guile gives each thread (its
+  ;; finalizer thread starts at the first collection, whenever that
+  ;; comes); a filler thread that stayed would still show, with the
+  ;; pipe's write end and the socket's dup it holds.
+  (- (length (or (scandir (format #f "/proc/~a/fd" pid) string->number) '()))
+     (* 2 (string->number (process-status-field pid "Threads")))))
+
+(define (head path length . headers)
+  (string-append "POST " path " HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                 (number->string length) "\r\n"
+                 (string-concatenate (map (lambda (h) (string-append h "\r\n")) headers))
+                 "\r\n"))
+
+(define (answer client timeout)
+  ;; -> (code body-text) of the final response, or #f
+  (let ((response body (client-read-response client #:timeout timeout)))
+    (cond
+     ((not response) #f)
+     ((= 100 (response-code response)) (answer client timeout))
+     (else (list (response-code response) (and body (utf8->string body)))))))
+
+(define (send-slowly! client bytes piece pause-us)
+  ;; -> #t once BYTES went in pieces of PIECE bytes, PAUSE-US apart
+  (let ((n (bytevector-length bytes)))
+    (let lp ((start 0))
+      (or (>= start n)
+          (let ((end (min n (+ start piece))))
+            (and (client-send! client (sub-bytevector bytes start end) #:timeout 30)
+                 (begin (usleep pause-us) (lp end))))))))
+
+(define (call-with-body-server proc . args)
+  ;; Call (PROC server level) with a server of `body-handler' (ARGS for
+  ;; `call-with-server') that has read a first body as a port (which
+  ;; loads what body pipes need and starts the guard thread); LEVEL is
+  ;; a thunk: the server's descriptors now.
+  (apply call-with-server body-handler
+         (lambda (server)
+           (test-equal "a first upload" (list 200 (number->string (server-pid server)))
+             (with-client (server-port server)
+               (lambda (client)
+                 (client-send! client (string-append (head "/pid" 3) "abc"))
+                 (answer client 10))))
+           (proc server (lambda () (descriptors (server-pid server)))))
+         args))
+
+(test-begin "server/body-faults")
+
+;;;
+;;; 1. A stall after the guard's takeover: the handler sees an error
+;;;
+
+(call-with-body-server
+  (lambda (server level)
+    (test-group "blocked in C, taken over, then the client stalls: no short body"
+      (forget-effect! "all-effect")
+      (let ((before (level)))
+        (with-client (server-port server)
+          (lambda (client)
+            (client-send! client (head "/all-effect" 5000000))
+            ;; Past the 1 MiB read before the handler, then nothing: the
+            ;; handler blocks in C, its pipe is taken over, the body
+            ;; times out on the filler thread.
+            (client-send! client (make-bytevector 2000000 7))
+            (test-equal "408" 408 (let ((a (answer client 20))) (and a (car a))))))
+        (test-equal "the handler saw an error, not a short body" "error"
+          (effect "all-effect"))
+        (test-assert "descriptors back to their level"
+          (wait-until (lambda () (<= (level) before)) #:timeout 5))))
+    (test-group "blocked in C, taken over, then the client leaves: no short body"
+      (forget-effect! "all-effect")
+      (let ((before (level)))
+        (with-client (server-port server)
+          (lambda (client)
+            (client-send! client (head "/all-effect" 5000000))
+            (client-send! client (make-bytevector 2000000 7))
+            ;; Long enough for the guard's takeover (60 to 80 ms).
+            (usleep 300000)))
+        (test-assert "the handler saw an error, not a short body"
+          (wait-until (lambda () (equal? "error" (effect "all-effect"))) #:timeout 5))
+        (test-assert "descriptors back to their level"
+          (wait-until (lambda () (<= (level) before)) #:timeout 5)))))
+  #:settings (make-loop-settings #:body-timeout 1))
+
+;;;
+;;; 3. Handlers that catch the errors and wait again: descriptors closed
+;;;
+
+(define (partial-upload port)
+  ;; -> a client whose request to /catch-and-wait sent 3 bytes of 100.
+  ;; With Expect, the handler runs at once (nothing is read for it
+  ;; before), and its reads wait.
+  (let ((client (connect-client port)))
+    (client-send! client (string-append (head "/catch-and-wait" 100
+                                              "Expect: 100-continue")
+                                        "abc"))
+    client))
+
+(call-with-body-server
+  (lambda (server level)
+    (test-group "the body stalls, then the handler is given up: twice caught"
+      (let* ((before (level))
+             (clients (map (lambda (i) (partial-upload (server-port server))) (iota 5))))
+        ;; The body times out (408, caught), the handler waits, is given
+        ;; up past --handler-timeout (caught), waits again: dropped.
+        (test-equal "each answered 503" (make-list 5 503)
+          (map (lambda (client) (let ((a (answer client 10))) (and a (car a)))) clients))
+        (for-each client-close! clients)
+        (test-assert "descriptors back to their level"
+          (wait-until (lambda () (<= (level) before)) #:timeout 5))))
+    (test-group "the client leaves mid-body: the handler catches, waits, is dropped"
+      (let* ((before (level))
+             (clients (map (lambda (i) (partial-upload (server-port server))) (iota 5))))
+        (test-assert "the requests wait, with their pipes"
+          (wait-until (lambda () (>= (level) (+ before (* 3 5)))) #:timeout 5))
+        (for-each client-close! clients)
+        (test-assert "descriptors back to their level"
+          (wait-until (lambda () (<= (level) before)) #:timeout 5)))))
+  #:settings (make-loop-settings #:body-timeout 1)
+  #:options '(#:handler-timeout 2))
+
+(test-end "server/body-faults")
