@@ -41,6 +41,7 @@
 (define-module (plucky server stream)
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
+  #:use-module ((srfi srfi-1) #:select (any))
   #:use-module (ice-9 exceptions)
   #:use-module ((ice-9 binary-ports) #:select (make-custom-binary-output-port))
   ;; Installed by the first body pipe, not at start-up: docs/waiting.md.
@@ -72,6 +73,8 @@
             body-pipe-complete?
             body-pipe-close!
             close-request-bodies!
+            piped-body?
+            awaiting-body?
             call-with-body-pipe
             open-stream-writer))
 
@@ -141,7 +144,7 @@ or the time runs out."
                    continue remaining decoder raw raw-start raw-end data
                    data-start data-end on-leftover on-progress unyielded
                    lock owner pumping? pumps request seen starving failure
-                   read-dup)
+                   read-dup awaiting?)
   body-pipe?
   (fd pipe-fd)                              ; the client's socket: read from it
   ;; a dup of FD, waited on: the loop's table has FD as a connection
@@ -184,7 +187,9 @@ or the time runs out."
   (failure pipe-failure set-pipe-failure!)
   ;; once a filler thread took over: a dup of the pipe's read end, which
   ;; `wait-for-filler!' waits on (see `poison-read-end!')
-  (read-dup pipe-read-dup set-pipe-read-dup!))
+  (read-dup pipe-read-dup set-pipe-read-dup!)
+  ;; `wait-for-filler!' runs: the handler waits for the filler thread
+  (awaiting? pipe-awaiting? set-pipe-awaiting!))
 
 (define yield-bytes
   ;; A body that arrives as fast as the handler reads it would never
@@ -249,7 +254,7 @@ ON-PROGRESS, a thunk, each time bytes of the body arrive."
                 raw 0 have
                 (and chunked? (make-bytevector (bytevector-length raw))) 0 0
                 on-leftover on-progress 0
-                (make-mutex) 'loop #f 0 #f 0 0 #f #f)))
+                (make-mutex) 'loop #f 0 #f 0 0 #f #f #f)))
     (fcntl wait-fd F_SETFD FD_CLOEXEC)
     (for-each (lambda (port)
                 (fcntl port F_SETFD FD_CLOEXEC)
@@ -468,10 +473,13 @@ BODY gives its ON-LEFTOVER)."
   ;; time-out, then ends the pipe: a longer wait here means it is gone.
   (let ((request (vector-ref handler-call 0)))
     (vector-set! handler-call 0 #f)
-    (unless (wait-readable (pipe-read-dup body)
-                           #:timeout-ms (* 2 (pipe-timeout-ms body))
-                           #:kind 'socket #:label "request body")
-      (body-error 408 "the request body stopped arriving"))
+    (set-pipe-awaiting! body #t)
+    (let ((ready? (wait-readable (pipe-read-dup body)
+                                 #:timeout-ms (* 2 (pipe-timeout-ms body))
+                                 #:kind 'socket #:label "request body")))
+      (set-pipe-awaiting! body #f)
+      (unless ready?
+        (body-error 408 "the request body stopped arriving")))
     (vector-set! handler-call 0 request)
     (let ((failure (with-mutex (pipe-lock body) (pipe-failure body))))
       (when failure (raise-exception failure)))))
@@ -579,6 +587,28 @@ BODY gives its ON-LEFTOVER)."
           'full)
          ((read-socket! body #f #f) 'more)
          (else 'empty))))))
+  (define (starved?)
+    ;; The handler's pipe is empty (it may be blocked reading it).
+    (with-mutex (pipe-lock body)
+      (let ((port (body-pipe-port body)))
+        (and (not (eq? (pipe-owner body) 'closed))
+             (not (port-closed? port))
+             (not (fd-wait (fileno port) 'read 0))))))
+  (define (wait-for-client timeout-ms)
+    ;; As `wait' for the socket.  While the handler reads an empty pipe
+    ;; it waits for its client: the watchdog does not count that time
+    ;; (plucky server watchdog), looked at each slice of the wait.
+    (let ((request (pipe-request body)))
+      (define (mark! starved?)
+        (cond
+         (starved? (vector-set! handler-call 1 request))
+         ((eq? (vector-ref handler-call 1) request) (vector-set! handler-call 1 #f))))
+      (let lp ((left timeout-ms))
+        (mark! (starved?))
+        (let ((ready (wait wait-fd 'read (min left guard-tick-ms))))
+          (cond
+           ((and (not ready) (> left guard-tick-ms)) (lp (- left guard-tick-ms)))
+           (else (mark! #f) ready))))))
   (define (wait fd direction timeout-ms)
     ;; -> #t ready, #f timed out, 'closed
     (let lp ((left timeout-ms))
@@ -605,7 +635,7 @@ BODY gives its ON-LEFTOVER)."
           ((more) (lp))
           ((full) (when (eq? #t (wait write-fd 'write #f)) (lp)))
           ((empty)
-           (case (wait wait-fd 'read (pipe-timeout-ms body))
+           (case (wait-for-client (pipe-timeout-ms body))
              ((#t) (lp))
              ((#f) (body-error 408 "the request body stopped arriving")))))))
     #:unwind? #t)
@@ -666,6 +696,22 @@ return nothing.  Its port then reads nothing more."
           (fd-close fd))))))
   (values))
 
+(define (piped-body? request)
+  "Return true when the body of REQUEST is read through a body pipe, its
+handler running or waiting."
+  (with-mutex guard-mutex
+    (any (lambda (body) (eq? (pipe-request body) request)) guarded)))
+
+(define (awaiting-body? request)
+  "Return true when the handler of REQUEST waits for the bytes of its
+body (the client's time, bounded by the body time-out, not the
+handler's)."
+  (with-mutex guard-mutex
+    (any (lambda (body)
+           (and (eq? (pipe-request body) request)
+                (or (pipe-pumping? body) (pipe-awaiting? body))))
+         guarded)))
+
 (define (close-request-bodies! request)
   "Close the descriptors of the body pipes whose handler runs for
 REQUEST; return nothing.  For a request dropped where its handler
@@ -722,8 +768,10 @@ raises."
                       (body-pipe-close! body)
                       (raise-exception exception))))
                 (lambda ()
-                  (prefill! body)
+                  ;; Before the body's first reads (`piped-body?'); the
+                  ;; guard takes no pipe over while `pump!' runs.
                   (guard! body request)
+                  (prefill! body)
                   (let ((other (current-read-waiter)))
                     (parameterize ((current-read-waiter
                                     (lambda (p) (if (eq? p port) (pump! body) (other p)))))

@@ -64,6 +64,10 @@
                      (lambda () (get-bytevector-all body)))))
            (effect! "all-effect" (number->string (bytevector-length bv)))
            (text (number->string (bytevector-length bv)))))
+        ((string=? path "/all-then-loop")
+         ;; Reads in C, then computes for ever: the watchdog's.
+         (get-bytevector-all body)
+         (let lp () (lp)))
         ((string=? path "/all")
          (text (number->string (bytevector-length (get-bytevector-all body)))))
         ((string=? path "/count")
@@ -75,6 +79,11 @@
          (guard (e (#t #f)) (sleep-ms 60000))
          (sleep-ms 60000)
          (text "not given up"))
+        ((string=? path "/count-then-wait")
+         ;; Reads its body, then waits (suspended) before it answers.
+         (let ((n (count-port body)))
+           (sleep-ms 200)
+           (text (number->string n))))
         ((string=? path "/pid")
          (get-bytevector-n body 3)
          (text (number->string (getpid))))
@@ -118,11 +127,11 @@
   ;; a thunk: the server's descriptors now.
   (apply call-with-server body-handler
          (lambda (server)
-           (test-equal "a first upload" (list 200 (number->string (server-pid server)))
+           (test-equal "a first upload" 200
              (with-client (server-port server)
                (lambda (client)
                  (client-send! client (string-append (head "/pid" 3) "abc"))
-                 (answer client 10))))
+                 (let ((a (answer client 10))) (and a (car a))))))
            (proc server (lambda () (descriptors (server-pid server)))))
          args))
 
@@ -165,6 +174,42 @@
   #:settings (make-loop-settings #:body-timeout 1))
 
 ;;;
+;;; 2. A slow upload is the client's time, not --handler-timeout's
+;;;
+
+(define (stalling-upload port path size stall-us)
+  ;; -> the answer to a request to PATH with a body of SIZE bytes, sent
+  ;; in two halves STALL-US apart
+  (with-client port
+    (lambda (client)
+      (client-send! client (head path size))
+      (client-send! client (make-bytevector (quotient size 2) 1) #:timeout 30)
+      (usleep stall-us)
+      (client-send! client (make-bytevector (- size (quotient size 2)) 1) #:timeout 30)
+      (answer client 30))))
+
+(call-with-body-server
+  (lambda (server level)
+    (define port (server-port server))
+    ;; The client stalls past --handler-timeout (1 s), not past
+    ;; --body-timeout (5 s).
+    (test-group "an upload that stalls past --handler-timeout: answered"
+      (let ((workers (child-pids (server-pid server))))
+        (test-equal "read through suspendable ports" '(200 "3000000")
+          (stalling-upload port "/count" 3000000 1800000))
+        (test-equal "read in C, taken over by a thread" '(200 "3000000")
+          (stalling-upload port "/all" 3000000 1800000))
+        (test-equal "the worker was not replaced" workers
+          (child-pids (server-pid server)))))
+    (test-group "a handler that then runs past --handler-timeout: 503"
+      (test-equal "503" 503
+        (let ((a (stalling-upload port "/all-then-loop" 3000000 300000)))
+          (and a (car a))))))
+  #:workers 2
+  #:settings (make-loop-settings #:body-timeout 5)
+  #:options '(#:handler-timeout 1))
+
+;;;
 ;;; 3. Handlers that catch the errors and wait again: descriptors closed
 ;;;
 
@@ -200,5 +245,44 @@
           (wait-until (lambda () (<= (level) before)) #:timeout 5)))))
   #:settings (make-loop-settings #:body-timeout 1)
   #:options '(#:handler-timeout 2))
+
+;;;
+;;; 4. Clients that half-close after their request: answered
+;;;
+
+(define (half-closed-upload port path size . headers)
+  ;; -> the answer to a request to PATH with a body of SIZE bytes, sent
+  ;; whole, after which the client shuts its sending side down
+  (with-client port
+    (lambda (client)
+      (client-send! client (apply head path size headers))
+      (when (member "Expect: 100-continue" headers)
+        (let ((response body (client-read-response client #:timeout 10)))
+          (test-equal "100 Continue first" 100 (and response (response-code response)))))
+      (client-send! client (make-bytevector size 1) #:timeout 30)
+      (shutdown (client-socket client) 1)
+      (answer client 30))))
+
+(call-with-body-server
+  (lambda (server level)
+    (define port (server-port server))
+    (test-group "half-closed after the body: answered"
+      (test-equal "a small body" '(200 "1000") (half-closed-upload port "/count" 1000))
+      (test-equal "a small body, Expect: 100-continue" '(200 "1000")
+        (half-closed-upload port "/count" 1000 "Expect: 100-continue"))
+      (test-equal "3 MB, read through suspendable ports" '(200 "3000000")
+        (half-closed-upload port "/count" 3000000))
+      (test-equal "3 MB, read in C" '(200 "3000000")
+        (half-closed-upload port "/all" 3000000))
+      (test-equal "a handler that waits after reading" '(200 "3000000")
+        (half-closed-upload port "/count-then-wait" 3000000))
+      (test-equal "shut down before the body's end: 400, told" 400
+        (with-client port
+          (lambda (client)
+            (client-send! client (head "/count" 3000000))
+            (client-send! client (make-bytevector 2000000 1) #:timeout 30)
+            (shutdown (client-socket client) 1)
+            (let ((a (answer client 30))) (and a (car a))))))
+      (test-assert "the server is still up" (server-alive? server)))))
 
 (test-end "server/body-faults")
