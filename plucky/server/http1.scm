@@ -760,7 +760,8 @@ their resumption made ready in turn; return nothing."
                 #:continue (and continue? (not queued?) continue-line)
                 #:on-leftover (lambda (bv start end) (keep-input! conn bv start end))
                 ;; --handler-timeout counts from the body's last bytes: a
-                ;; large upload takes the time its client takes.
+                ;; large upload takes the time its client takes (and its
+                ;; waits for them are not counted: `connection-expired!').
                 #:on-progress (let ((limit (tasks-handler-ms (loop-tasks loop))))
                                 (and limit (lambda () (set-deadline! loop conn limit)))))))
     (when (and continue? queued?)

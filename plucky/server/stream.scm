@@ -19,10 +19,13 @@
 ;;;    9110 §10.1.1), and writes the bytes into the pipe, suspending the
 ;;;    request (plucky server suspend) while the client sends nothing.
 ;;;    Bytes read past the body (a pipelined request) go back to the
-;;;    loop.  A read waits at most the body time-out (then 408).  Port
-;;;    procedures written in C (`get-bytevector-all') block in poll(2)
-;;;    instead of calling the waiter: a guard thread sees the pipe
-;;;    starve and hands it to a thread that fills it (`look!');
+;;;    loop.  A read waits at most the body time-out (then 408): that
+;;;    wait is the client's time, which --handler-timeout does not count
+;;;    (`awaiting-body?').  Port procedures written in C
+;;;    (`get-bytevector-all') block in poll(2) instead of calling the
+;;;    waiter: a guard thread sees the pipe starve and hands it to a
+;;;    thread that fills it (`look!'); a body that then fails makes the
+;;;    handler's read fail too (`poison-read-end!');
 ;;;  - a stream writer, for a streamed answer whose body procedure
 ;;;    blocks (`stream-on-thread'), run on a thread of the pool: an output
 ;;;    port whose writes go to the socket as they are made: one chunk per
@@ -34,7 +37,8 @@
 ;;;
 ;;; Nothing here closes the client's socket: the loop does.  A body
 ;;; pipe's own descriptors (the pipe's ends, a dup of the socket to wait
-;;; on) are closed when its handler returns or raises.
+;;; on) are closed when its handler returns or raises, or when the loop
+;;; drops its request where it waits (`close-request-bodies!').
 ;;;
 ;;; Code:
 
