@@ -658,7 +658,7 @@ BODY gives its ON-LEFTOVER)."
 ;; whole body and act on it.  Nothing makes a pipe's read fail, so the
 ;; handler's descriptor is made to name another file, whose reads fail:
 ;; a TCP socket never connected (ENOTCONN at each read; poll(2) says
-;; it is ready).  Only then is the write end closed: a poll(2) under way
+;; it is ready), or where there is no IPv4 a Unix one (EINVAL).  Only then is the write end closed: a poll(2) under way
 ;; on the pipe wakes, and Guile's read that follows fails, raising a
 ;; system-error in the handler.  `wait-for-filler!' waits on a dup of
 ;; the read end, which still names the pipe, and raises the body error
@@ -667,7 +667,8 @@ BODY gives its ON-LEFTOVER)."
 (define (poison-read-end! body)
   (let ((port (body-pipe-port body)))
     (unless (port-closed? port)
-      (let ((socket (socket AF_INET SOCK_STREAM 0)))
+      (let ((socket (or (false-if-exception (socket AF_INET SOCK_STREAM 0))
+                        (socket AF_UNIX SOCK_STREAM 0))))
         (dup2 (fileno socket) (fileno port))
         (fcntl (fileno port) F_SETFD FD_CLOEXEC)
         (close-port socket)))))
