@@ -69,7 +69,7 @@
   ;; Loaded by the first chunked request body, not at start-up (bench/startup).
   #:autoload (plucky http chunked) (make-chunked-decoder decode-chunked!)
   ;; Loaded by the first body read as a port (bench/startup).
-  #:autoload (plucky server stream) (make-body-pipe)
+  #:autoload (plucky server stream) (make-body-pipe piped-body? awaiting-body?)
   ;; Loaded by the first HTTP/2 connection, not at start-up (bench/startup).
   #:autoload (plucky server http2) (http2-preface? start-http2! http2-ready!)
   #:use-module (plucky server transport)
@@ -121,8 +121,14 @@ descriptor; return nothing."
   (case (connection-state conn)
     ((suspended)
      ;; Watched for EPOLLRDHUP alone: the client left while its handler
-     ;; waits.
-     (cancel-task! loop (connection-task conn) 'client-gone))
+     ;; waits; or, its request's body read as a port, it shut its side
+     ;; down after its request, as HTTP/1.1 allows: then it is answered,
+     ;; and the body's reads tell if it left before the body's end.
+     (if (and (loop-body-port? loop)
+              (not (logtest flags (logior EPOLLHUP EPOLLERR)))
+              (piped-body? (task-request (connection-task conn))))
+         (watch! loop conn 0)
+         (cancel-task! loop (connection-task conn) 'client-gone)))
     ((streaming)
      (if (logtest flags (logior EPOLLRDHUP EPOLLHUP EPOLLERR))
          (give-up-stream! loop conn)
@@ -156,9 +162,15 @@ descriptor; return nothing."
 return nothing."
   (case (connection-state conn)
     ((suspended)
-     ;; Past the handler timeout: give it up, a 503.
-     (set-connection-deadline! conn never)
-     (cancel-task! loop (connection-task conn) 'timeout))
+     ;; Past the handler timeout: give it up, a 503.  Not while it waits
+     ;; for its body, the client's time: the body time-out bounds that
+     ;; wait (a 408 where it waits).
+     (if (and (loop-body-port? loop)
+              (awaiting-body? (task-request (connection-task conn))))
+         (set-deadline! loop conn (settings-body-ms (loop-settings loop)))
+         (begin
+           (set-connection-deadline! conn never)
+           (cancel-task! loop (connection-task conn) 'timeout))))
     ((streaming)
      ;; The client has read nothing for the write timeout.
      (set-connection-deadline! conn never)
@@ -748,7 +760,8 @@ their resumption made ready in turn; return nothing."
                 #:continue (and continue? (not queued?) continue-line)
                 #:on-leftover (lambda (bv start end) (keep-input! conn bv start end))
                 ;; --handler-timeout counts from the body's last bytes: a
-                ;; large upload takes the time its client takes.
+                ;; large upload takes the time its client takes (and its
+                ;; waits for them are not counted: `connection-expired!').
                 #:on-progress (let ((limit (tasks-handler-ms (loop-tasks loop))))
                                 (and limit (lambda () (set-deadline! loop conn limit)))))))
     (when (and continue? queued?)

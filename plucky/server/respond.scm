@@ -47,6 +47,7 @@
   #:use-module ((plucky server watchdog) #:select (handler-call handler-timeout?
                                                    watchdog-log!))
   #:use-module (plucky server suspend)
+  #:autoload (plucky server stream) (close-request-bodies!)
   #:export (with-handler-errors-caught
             call-handler
             respond!
@@ -569,9 +570,13 @@ streams (plucky server http2) both resume through here."
   (set-loop-serving! loop conn)
   (call-with-values
       (lambda ()
-        (if thunk
-            (resume-handler loop request k thunk)
-            (values #f 'cancelled)))
+        (cond
+         (thunk (resume-handler loop request k thunk))
+         (else
+          ;; Dropped where it waits: its body port's descriptors go now,
+          ;; whatever its handler did with the errors it was given.
+          (when (loop-body-port? loop) (close-request-bodies! request))
+          (values #f 'cancelled))))
     (lambda (a b)
       (set-loop-serving! loop #f)
       (values a b))))

@@ -19,10 +19,13 @@
 ;;;    9110 §10.1.1), and writes the bytes into the pipe, suspending the
 ;;;    request (plucky server suspend) while the client sends nothing.
 ;;;    Bytes read past the body (a pipelined request) go back to the
-;;;    loop.  A read waits at most the body time-out (then 408).  Port
-;;;    procedures written in C (`get-bytevector-all') block in poll(2)
-;;;    instead of calling the waiter: a guard thread sees the pipe
-;;;    starve and hands it to a thread that fills it (`look!');
+;;;    loop.  A read waits at most the body time-out (then 408): that
+;;;    wait is the client's time, which --handler-timeout does not count
+;;;    (`awaiting-body?').  Port procedures written in C
+;;;    (`get-bytevector-all') block in poll(2) instead of calling the
+;;;    waiter: a guard thread sees the pipe starve and hands it to a
+;;;    thread that fills it (`look!'); a body that then fails makes the
+;;;    handler's read fail too (`poison-read-end!');
 ;;;  - a stream writer, for a streamed answer whose body procedure
 ;;;    blocks (`stream-on-thread'), run on a thread of the pool: an output
 ;;;    port whose writes go to the socket as they are made: one chunk per
@@ -34,13 +37,15 @@
 ;;;
 ;;; Nothing here closes the client's socket: the loop does.  A body
 ;;; pipe's own descriptors (the pipe's ends, a dup of the socket to wait
-;;; on) are closed when its handler returns or raises.
+;;; on) are closed when its handler returns or raises, or when the loop
+;;; drops its request where it waits (`close-request-bodies!').
 ;;;
 ;;; Code:
 
 (define-module (plucky server stream)
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
+  #:use-module ((srfi srfi-1) #:select (any))
   #:use-module (ice-9 exceptions)
   #:use-module ((ice-9 binary-ports) #:select (make-custom-binary-output-port))
   ;; Installed by the first body pipe, not at start-up: docs/waiting.md.
@@ -71,6 +76,9 @@
             body-pipe-port
             body-pipe-complete?
             body-pipe-close!
+            close-request-bodies!
+            piped-body?
+            awaiting-body?
             call-with-body-pipe
             open-stream-writer))
 
@@ -139,7 +147,8 @@ or the time runs out."
   (%make-body-pipe fd wait-fd transport timeout-ms port write-fd write-port
                    continue remaining decoder raw raw-start raw-end data
                    data-start data-end on-leftover on-progress unyielded
-                   lock owner pumping? pumps request seen starving failure)
+                   lock owner pumping? pumps request seen starving failure
+                   read-dup awaiting?)
   body-pipe?
   (fd pipe-fd)                              ; the client's socket: read from it
   ;; a dup of FD, waited on: the loop's table has FD as a connection
@@ -179,7 +188,12 @@ or the time runs out."
   (seen pipe-seen set-pipe-seen!)            ; PUMPS when the guard last looked
   (starving pipe-starving set-pipe-starving!) ; looks since, the pipe starving
   ;; a body error the filler thread met, raised as the handler's answer
-  (failure pipe-failure set-pipe-failure!))
+  (failure pipe-failure set-pipe-failure!)
+  ;; once a filler thread took over: a dup of the pipe's read end, which
+  ;; `wait-for-filler!' waits on (see `poison-read-end!')
+  (read-dup pipe-read-dup set-pipe-read-dup!)
+  ;; `wait-for-filler!' runs: the handler waits for the filler thread
+  (awaiting? pipe-awaiting? set-pipe-awaiting!))
 
 (define yield-bytes
   ;; A body that arrives as fast as the handler reads it would never
@@ -244,7 +258,7 @@ ON-PROGRESS, a thunk, each time bytes of the body arrive."
                 raw 0 have
                 (and chunked? (make-bytevector (bytevector-length raw))) 0 0
                 on-leftover on-progress 0
-                (make-mutex) 'loop #f 0 #f 0 0 #f)))
+                (make-mutex) 'loop #f 0 #f 0 0 #f #f #f)))
     (fcntl wait-fd F_SETFD FD_CLOEXEC)
     (for-each (lambda (port)
                 (fcntl port F_SETFD FD_CLOEXEC)
@@ -463,11 +477,16 @@ BODY gives its ON-LEFTOVER)."
   ;; time-out, then ends the pipe: a longer wait here means it is gone.
   (let ((request (vector-ref handler-call 0)))
     (vector-set! handler-call 0 #f)
-    (unless (wait-readable (fileno (body-pipe-port body))
-                           #:timeout-ms (* 2 (pipe-timeout-ms body))
-                           #:kind 'socket #:label "request body")
-      (body-error 408 "the request body stopped arriving"))
-    (vector-set! handler-call 0 request)))
+    (set-pipe-awaiting! body #t)
+    (let ((ready? (wait-readable (pipe-read-dup body)
+                                 #:timeout-ms (* 2 (pipe-timeout-ms body))
+                                 #:kind 'socket #:label "request body")))
+      (set-pipe-awaiting! body #f)
+      (unless ready?
+        (body-error 408 "the request body stopped arriving")))
+    (vector-set! handler-call 0 request)
+    (let ((failure (with-mutex (pipe-lock body) (pipe-failure body))))
+      (when failure (raise-exception failure)))))
 
 ;;;
 ;;; The guard: a handler blocked in C on its body
@@ -535,6 +554,9 @@ BODY gives its ON-LEFTOVER)."
             (set-pipe-starving! body looks)
             (when (>= looks guard-looks)
               (set-pipe-owner! body 'thread)
+              (let ((dup (dup->fdes (fileno (body-pipe-port body)))))
+                (fcntl dup F_SETFD FD_CLOEXEC)
+                (set-pipe-read-dup! body dup))
               (call-with-new-thread (lambda () (fill-on-thread! body)))))
           (begin
             (set-pipe-starving! body 0)
@@ -569,6 +591,28 @@ BODY gives its ON-LEFTOVER)."
           'full)
          ((read-socket! body #f #f) 'more)
          (else 'empty))))))
+  (define (starved?)
+    ;; The handler's pipe is empty (it may be blocked reading it).
+    (with-mutex (pipe-lock body)
+      (let ((port (body-pipe-port body)))
+        (and (not (eq? (pipe-owner body) 'closed))
+             (not (port-closed? port))
+             (not (fd-wait (fileno port) 'read 0))))))
+  (define (wait-for-client timeout-ms)
+    ;; As `wait' for the socket.  While the handler reads an empty pipe
+    ;; it waits for its client: the watchdog does not count that time
+    ;; (plucky server watchdog), looked at each slice of the wait.
+    (let ((request (pipe-request body)))
+      (define (mark! starved?)
+        (cond
+         (starved? (vector-set! handler-call 1 request))
+         ((eq? (vector-ref handler-call 1) request) (vector-set! handler-call 1 #f))))
+      (let lp ((left timeout-ms))
+        (mark! (starved?))
+        (let ((ready (wait wait-fd 'read (min left guard-tick-ms))))
+          (cond
+           ((and (not ready) (> left guard-tick-ms)) (lp (- left guard-tick-ms)))
+           (else (mark! #f) ready))))))
   (define (wait fd direction timeout-ms)
     ;; -> #t ready, #f timed out, 'closed
     (let lp ((left timeout-ms))
@@ -586,6 +630,7 @@ BODY gives its ON-LEFTOVER)."
                   (make-exception (make-body-error 400)
                                   (make-exception-with-message
                                    (exception-message* exception)))))
+        (poison-read-end! body)
         (close-write-end! body))))
   (with-exception-handler fail!
     (lambda ()
@@ -594,7 +639,7 @@ BODY gives its ON-LEFTOVER)."
           ((more) (lp))
           ((full) (when (eq? #t (wait write-fd 'write #f)) (lp)))
           ((empty)
-           (case (wait wait-fd 'read (pipe-timeout-ms body))
+           (case (wait-for-client (pipe-timeout-ms body))
              ((#t) (lp))
              ((#f) (body-error 408 "the request body stopped arriving")))))))
     #:unwind? #t)
@@ -606,6 +651,27 @@ BODY gives its ON-LEFTOVER)."
           (close-write-end! body)
           (fd-close wait-fd))
         (set-pipe-owner! body 'thread-done))))
+
+;; A body that fails on the filler thread (the client stalls past the
+;; body time-out, leaves, or sends bad chunks) must not end as a clean
+;; end of file: a handler blocked in C would take what it read for the
+;; whole body and act on it.  Nothing makes a pipe's read fail, so the
+;; handler's descriptor is made to name another file, whose reads fail:
+;; a TCP socket never connected (ENOTCONN at each read; poll(2) says
+;; it is ready), or where there is no IPv4 a Unix one (EINVAL).  Only then is the write end closed: a poll(2) under way
+;; on the pipe wakes, and Guile's read that follows fails, raising a
+;; system-error in the handler.  `wait-for-filler!' waits on a dup of
+;; the read end, which still names the pipe, and raises the body error
+;; itself.  A port the handler closed is left alone (its number may be
+;; another file's by now).
+(define (poison-read-end! body)
+  (let ((port (body-pipe-port body)))
+    (unless (port-closed? port)
+      (let ((socket (or (false-if-exception (socket AF_INET SOCK_STREAM 0))
+                        (socket AF_UNIX SOCK_STREAM 0))))
+        (dup2 (fileno socket) (fileno port))
+        (fcntl (fileno port) F_SETFD FD_CLOEXEC)
+        (close-port socket)))))
 
 (define (body-pipe-close! body)
   "Close the descriptors of BODY (the pipe's ends, the socket's dup);
@@ -620,17 +686,45 @@ return nothing.  Its port then reads nothing more."
     ;; once: it reads and writes nothing more.
     (unless (eq? owner 'thread)
       (close-write-end! body))
-    (let ((port (body-pipe-port body)))
-      (unless (or (eq? owner 'loop) (port-closed? port))
+    (let ((dup (pipe-read-dup body)))
+      (when dup
         ;; `wait-for-filler!' waited on it.
-        (release-descriptor! (fileno port)))
-      (close-port port))
+        (set-pipe-read-dup! body #f)
+        (release-descriptor! dup)
+        (fd-close dup)))
+    (close-port (body-pipe-port body))
     (let ((fd (pipe-wait-fd body)))
       (when fd
         (set-pipe-wait-fd! body #f)
         (release-descriptor! fd)
         (unless (eq? owner 'thread)
           (fd-close fd))))))
+  (values))
+
+(define (piped-body? request)
+  "Return true when the body of REQUEST is read through a body pipe, its
+handler running or waiting."
+  (with-mutex guard-mutex
+    (any (lambda (body) (eq? (pipe-request body) request)) guarded)))
+
+(define (awaiting-body? request)
+  "Return true when the handler of REQUEST waits for the bytes of its
+body (the client's time, bounded by the body time-out, not the
+handler's)."
+  (with-mutex guard-mutex
+    (any (lambda (body)
+           (and (eq? (pipe-request body) request)
+                (or (pipe-pumping? body) (pipe-awaiting? body))))
+         guarded)))
+
+(define (close-request-bodies! request)
+  "Close the descriptors of the body pipes whose handler runs for
+REQUEST; return nothing.  For a request dropped where its handler
+waits (given up, told so, and waiting again): no return of the handler
+will close them."
+  (for-each body-pipe-close!
+            (with-mutex guard-mutex
+              (filter (lambda (body) (eq? (pipe-request body) request)) guarded)))
   (values))
 
 (define (closing-answer response)
@@ -666,16 +760,23 @@ raises."
             (lambda ()
               (with-exception-handler
                   (lambda (exception)
-                    (if (body-error? exception)
-                        (abort-to-prompt tag exception)
-                        (begin
-                          ;; The handler failed or was given up: its
-                          ;; descriptors go now, the error goes on.
-                          (body-pipe-close! body)
-                          (raise-exception exception))))
+                    (cond
+                     ((body-error? exception)
+                      (abort-to-prompt tag exception))
+                     ((with-mutex (pipe-lock body) (pipe-failure body))
+                      ;; What failed is the body, on the filler thread:
+                      ;; the handler's read raised (see `poison-read-end!').
+                      => (lambda (failure) (abort-to-prompt tag failure)))
+                     (else
+                      ;; The handler failed or was given up: its
+                      ;; descriptors go now, the error goes on.
+                      (body-pipe-close! body)
+                      (raise-exception exception))))
                 (lambda ()
-                  (prefill! body)
+                  ;; Before the body's first reads (`piped-body?'); the
+                  ;; guard takes no pipe over while `pump!' runs.
                   (guard! body request)
+                  (prefill! body)
                   (let ((other (current-read-waiter)))
                     (parameterize ((current-read-waiter
                                     (lambda (p) (if (eq? p port) (pump! body) (other p)))))

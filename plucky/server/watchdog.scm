@@ -20,6 +20,13 @@
 ;;;     &handler-timeout, which the loop's handler-call wrapper answers
 ;;;     with a 503 and a backtrace, logged by the watchdog's thread once
 ;;;     the 503 is on its way (`watchdog-log!'), and the worker carries on;
+;;;   - the time a handler waits for its client (a body read as a port,
+;;;     plucky server stream) is the client's: bounded by the body
+;;;     time-out, not counted here.  A handler that reads on the loop
+;;;     suspends then, out of `handler-call'; one blocked in C on a body
+;;;     that a thread fills has that thread name it in slot 1 of
+;;;     `handler-call' while the thread waits for the socket, and the
+;;;     watchdog does not count those ticks;
 ;;;   - a handler blocked in C (a foreign call that waits: asyncs run
 ;;;     only in Scheme) cannot be interrupted.  After a further grace the
 ;;;     watchdog logs the request (method, target, peer, how long) and
@@ -53,7 +60,10 @@
 ;; The loop thread's handler call: slot 0 holds the request whose
 ;; handler runs, or #f between calls.  A request is parsed afresh each
 ;; time, so the request in the slot tells one call from the next.
-(define handler-call (vector #f))
+;; Slot 1 holds a request whose handler waits for its client (set by
+;; another thread, plucky server stream): while it is the one in slot 0,
+;; its time is not counted.
+(define handler-call (vector #f #f))
 
 ;; Log thunks the loop thread handed over (`watchdog-log!'), newest
 ;; first, under their mutex.  Not an atomic box: (ice-9 atomic) loads
@@ -104,12 +114,19 @@ reads the debugging information of each frame: tens of milliseconds the
   (dynamic-wind gc-disable thunk gc-enable))
 
 (define (watch loop-thread timeout grace peer exit? port)
-  ;; The watchdog thread's loop: -> never, or exits the process
-  (let watch ((timed #f) (since 0.) (interrupted? #f) (logged? #f))
+  ;; The watchdog thread's loop: -> never, or exits the process.  SINCE
+  ;; is when the call TIMED began, moved on by the time it waited for
+  ;; its client; LAST when the watchdog last looked.
+  (let watch* ((timed #f) (since 0.) (last 0.) (interrupted? #f) (logged? #f))
     (usleep tick-us)
     (run-pending-logs!)
-    (let ((now (now-seconds))
-          (request (vector-ref handler-call 0)))
+    (let* ((now (now-seconds))
+           (request (vector-ref handler-call 0))
+           (since (if (and request (eq? request (vector-ref handler-call 1)))
+                      (+ since (- now last))
+                      since)))
+      (define (watch timed since interrupted? logged?)
+        (watch* timed since now interrupted? logged?))
       (cond
        ((or (not request) (not (eq? request timed)))
         (watch request now #f #f))
