@@ -62,7 +62,7 @@
                           response-head-fields response-head-content-length
                           response-head-connection
                           field-symbol field-name-start field-name-end
-                          field-value-start field-value-end))
+                          field-value-start field-value-end field-line-end))
   #:use-module (plucky web client)
   #:export (proxy-handler))
 
@@ -85,8 +85,11 @@
              origin))
     (make-upstream (string-trim-right origin #\/) uri 0)))
 
+(define ticks-per-ms (quotient internal-time-units-per-second 1000))
+
 (define (now-ms)
-  (quotient (* (get-internal-real-time) 1000) internal-time-units-per-second))
+  ;; ticks (nanoseconds) divided: times 1000, they were a bignum
+  (quotient (get-internal-real-time) ticks-per-ms))
 
 (define (make-picker upstreams)
   ;; -> (tried) -> the next upstream not in TRIED, round robin, one that
@@ -283,6 +286,38 @@
               (bytevector-copy! bytes 0 out start (bytevector-length bytes)))
             (lp (cdr pieces) start))))))
 
+;; Texts this module keeps and hands out again (a Host's, a parsed
+;; value's, Forwarded's, Via's, the peer's) -> their bytes: a slot per
+;; text's `hashq', each an immutable (text . bytes) replaced whole, so
+;; that threads share the table as they share `value-texts'.  Converting
+;; them afresh for each request (string->utf8: a malloc, two copies and
+;; a free each) cost more than the rest of the pieces did
+;; (bench/instructions-proxy).  Keyed by identity: only texts that are
+;; never mutated go through it.
+(define text-bytes-cache (make-vector 32 #f))
+
+(define (text-bytes text)
+  ;; -> TEXT, a kept text, as bytes (see `latin-1-bytes')
+  (let* ((slot (hashq text 32))
+         (entry (vector-ref text-bytes-cache slot)))
+    (if (and entry (eq? (car entry) text))
+        (cdr entry)
+        (let ((bytes (latin-1-bytes text)))
+          (vector-set! text-bytes-cache slot (cons text bytes))
+          bytes))))
+
+(define (method-bytes method)
+  ;; -> the bytes of METHOD, a symbol; the usual ones made once
+  (case method
+    ((GET) get-bytes)
+    ((HEAD) head-bytes)
+    ((POST) post-bytes)
+    (else (latin-1-bytes (symbol->string method)))))
+
+(define get-bytes (string->utf8 "GET"))
+(define head-bytes (string->utf8 "HEAD"))
+(define post-bytes (string->utf8 "POST"))
+
 (define (upstream-path request strip-prefix)
   ;; -> the path and query to send, a string
   (let* ((uri (request-uri request))
@@ -306,9 +341,15 @@
 (define via-prefix (string->utf8 "Via: "))
 (define content-length-prefix (string->utf8 "Content-Length: "))
 
-(define (joined olds value)
-  ;; OLDS (texts, last first) and VALUE, joined with ", "
-  (if (null? olds) value (string-join (reverse (cons value olds)) ", ")))
+(define (joined-piece olds value)
+  ;; -> a piece of OLDS (texts, last first) and VALUE, a kept text,
+  ;; joined with ", "
+  (if (null? olds) (text-bytes value) (string-join (reverse (cons value olds)) ", ")))
+
+(define (value-piece name value)
+  ;; -> a piece of VALUE of the header NAME: a string as it came, else
+  ;; the bytes of its kept text (`value-text')
+  (if (string? value) value (text-bytes (value-text name value))))
 
 (define (request-bytes request body upstream strip-prefix preserve-host? via peer scheme)
   ;; -> the request to send UPSTREAM, head and BODY (#f or a bytevector),
@@ -322,7 +363,7 @@
          (peer? (and peer (not (string=? peer "unix")))))
     (let lp ((headers headers)
              (pieces (list http/1.1-line (upstream-path request strip-prefix) space
-                           (symbol->string (request-method request))))
+                           (method-bytes (request-method request))))
              (xff '()) (forwarded '()) (vias '()) (client-host #f) (length? #f))
       (if (pair? headers)
           (let ((name (caar headers))
@@ -333,13 +374,16 @@
               ((host)
                (let ((text (host->string value)))
                  (lp (cdr headers)
-                     (if preserve-host? (cons* crlf text host-prefix pieces) pieces)
+                     (if preserve-host?
+                         (cons* crlf (if (pair? value) (text-bytes text) text) host-prefix
+                                pieces)
+                         pieces)
                      xff forwarded vias (or client-host text) length?)))
               ((x-forwarded-for)
                (if peer?
                    (lp (cdr headers) pieces (cons (value-text name value) xff)
                        forwarded vias client-host length?)
-                   (next (cons* crlf (value-text name value) (name-text name) pieces))))
+                   (next (cons* crlf (value-piece name value) (name-text name) pieces))))
               ((forwarded)
                (lp (cdr headers) pieces xff (cons (value-text name value) forwarded)
                    vias client-host length?))
@@ -347,29 +391,30 @@
                (if via
                    (lp (cdr headers) pieces xff forwarded (cons (value-text name value) vias)
                        client-host length?)
-                   (next (cons* crlf (value-text name value) (name-text name) pieces))))
+                   (next (cons* crlf (value-piece name value) (name-text name) pieces))))
               ((expect x-forwarded-proto) (next pieces))
               ((content-length)
-               (lp (cdr headers) (cons* crlf (value-text name value) (name-text name) pieces)
+               (lp (cdr headers) (cons* crlf (value-piece name value) (name-text name) pieces)
                    xff forwarded vias client-host #t))
               (else
                (if (or (memq name hop-by-hop-headers) (memq name named))
                    (next pieces)
-                   (next (cons* crlf (value-text name value) (name-text name) pieces))))))
+                   (next (cons* crlf (value-piece name value) (name-text name) pieces))))))
           (let* ((pieces (if preserve-host?
                              pieces
                              (let ((uri (upstream-uri upstream)))
                                (cons* crlf (host->string (cons (uri-host uri) (uri-port uri)))
                                       host-prefix pieces))))
                  (pieces (if peer?
-                             (cons* crlf (joined xff peer) x-forwarded-for-prefix pieces)
+                             (cons* crlf (joined-piece xff peer) x-forwarded-for-prefix pieces)
                              pieces))
-                 (pieces (cons* crlf scheme x-forwarded-proto-prefix pieces))
+                 (pieces (cons* crlf (text-bytes scheme) x-forwarded-proto-prefix pieces))
                  (pieces (cons* crlf
-                                (joined forwarded (forwarded-element peer client-host scheme))
+                                (joined-piece forwarded
+                                              (forwarded-element peer client-host scheme))
                                 forwarded-prefix pieces))
                  (pieces (if via
-                             (cons* crlf (joined vias via) via-prefix pieces)
+                             (cons* crlf (joined-piece vias via) via-prefix pieces)
                              pieces))
                  (pieces (if (and body (not length?))
                              ;; a chunked request's body, collected
@@ -462,7 +507,33 @@
         (lp (+ i 1))))
     s))
 
-(define comma-space (string->utf8 ", "))
+;; Which fields are dropped is decided by `case' and loops over short
+;; lists inline: a `memq' per field and list was a call into C each
+;; (bench/instructions-proxy).
+(define-inlinable (hop-by-hop? name)
+  ;; NAME, a symbol, is one of `hop-by-hop-headers'
+  (case name
+    ((connection keep-alive proxy-authenticate proxy-authorization te trailer
+                 transfer-encoding upgrade proxy-connection)
+     #t)
+    (else #f)))
+
+(define (in? name names)
+  ;; NAME is one of NAMES, a short list of symbols
+  (and (pair? names) (or (eq? name (car names)) (in? name (cdr names)))))
+
+(define (usual-connection-options? names)
+  ;; NAMES, the options of Connection, are among close, keep-alive, upgrade
+  (or (null? names)
+      (and (memq (car names) '(close keep-alive upgrade))
+           (usual-connection-options? (cdr names)))))
+
+(define (crlf-line? bytes field base)
+  ;; FIELD's line in BYTES ends its value with CR LF, no blank between:
+  ;; its bytes from the name to the line's end are those to send
+  (let ((ve (- (field-value-end field) base)))
+    (and (= (+ ve 2) (- (field-line-end field) base))
+         (= (bytevector-u8-ref bytes ve) 13))))
 
 (define* (client-response head bytes base drop via #:optional (body-length #f))
   ;; -> the raw response to send the client for the upstream's HEAD,
@@ -473,59 +544,38 @@
          ;; a name not among the known headers' is made a symbol only
          ;; when it may be one to drop: Proxy-Connection, or a name
          ;; Connection lists beyond its usual options
-         (other-names? (any (lambda (n) (not (memq n '(close keep-alive upgrade)))) named)))
-    (define (kept? field)
-      (let ((symbol (field-symbol field)))
-        (define (dropped? name)
-          (or (memq name hop-by-hop-headers) (memq name named) (memq name drop)))
-        (if symbol
-            (not (dropped? symbol))
-            (let ((start (- (field-name-start field) base))
-                  (end (- (field-name-end field) base)))
-              (not (and (or other-names? (= (- end start) 16))
-                        (dropped? (lowercase-name bytes start end))))))))
-    ;; Two passes over the fields, the first for the size, the second
-    ;; to copy: no list of what is kept.
-    (let size-of ((fields (response-head-fields head)) (size 0) (vias 0) (date? #f))
+         (other-names? (not (usual-connection-options? named))))
+    (define (dropped? name)
+      (or (hop-by-hop? name) (in? name named) (in? name drop)))
+    (define (kept? field symbol)
+      (if symbol
+          (not (dropped? symbol))
+          (let ((start (- (field-name-start field) base))
+                (end (- (field-name-end field) base)))
+            (not (and (or other-names? (= (- end start) 16))
+                      (dropped? (lowercase-name bytes start end)))))))
+    ;; One pass chooses, the next copies: the kept fields' lines, each
+    ;; as it came when it ends in CR LF (runs of them in one copy), then
+    ;; one Via line with the upstream's values and VIA.
+    (let choose ((fields (response-head-fields head))
+                 (kept '()) (size 0) (vias '()) (via-size 0) (date? #f))
       (if (pair? fields)
           (let* ((field (car fields))
-                 (length (+ 2 (- (field-value-end field) (field-name-start field)))))
+                 (symbol (field-symbol field)))
             (cond
-             ((and via (eq? (field-symbol field) 'via))
-              (size-of (cdr fields) size
-                       (+ vias 2 (- (field-value-end field) (field-value-start field)))
-                       date?))
-             ((kept? field)
-              (size-of (cdr fields) (+ size length) vias
-                       (or date? (eq? (field-symbol field) 'date))))
-             (else (size-of (cdr fields) size vias date?))))
+             ((and via (eq? symbol 'via))
+              (choose (cdr fields) kept size (cons field vias)
+                      (+ via-size 2 (- (field-value-end field) (field-value-start field)))
+                      date?))
+             ((kept? field symbol)
+              (choose (cdr fields) (cons field kept)
+                      (+ size 2 (- (field-value-end field) (field-name-start field)))
+                      vias via-size (or date? (eq? symbol 'date))))
+             (else (choose (cdr fields) kept size vias via-size date?))))
           (let ((out (make-bytevector
-                      (+ size (if via (+ 5 vias (bytevector-length via) 2) 0)))))
-            (define (put! bv start end at)
-              (bytevector-copy! bv start out at (- end start))
-              (+ at (- end start)))
-            (let copy ((fields (response-head-fields head)) (at 0) (via-at size))
-              ;; AT: where the next kept field goes; VIA-AT: where the
-              ;; next element of Via goes, after them all
-              (if (pair? fields)
-                  (let ((field (car fields)))
-                    (cond
-                     ((and via (eq? (field-symbol field) 'via))
-                      (copy (cdr fields) at
-                            (put! comma-space 0 2
-                                  (put! bytes (- (field-value-start field) base)
-                                        (- (field-value-end field) base)
-                                        (if (= via-at size) (put! via-prefix 0 5 via-at) via-at)))))
-                     ((kept? field)
-                      (copy (cdr fields)
-                            (put! crlf 0 2 (put! bytes (- (field-name-start field) base)
-                                                 (- (field-value-end field) base) at))
-                            via-at))
-                     (else (copy (cdr fields) at via-at))))
-                  (when via
-                    (put! crlf 0 2
-                          (put! via 0 (bytevector-length via)
-                                (if (= via-at size) (put! via-prefix 0 5 via-at) via-at))))))
+                      (+ size (if via (+ 5 via-size (bytevector-length via) 2) 0)))))
+            (copy-fields! out bytes base (reverse! kept))
+            (when via (put-via! out size bytes base (reverse! vias) via))
             (let* ((code (response-head-code head))
                    (rs (- (response-head-reason-start head) base))
                    (re (- (response-head-reason-end head) base)))
@@ -533,6 +583,47 @@
                                  #:reason (and (not (bytes=string? bytes rs re (status-reason code)))
                                                (latin-1-string bytes rs re))
                                  #:date? date? #:body-length body-length)))))))
+
+(define (copy-fields! out bytes base fields)
+  ;; Copy FIELDS' lines from BYTES (positions less BASE) to the start of
+  ;; OUT, each ending in CR LF; a run of lines that follow each other
+  ;; and end so already goes in one copy.
+  (define (flush! from to at)
+    (bytevector-copy! bytes from out at (- to from))
+    (+ at (- to from)))
+  (let copy ((fields fields) (from 0) (to 0) (at 0))
+    ;; [FROM, TO): the run not yet copied, to go at AT
+    (if (null? fields)
+        (flush! from to at)
+        (let* ((field (car fields))
+               (ns (- (field-name-start field) base)))
+          (if (crlf-line? bytes field base)
+              (let ((end (- (field-line-end field) base)))
+                (if (= ns to)
+                    (copy (cdr fields) from end at)
+                    (copy (cdr fields) ns end (flush! from to at))))
+              (let ((at (flush! ns (- (field-value-end field) base) (flush! from to at))))
+                (bytevector-u8-set! out at 13)
+                (bytevector-u8-set! out (+ at 1) 10)
+                (copy (cdr fields) 0 0 (+ at 2))))))))
+
+(define (put-via! out at bytes base vias via)
+  ;; Write at AT in OUT the line "Via: " VIAS' values (fields of BYTES,
+  ;; positions less BASE), then VIA, joined by ", ", CR LF.
+  (bytevector-copy! via-prefix 0 out at 5)
+  (let lp ((vias vias) (at (+ at 5)))
+    (if (pair? vias)
+        (let* ((field (car vias))
+               (vs (- (field-value-start field) base))
+               (n (- (field-value-end field) base vs)))
+          (bytevector-copy! bytes vs out at n)
+          (bytevector-u8-set! out (+ at n) 44)          ; ", "
+          (bytevector-u8-set! out (+ at n 1) 32)
+          (lp (cdr vias) (+ at n 2)))
+        (let ((n (bytevector-length via)))
+          (bytevector-copy! via 0 out at n)
+          (bytevector-u8-set! out (+ at n) 13)
+          (bytevector-u8-set! out (+ at n 1) 10)))))
 
 (define (stream-body request upstream reader)
   ;; -> the body procedure of a streamed answer: each piece of READER,

@@ -151,6 +151,8 @@
                 "Proxy-Connection: keep-alive\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
                 "via: 1.1 cache\r\nX-Odd:\tvalue  \r\n\r\nok"))
     ("/fold" . "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2\r\n\r\nok")
+    ;; bare LF line ends among CR LF ones, each field passed on with CR LF
+    ("/lf" . "HTTP/1.1 200 OK\nX-A: a\nContent-Length: 2\r\nX-B: b\nX-C: c\r\nX-D: d\r\n\nok")
     ("/smuggle" . ,(string-append "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
                                   "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"))
     ("/garbage" . "SSH-2.0-OpenSSH_9.2\r\n\r\n")
@@ -358,6 +360,12 @@
              (filter (lambda (h) (eq? (car h) 'date)) (response-headers response))))
       (test-equal "a field's value as it came, less its blanks" "value"
         (assq-ref (response-headers response) 'x-odd)))
+    (let ((response body (fetch port (request-text "/lf"))))
+      (test-equal "bare LF lines from the upstream: each field kept, in order"
+        '(200 "ok" ("a" "b" "c" "d"))
+        (list (response-code response) body
+              (map (lambda (name) (assq-ref (response-headers response) name))
+                   '(x-a x-b x-c x-d)))))
     (let ((response body (fetch port (request-text "/fold"))))
       (test-eqv "obs-fold from the upstream: 502" 502 (response-code response)))
     (let ((response body (fetch port (request-text "/smuggle"))))
