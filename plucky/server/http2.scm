@@ -15,16 +15,17 @@
 ;;;
 ;;;   read(2) -> read-frames!     each whole frame in the bytes read (a
 ;;;              frame cut by the read waits in PENDING), one procedure
-;;;              per type: a header block decoded by nghttp2's HPACK
-;;;              (plucky sys nghttp2) into the HTTP/1.1 head it stands
-;;;              for (plucky http http2); DATA into the stream's body;
+;;;              per type: a header block decoded (plucky http hpack)
+;;;              into the HTTP/1.1 head it stands for (plucky http
+;;;              http2); DATA into the stream's body;
 ;;;              SETTINGS, PING, WINDOW_UPDATE, RST_STREAM, GOAWAY
 ;;;           -> run-streams!     a complete request is parsed as HTTP/1's
 ;;;              are (plucky http parse) and its handler called, as
 ;;;              (plucky server respond) calls it
 ;;;           -> answer!          the response's head, as HTTP/1 would
-;;;              write it (plucky http response), HPACK-coded into a
-;;;              HEADERS frame; its body queued in the stream
+;;;              write it (plucky http response), HPACK-coded
+;;;              (plucky http hpack) into a HEADERS frame; its body
+;;;              queued in the stream
 ;;;           -> flush!           DATA frames as the windows allow
 ;;;              (`send-data!'), then write(2)
 ;;;
@@ -43,7 +44,7 @@
 ;;;
 ;;; Limits (each tested in tests/server/http2.scm): concurrent streams
 ;;; (SETTINGS_MAX_CONCURRENT_STREAMS, REFUSED_STREAM past it), the HPACK
-;;; dynamic table (nghttp2's decoder refuses a larger one), a header
+;;; dynamic table (the decoder refuses a larger one), a header
 ;;; list's size (431), CONTINUATION frames per header block and a
 ;;; block's bytes, a body's size (413), resets, PINGs and SETTINGS per
 ;;; second (a GOAWAY ENHANCE_YOUR_CALM past them: so acknowledgements
@@ -63,11 +64,12 @@
   #:use-module ((ice-9 binary-ports) #:select (make-custom-binary-output-port
                                                open-bytevector-input-port))
   #:use-module (web request)
-  #:use-module (plucky sys nghttp2)
   #:use-module ((plucky sys libc) #:select (errno-EAGAIN fd-pread))
   #:use-module ((plucky sys epoll) #:select (EPOLLIN EPOLLOUT))
   #:use-module ((plucky http parse) #:select (parse-request-head))
   #:use-module (plucky http http2)
+  #:use-module ((plucky http hpack) #:select (make-header-decoder decode-header-block!
+                                              encode-response-head response-head-bound))
   #:use-module ((plucky http error) #:select (http-error? http-error-status))
   #:use-module (plucky http response)
   #:use-module (plucky server transport)
@@ -132,7 +134,7 @@
   (%make-h2 loop conn streams ready resumed out sent draining? closed?
             busy? wake-timer check-timer last-progress resets reset-ms pings
             ping-ms answer spans heads
-            pending preface decoder encoder last-id fatal? open senders
+            pending preface decoder table-update? last-id fatal? open senders
             send-window recv-window peer-window peer-frame
             block-id block-flags block continuations scratch)
   h2?
@@ -161,8 +163,10 @@
   (pending h2-pending)                  ; <output>: the start of a frame not all read
   (preface h2-preface set-h2-preface!)  ; bytes of the preface still to see, or
                                         ; 'settings: a SETTINGS frame must come next
-  (decoder h2-decoder)                  ; HPACK decoder (requests)
-  (encoder h2-encoder)                  ; HPACK encoder (responses)
+  (decoder h2-decoder)                  ; <header-decoder> (plucky http hpack): requests
+  ;; the client changed SETTINGS_HEADER_TABLE_SIZE: the next response
+  ;; block says our table's size, 0 (we never index)
+  (table-update? h2-table-update? set-h2-table-update!)
   (last-id h2-last-id set-h2-last-id!)  ; the highest stream id the client opened
   (fatal? h2-fatal? set-h2-fatal!)      ; a connection error: GOAWAY queued, read no more
   (open h2-open set-h2-open!)           ; streams in STREAMS
@@ -236,8 +240,8 @@ what those bytes ask; return nothing."
                        #f #f #f #f #f now (limit reset-burst) now (limit ping-burst) now
                        (make-output 1024) (make-bytevector 256) '()
                        (make-output 1024) (bytevector-length connection-preface)
-                       (make-hpack-decoder (limit header-table-size))
-                       (make-hpack-encoder (limit header-table-size))
+                       (make-header-decoder (limit header-table-size))
+                       #f
                        0 #f 0 '()
                        default-window (limit initial-window-size) default-window max-frame
                        0 0 (make-output 1024) 0 (make-bytevector 1024))))
@@ -478,7 +482,7 @@ what those bytes ask; return nothing."
           (remote-end! h2 stream)))))))
 
 (define (decode! h2 bv start end emit)
-  (unless (zero? (hpack-inflate! (h2-decoder h2) bv start end emit))
+  (unless (decode-header-block! (h2-decoder h2) bv start end emit)
     (connection-error! h2 COMPRESSION_ERROR)))
 
 (define (on-field! stream name name-length value value-length)
@@ -595,8 +599,7 @@ what those bytes ask; return nothing."
 
 (define (setting! h2 id value)
   (case id
-    ((1)                                ; HEADER_TABLE_SIZE
-     (hpack-encoder-table-size! (h2-encoder h2) (min value (limit header-table-size))))
+    ((1) (set-h2-table-update! h2 #t))  ; HEADER_TABLE_SIZE
     ((2) (unless (<= value 1) (connection-error! h2 PROTOCOL_ERROR))) ; ENABLE_PUSH
     ((4)                                ; INITIAL_WINDOW_SIZE: every stream's changes by as much
      (if (> value max-window)
@@ -901,8 +904,6 @@ writable: send what waits, read what came, answer.  Return nothing."
     (run-resumed! h2)
     (when (h2-check-timer h2) (loop-cancel-timer! (h2-check-timer h2)))
     (when (h2-wake-timer h2) (loop-cancel-timer! (h2-wake-timer h2)))
-    (hpack-free! (h2-decoder h2))
-    (hpack-free! (h2-encoder h2))
     (close-connection! (h2-loop h2) (h2-conn h2))))
 
 (define (http2-drain! loop conn)
@@ -1231,33 +1232,25 @@ the handlers that wait, and close it; return nothing."
     (write-error-response! out http1-version code #f method #f)
     (answer-with-body! h2 stream code #f)))
 
-;; bytes of a header block: what `hpack-deflate-response!' may need
-;; beyond the fields' own bytes (nghttp2_hd_deflate_bound's count)
-(define-syntax-rule (block-bound fields-bytes count)
-  (+ fields-bytes 12 (* 12 (+ count 1))))
-
 (define (send-head! h2 stream code count body?)
   ;; The head in the answer buffer, COUNT fields whose spans the
   ;; connection keeps, HPACK-coded into HEADERS and, if it needs more
-  ;; frames than one, CONTINUATION frames, queued whole (the client's
-  ;; decoder must see the blocks in the order the encoder made them).
+  ;; frames than one, CONTINUATION frames, queued whole.
   (let* ((out (h2-answer h2))
-         (bound (block-bound (output-fill out) count))
+         (spans (h2-spans h2))
+         (bound (response-head-bound spans count))
          (scratch (let ((bv (h2-scratch h2)))
                     (if (<= bound (bytevector-length bv))
                         bv
                         (let ((bv (make-bytevector (* 2 bound))))
                           (set-h2-scratch! h2 bv)
                           bv))))
-         (n (hpack-deflate-response! (h2-encoder h2) code (output-address out)
-                                     (h2-spans h2) count scratch 0
-                                     (bytevector-length scratch)))
+         (n (encode-response-head code (output-bytes out) spans count scratch
+                                  (h2-table-update? h2)))
          (id (stream-id stream))
          (end-stream (if body? 0 END_STREAM)))
+    (set-h2-table-update! h2 #f)
     (cond
-     ((< n 0)
-      ;; the encoder failed: its table may be out of step with the client's
-      (connection-error! h2 COMPRESSION_ERROR))
      ((<= n (h2-peer-frame h2))
       (put-frame! h2 HEADERS (logior END_HEADERS end-stream) id scratch 0 n))
      (else

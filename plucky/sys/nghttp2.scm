@@ -1,26 +1,21 @@
-;;; (plucky sys nghttp2) --- HPACK, HTTP/2's header compression, by libnghttp2
+;;; (plucky sys nghttp2) --- libnghttp2's HPACK coder, for tests and tools
 
 ;; Copyright (C) 2026 the plucky authors
 ;; SPDX-License-Identifier: LGPL-3.0-or-later
 
 ;;; Commentary:
 ;;;
-;;; libnghttp2 (Debian's libnghttp2-14) gives HTTP/2's header
-;;; compression, HPACK (RFC 7541): both tables, Huffman coding both
-;;; ways, and the checks against bad blocks (a dynamic table larger than
-;;; allowed, integers and strings that overrun).  Frames, streams and
-;;; flow control are plucky's own (plucky server http2): nghttp2's
-;;; session API called back into Scheme once per field and per frame,
-;;; and each callback from C cost more than the work it carried
-;;; (bench/instructions-h2).  Here each header block is one loop of
-;;; calls out (`hpack-inflate!', one nghttp2_hd_inflate_hd2 per field,
-;;; no callback), and each response's fields one call
-;;; (`hpack-deflate-response!', nghttp2_hd_deflate_hd), its fields
-;;; given as spans of a buffer, without a copy.
+;;; libnghttp2 (Debian's libnghttp2-14): its HPACK coder (RFC 7541),
+;;; both tables, Huffman coding both ways, for the tests' HTTP/2 client
+;;; (tests/lib/h2.scm) and tools that check header blocks: fields as
+;;; pairs of strings (`hpack-decode', `hpack-encode').  A coder is freed
+;;; by `hpack-free!' (once, never from a finalizer).
 ;;;
-;;; `hpack-decode' and `hpack-encode' do the same with fields as pairs
-;;; of strings, for tests and tools.  A coder is freed by `hpack-free!'
-;;; (once, never from a finalizer).
+;;; The server does not use it: its frames and its HPACK are its own
+;;; (plucky server http2, plucky http hpack).  nghttp2's session API
+;;; calls back into Scheme for each field and frame, and its HPACK
+;;; coder takes a call per field; a call through the FFI costs more
+;;; than the work it carries (bench/instructions-h2).
 ;;;
 ;;; Code:
 
@@ -43,10 +38,7 @@
             hpack-decoder-size
             make-hpack-encoder
             hpack-encode
-            hpack-free!
-            hpack-inflate!
-            hpack-deflate-response!
-            hpack-encoder-table-size!))
+            hpack-free!))
 
 ;;;
 ;;; Constants (nghttp2/nghttp2.h)
@@ -77,7 +69,6 @@
   (%inflate-size "nghttp2_hd_inflate_get_dynamic_table_size" size_t (list uint64))
   (%deflate-new "nghttp2_hd_deflate_new" int (list uint64 size_t))
   (%deflate-del "nghttp2_hd_deflate_del" void (list uint64))
-  (%deflate-change-size "nghttp2_hd_deflate_change_table_size" int (list uint64 size_t))
   (%deflate-bound "nghttp2_hd_deflate_bound" size_t (list uint64 uint64 size_t))
   (%deflate-hd "nghttp2_hd_deflate_hd" ssize_t (list uint64 uint64 size_t uint64 size_t)))
 
@@ -125,138 +116,6 @@
   hpack?
   (pointer hpack-pointer set-hpack-pointer!)
   (deflate? hpack-deflate?))
-
-;;;
-;;; HPACK on the hot path
-;;;
-
-;; Views of the memory nghttp2 hands over (a field's name and value),
-;; kept by address: a field indexed in HPACK's static or dynamic table
-;; comes from the same address request after request, so a view is
-;; mostly found, not made (a view is two objects to allocate; a memcpy
-;; through the FFI costs more: bench/instructions-h2).  A view may be
-;; longer than the bytes at its address now: only LENGTH bytes are
-;; read, during the call that gets it.  Direct-mapped, a slot per
-;; address hash; the loop's thread only.
-(define view-slots 64)
-(define view-addresses (make-vector view-slots 0))
-(define views (make-vector view-slots #f))
-
-(define (view address length)
-  (let* ((slot (logand (ash address -3) (- view-slots 1)))
-         (view (vector-ref views slot)))
-    (if (and (eqv? (vector-ref view-addresses slot) address)
-             (<= length (bytevector-length view)))
-        view
-        (let ((view (pointer->bytevector (make-pointer address) (max length 1))))
-          (vector-set! views slot view)
-          (vector-set! view-addresses slot address)
-          view))))
-
-;; What nghttp2_hd_inflate_hd2 fills: one nghttp2_nv {uint8_t *name,
-;; *value; size_t namelen, valuelen; uint8_t flags} and an int of flags,
-;; kept with their addresses; the loop's thread only.
-(define inflate-nv #f)
-(define inflate-nv-address #f)
-(define inflate-flags #f)
-(define inflate-flags-address #f)
-
-(define (hpack-inflate! decoder bv start end emit)
-  "Decode the header block BV [START, END), whole, with DECODER, calling
-(EMIT name name-length value value-length) for each field in order: the
-first NAME-LENGTH bytes of the bytevector NAME, and of VALUE, valid
-during the call only.  Return 0, or a negative nghttp2 error code when
-the block is not valid HPACK (the decoder is then unusable: a
-connection error, COMPRESSION_ERROR)."
-  (unless inflate-nv
-    (set! inflate-nv (make-bytevector 40 0))
-    (set! inflate-nv-address (bytevector-address inflate-nv))
-    (set! inflate-flags (make-bytevector 4 0))
-    (set! inflate-flags-address (bytevector-address inflate-flags)))
-  (let ((pointer (hpack-pointer decoder))
-        (nv inflate-nv)
-        (flags inflate-flags)
-        (base (bytevector-address bv)))
-    (let lp ((at start))
-      (bytevector-u32-native-set! flags 0 0)
-      (let ((n (%inflate-hd2 pointer inflate-nv-address inflate-flags-address
-                             (+ base at) (- end at) 1)))
-        (if (< n 0)
-            n
-            (let ((f (bytevector-u32-native-ref flags 0)))
-              (when (logtest f NGHTTP2_HD_INFLATE_EMIT)
-                (let ((name-length (bytevector-u64-native-ref nv 16))
-                      (value-length (bytevector-u64-native-ref nv 24)))
-                  (emit (view (bytevector-u64-native-ref nv 0) name-length) name-length
-                        (view (bytevector-u64-native-ref nv 8) value-length) value-length)))
-              (if (logtest f NGHTTP2_HD_INFLATE_FINAL)
-                  (begin (%inflate-end pointer) 0)
-                  (lp (+ at n)))))))))
-
-;;; A response's fields go to nghttp2's deflater as an array of
-;;; nghttp2_nv kept here and grown as needed, its :status from a table
-;;; of the codes' digits: no allocation per response.
-
-(define response-nva (make-bytevector (* 40 16) 0))
-(define response-nva-address #f)
-(define status-name (string->utf8 ":status"))
-(define status-name-address #f)
-(define status-digits (make-vector 1000 #f)) ; code -> (bytevector . address)
-
-(define (status-field code)
-  (or (vector-ref status-digits code)
-      (let* ((bv (string->utf8 (number->string code)))
-             (entry (cons bv (bytevector-address bv))))
-        (vector-set! status-digits code entry)
-        entry)))
-
-(define (hpack-deflate-response! encoder code base spans count out out-start out-size)
-  "Encode with ENCODER the header block of a response of status CODE
-(CODE #f: a trailer block, no :status), its other fields COUNT spans of
-the bytes at the address BASE: SPANS is a bytevector of native u32s,
-four per field (name start and end, value start and end, from BASE),
-each name in lower case.  The block goes to the bytevector OUT from
-OUT-START, OUT-SIZE bytes at most.  Return its length, or a negative
-nghttp2 error code (NGHTTP2_ERR_INSUFF_BUFSIZE: too little room)."
-  (unless status-name-address
-    (set! status-name-address (bytevector-address status-name)))
-  (when (or (not response-nva-address)
-            (> (* 40 (+ count 1)) (bytevector-length response-nva)))
-    (set! response-nva (make-bytevector (* 40 (max 16 (* 2 (+ count 1)))) 0))
-    (set! response-nva-address (bytevector-address response-nva)))
-  (let ((nva response-nva)
-        (first (if code 1 0)))
-    (when code
-      (let ((status (status-field code)))
-        (bytevector-u64-native-set! nva 0 status-name-address)
-        (bytevector-u64-native-set! nva 8 (cdr status))
-        (bytevector-u64-native-set! nva 16 (bytevector-length status-name))
-        (bytevector-u64-native-set! nva 24 (bytevector-length (car status)))))
-    (let lp ((k 0) (i (* 40 first)))
-      (when (< k count)
-        (let* ((s (* 16 k))
-               (name-start (bytevector-u32-native-ref spans s))
-               (name-end (bytevector-u32-native-ref spans (+ s 4)))
-               (value-start (bytevector-u32-native-ref spans (+ s 8)))
-               (value-end (bytevector-u32-native-ref spans (+ s 12))))
-          (bytevector-u64-native-set! nva i (+ base name-start))
-          (bytevector-u64-native-set! nva (+ i 8) (+ base value-start))
-          (bytevector-u64-native-set! nva (+ i 16) (- name-end name-start))
-          (bytevector-u64-native-set! nva (+ i 24) (- value-end value-start))
-          (bytevector-u8-set! nva (+ i 32) 0)
-          (lp (+ k 1) (+ i 40)))))
-    (%deflate-hd (hpack-pointer encoder) (+ (bytevector-address out) out-start) out-size
-                 response-nva-address (+ count first))))
-
-(define (hpack-encoder-table-size! encoder size)
-  "Make ENCODER's dynamic table at most SIZE bytes (the client's
-SETTINGS_HEADER_TABLE_SIZE, at most the size ENCODER was made with);
-return 0 or a negative nghttp2 error code."
-  (%deflate-change-size (hpack-pointer encoder) size))
-
-;;;
-;;; HPACK alone
-;;;
 
 (define* (make-hpack-decoder #:optional (table-size 4096))
   "Return an HPACK decoder (RFC 7541) whose dynamic table may hold
