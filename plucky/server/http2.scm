@@ -1171,17 +1171,12 @@ the handlers that wait, and close it; return nothing."
     (call-with-values
         (lambda () (response-head-spans (output-bytes out) 0 (output-fill out) (h2-spans h2)))
       (lambda (spans count end)
-        (let* ((bytes (output-bytes out))
-               (fill (output-fill out))
-               (data (cond
-                      (rest rest)
-                      ((< end fill)
-                       (let ((bv (make-bytevector (- fill end))))
-                         (bytevector-copy! bytes end bv 0 (- fill end))
-                         bv))
-                      (else #f))))
-          (set-h2-spans! h2 spans)
-          (answer! h2 stream code count data 0))))))
+        (set-h2-spans! h2 spans)
+        (cond
+         (rest (answer! h2 stream code count rest 0 (bytevector-length rest)))
+         ((< end (output-fill out))
+          (answer! h2 stream code count (output-bytes out) end (output-fill out)))
+         (else (answer! h2 stream code count #f 0 0)))))))
 
 (define (answer-head! h2 stream code source offset)
   ;; `answer!' for an answer buffer that holds the head alone.
@@ -1190,28 +1185,51 @@ the handlers that wait, and close it; return nothing."
         (lambda () (response-head-spans (output-bytes out) 0 (output-fill out) (h2-spans h2)))
       (lambda (spans count end)
         (set-h2-spans! h2 spans)
-        (answer! h2 stream code count source offset)))))
+        (answer! h2 stream code count source offset
+                 (if (file-body? source) (file-body-end source) 0))))))
 
-(define (answer! h2 stream code count source offset)
+(define (answer! h2 stream code count source offset end)
   ;; Queue the head in the answer buffer, as the COUNT fields whose spans
-  ;; the connection keeps, and the body SOURCE (#f, a bytevector from
-  ;; OFFSET, a <file-body>, or 'queue) for STREAM.
+  ;; the connection keeps, and the body SOURCE [OFFSET, END) for STREAM:
+  ;; #f, a bytevector (perhaps the answer buffer's, after the head), a
+  ;; <file-body>, or 'queue.
   (let ((loop (h2-loop h2)))
     (set-stream-state! stream (if (eq? source 'queue) 'streaming 'answered))
     (set-stream-code! stream code)
     (set-stream-source! stream source)
     (set-stream-offset! stream offset)
-    (set-stream-end! stream (cond ((bytevector? source) (bytevector-length source))
-                                  ((file-body? source) (file-body-end source))
-                                  (else 0)))
+    (set-stream-end! stream end)
     (send-head! h2 stream code count (and source #t))
-    (when source
-      (set-h2-senders! h2 (append (h2-senders h2) (list stream))))
+    (cond
+     ((not source) #t)
+     ((eq? source (output-bytes (h2-answer h2))) (send-body-now! h2 stream))
+     (else (set-h2-senders! h2 (append (h2-senders h2) (list stream)))))
     (let ((request (stream-request stream))
-          (bytes (if (eq? source 'queue) 0 (- (stream-end stream) offset))))
+          (bytes (- end offset)))
       (report-response! loop (h2-conn h2) request code bytes)
       (when (loop-observer loop)
         (observe-stream! loop stream request code bytes)))))
+
+(define (send-body-now! h2 stream)
+  ;; A body in the answer buffer, which the next answer reuses: in one
+  ;; DATA frame now if the windows allow (most answers: one copy, no
+  ;; queue), else copied out and queued.
+  (let* ((source (stream-source stream))
+         (offset (stream-offset stream))
+         (count (- (stream-end stream) offset)))
+    (if (<= count (min (h2-send-window h2) (stream-send-window stream) (h2-peer-frame h2)))
+        (begin
+          (put-frame! h2 DATA END_STREAM (stream-id stream) source offset count)
+          (set-h2-send-window! h2 (- (h2-send-window h2) count))
+          (set-stream-send-window! stream (- (stream-send-window stream) count))
+          (set-stream-bytes! stream count)
+          (local-end! h2 stream))
+        (let ((copy (make-bytevector count)))
+          (bytevector-copy! source offset copy 0 count)
+          (set-stream-source! stream copy)
+          (set-stream-offset! stream 0)
+          (set-stream-end! stream count)
+          (set-h2-senders! h2 (append (h2-senders h2) (list stream)))))))
 
 (define (observe-stream! loop stream request code bytes)
   ;; Every answer over HTTP/2 is accounted for, with the time from its
