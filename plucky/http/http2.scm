@@ -19,8 +19,9 @@
 ;;; nghttp2 to copy from where they are.  Both work on bytevectors.
 ;;; `fields->request-head' and `response-head->fields' do the same with
 ;;; fields as pairs (name . value) of bytevectors, for tests and tools.
-;;; Also here: the start of HTTP/2's connection preface, which tells an
-;;; HTTP/2 client from an HTTP/1 one.
+;;; Also here: HTTP/2's connection preface, which tells an HTTP/2 client
+;;; from an HTTP/1 one, and the 9 bytes that begin each frame (RFC 9113
+;;; §4.1), read and written in place.
 ;;;
 ;;; Code:
 
@@ -28,6 +29,10 @@
   #:use-module (rnrs bytevectors)
   #:use-module (srfi srfi-9)
   #:export (http2-preface?
+            connection-preface
+            frame-length frame-type frame-flags frame-stream-id
+            put-frame-head!
+            read-u31
             make-request-head
             request-head-reset!
             request-head-field!
@@ -49,6 +54,33 @@ request of version 2.0: the client speaks HTTP/2."
                (and (= (bytevector-u8-ref bv (+ start i))
                        (bytevector-u8-ref preface-start i))
                     (lp (+ i 1))))))))
+
+(define connection-preface
+  ;; RFC 9113 §3.4: what an HTTP/2 client sends first
+  (string->utf8 "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+
+;;; A frame's head: length (24 bits), type, flags, a reserved bit and
+;;; the stream id (31 bits), network byte order, at I of BV.
+
+(define-inlinable (frame-length bv i)
+  (logior (ash (bytevector-u8-ref bv i) 16)
+          (ash (bytevector-u8-ref bv (+ i 1)) 8)
+          (bytevector-u8-ref bv (+ i 2))))
+(define-inlinable (frame-type bv i) (bytevector-u8-ref bv (+ i 3)))
+(define-inlinable (frame-flags bv i) (bytevector-u8-ref bv (+ i 4)))
+(define-inlinable (read-u31 bv i)
+  (logand (bytevector-u32-ref bv i (endianness big)) #x7fffffff))
+(define-inlinable (frame-stream-id bv i) (read-u31 bv (+ i 5)))
+
+(define (put-frame-head! bv i length type flags id)
+  "Write at I of the bytevector BV the head of a frame of LENGTH bytes
+of payload, TYPE, FLAGS and stream ID; return nothing."
+  (bytevector-u8-set! bv i (ash length -16))
+  (bytevector-u8-set! bv (+ i 1) (logand (ash length -8) 255))
+  (bytevector-u8-set! bv (+ i 2) (logand length 255))
+  (bytevector-u8-set! bv (+ i 3) type)
+  (bytevector-u8-set! bv (+ i 4) flags)
+  (bytevector-u32-set! bv (+ i 5) id (endianness big)))
 
 (define crlf #vu8(13 10))
 (define colon-space #vu8(58 32))
@@ -137,29 +169,51 @@ request of version 2.0: the client speaks HTTP/2."
 (define (request-head-field! head name name-length value value-length)
   "Add to HEAD the field whose name is the first NAME-LENGTH bytes of the
 bytevector NAME and whose value the first VALUE-LENGTH of VALUE, in the
-order it came; return nothing."
+order it came.  Return #t, or #f when the field makes the request
+malformed (RFC 9113 §8.2, §8.3): a name with upper case, a pseudo-field
+after another field, unknown or twice, a connection-specific field."
   (if (and (> name-length 0) (= (bytevector-u8-ref name 0) 58)) ; ":"
-      (cond
-       ((bytes=? name 0 name-length method-name)
-        (set-request-head-method! head (slice value 0 value-length)))
-       ((bytes=? name 0 name-length path-name)
-        (set-request-head-path! head (slice value 0 value-length)))
-       ((bytes=? name 0 name-length authority-name)
-        (set-request-head-authority! head (slice value 0 value-length))))
-      (begin
-        (put-request-line! head)
-        (cond
-         ((bytes=? name 0 name-length cookie-name)
-          (set-request-head-cookies! head (cons (slice value 0 value-length)
-                                                (request-head-cookies head))))
-         (else
-          (when (bytes=? name 0 name-length host-name)
-            (set-request-head-host! head #t))
-          (put! head name 0 name-length)
-          (put-bytes! head colon-space)
-          (put! head value 0 value-length)
-          (put-bytes! head crlf)))))
-  (values))
+      (and (zero? (request-head-fill head))
+           (cond
+            ((bytes=? name 0 name-length method-name)
+             (and (not (request-head-method head))
+                  (begin (set-request-head-method! head (slice value 0 value-length)) #t)))
+            ((bytes=? name 0 name-length path-name)
+             (and (not (request-head-path head))
+                  (begin (set-request-head-path! head (slice value 0 value-length)) #t)))
+            ((bytes=? name 0 name-length authority-name)
+             (and (not (request-head-authority head))
+                  (begin (set-request-head-authority! head (slice value 0 value-length)) #t)))
+            ((bytes=? name 0 name-length scheme-name) #t)
+            (else #f)))
+      (and (not (upper-case-in? name name-length))
+           (not (connection-specific? name 0 name-length))
+           (or (not (bytes=? name 0 name-length te-name))
+               (bytes=? value 0 value-length trailers-value))
+           (begin
+             (put-request-line! head)
+             (cond
+              ((bytes=? name 0 name-length cookie-name)
+               (set-request-head-cookies! head (cons (slice value 0 value-length)
+                                                     (request-head-cookies head))))
+              (else
+               (when (bytes=? name 0 name-length host-name)
+                 (set-request-head-host! head #t))
+               (put! head name 0 name-length)
+               (put-bytes! head colon-space)
+               (put! head value 0 value-length)
+               (put-bytes! head crlf)))
+             #t))))
+
+(define (upper-case-in? bv n)
+  (let lp ((i 0))
+    (and (< i n)
+         (or (<= 65 (bytevector-u8-ref bv i) 90)
+             (lp (+ i 1))))))
+
+(define scheme-name (string->utf8 ":scheme"))
+(define te-name (string->utf8 "te"))
+(define trailers-value (string->utf8 "trailers"))
 
 (define (request-head-finish! head)
   "Return two values: a bytevector and the length of the HTTP/1.1 request

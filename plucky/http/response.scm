@@ -58,6 +58,7 @@
             output-reset!
             output-put-bytes!
             output-put-slice!
+            output-reserve!
             write-response!
             write-response-head!
             write-error-response!
@@ -138,7 +139,8 @@ bytes as (PROCEDURE bytevector) returns it.  Return nothing useful."
   (set-output-fill! out 0))
 
 (define (output-reserve! out n)
-  ;; -> the fill index at which N more bytes may be written
+  "Make room for N more bytes in OUT; return the index of its bytes at
+which they may be written (then `set-output-fill!')."
   (let ((fill (output-fill out))
         (bv (output-bytes out)))
     (when (> (+ fill n) (bytevector-length bv))

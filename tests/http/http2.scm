@@ -99,4 +99,37 @@
             (bytevector-copy! bv 0 head 0 n)
             (utf8->string head)))))))
 
+(test-group "request-head-field!: malformed fields"
+  (define (accepted? . pairs)
+    ;; -> whether each field of PAIRS, in order, is taken
+    (let ((head (make-request-head)))
+      (map (lambda (p)
+             (request-head-field! head (string->utf8 (car p)) (string-length (car p))
+                                  (string->utf8 (cdr p)) (string-length (cdr p))))
+           pairs)))
+  (test-equal "pseudo-fields, then fields" '(#t #t #t #t #t)
+    (accepted? '(":method" . "GET") '(":scheme" . "https") '(":path" . "/")
+               '("accept" . "*/*") '("te" . "trailers")))
+  (test-equal "a name in upper case" '(#t #f) (accepted? '(":method" . "GET") '("Accept" . "*/*")))
+  (test-equal "a pseudo-field after a field" '(#t #f)
+    (accepted? '("accept" . "*/*") '(":path" . "/")))
+  (test-equal "a pseudo-field twice" '(#t #f) (accepted? '(":path" . "/") '(":path" . "/x")))
+  (test-equal "an unknown pseudo-field" '(#f) (accepted? '(":status" . "200")))
+  (test-equal "connection-specific fields" '(#f #f #f)
+    (accepted? '("connection" . "close") '("transfer-encoding" . "chunked")
+               '("upgrade" . "websocket")))
+  (test-equal "te other than trailers" '(#f) (accepted? '("te" . "gzip"))))
+
+(test-group "frame heads"
+  (let ((bv (make-bytevector 12 255)))
+    (put-frame-head! bv 1 70000 1 5 #x7ffffffe)
+    (test-equal "length, type, flags, stream id read back"
+      '(70000 1 5 #x7ffffffe)
+      (list (frame-length bv 1) (frame-type bv 1) (frame-flags bv 1) (frame-stream-id bv 1)))
+    (test-equal "the bytes, network order"
+      '(255 1 17 112 1 5 127 255 255 254 255 255)
+      (bytevector->u8-list bv))
+    (bytevector-u8-set! bv 6 255)
+    (test-equal "the reserved bit ignored" #x7ffffffe (frame-stream-id bv 1))))
+
 (test-end "http/http2")

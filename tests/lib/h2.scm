@@ -23,6 +23,7 @@
   #:use-module (rnrs bytevectors)
   #:use-module (tests lib server)
   #:use-module (plucky sys nghttp2)
+  #:use-module ((plucky http) #:select (bytevector-concatenate))
   #:export (h2-connect
             h2-client-raw
             h2-close!
@@ -203,6 +204,16 @@ ON-FRAME, if given, is called with each frame read."
             e)))
     (define (done? id)
       (let ((e (hashv-ref table id))) (and e (vector-ref e 4))))
+    (define block #f)                   ; (id flags bytes): a block in pieces
+    (define (headers! id flags bytes)
+      (let* ((e (entry id))
+             (fields (hpack-decode (h2-client-decoder client) bytes)))
+        (if (vector-ref e 0)
+            (vector-set! e 1 (append (vector-ref e 1) fields)) ; trailers
+            (begin
+              (vector-set! e 0 (string->number (cdr (assoc ":status" fields))))
+              (vector-set! e 1 fields)))
+        (when (logtest 1 flags) (vector-set! e 4 #t))))
     (let lp ()
       (unless (every done? streams)
         (let ((frame (h2-read-frame client #:timeout (max 0 (- deadline (now-seconds))))))
@@ -211,15 +222,15 @@ ON-FRAME, if given, is called with each frame read."
             (let ((id (frame-stream frame)))
               (case (frame-type frame)
                 ((1)
-                 (let* ((e (entry id))
-                        (fields (hpack-decode (h2-client-decoder client)
-                                              (header-payload frame))))
-                   (if (vector-ref e 0)
-                       (vector-set! e 1 (append (vector-ref e 1) fields)) ; trailers
-                       (begin
-                         (vector-set! e 0 (string->number (cdr (assoc ":status" fields))))
-                         (vector-set! e 1 fields)))
-                   (when (logtest 1 (frame-flags frame)) (vector-set! e 4 #t))))
+                 (if (logtest 4 (frame-flags frame))
+                     (headers! id (frame-flags frame) (header-payload frame))
+                     (set! block (list id (frame-flags frame) (header-payload frame)))))
+                ((9)                    ; CONTINUATION of BLOCK
+                 (let ((bytes (bytevector-concatenate (list (caddr block)
+                                                            (frame-payload frame)))))
+                   (if (logtest 4 (frame-flags frame))
+                       (begin (headers! id (cadr block) bytes) (set! block #f))
+                       (set! block (list id (cadr block) bytes)))))
                 ((0)
                  (let ((e (entry id)))
                    (vector-set! e 2 (let* ((a (vector-ref e 2)) (b (frame-payload frame))

@@ -12,7 +12,8 @@
 ;;; tests/server/tls.scm.  Each limit has its test: rapid reset,
 ;;; CONTINUATION flood, HPACK bombs (a header list past the limit, a
 ;;; dynamic table larger than allowed), SETTINGS and PING floods, a
-;;; window held at zero, too many concurrent streams.
+;;; window held at zero, too many concurrent streams, a header block too
+;;; large; and malformed requests, each reset.
 ;;;
 ;;; Code:
 
@@ -65,6 +66,9 @@
                     (force-output port)
                     (sleep-ms 50)
                     (lp (+ i 1)))))))
+     ((string=? path "/wide")
+      (values `((content-type . (text/plain)) (x-wide . ,(make-string 40000 #\w)))
+              "wide"))
      ((string=? path "/fail")
       (error "deliberate failure"))
      (else
@@ -146,6 +150,56 @@
              (let ((r (assv-ref all 7))) (and r (bytevector-length (h2-response-body r))))))
          (h2-close! client))))))
 
+(test-group "a response head larger than a frame"
+  (call-guarded
+   (lambda ()
+     (with-server (server)
+       (let ((client (h2-connect (server-port server))))
+         (h2-request! client 1 "/wide")
+         (h2-request! client 3 "/")
+         (let ((all (h2-get-all client '(1 3))))
+           (test-equal "HEADERS and CONTINUATION frames: the field whole" 40000
+             (let* ((r (assv-ref all 1))
+                    (field (and r (assoc "x-wide" (h2-response-fields r)))))
+               (and field (string-length (cdr field)))))
+           (test-equal "and its body" "wide"
+             (let ((r (assv-ref all 1))) (and r (body-string r))))
+           (test-equal "the next answer's head decodes (HPACK in step)" 200
+             (let ((r (assv-ref all 3))) (and r (h2-response-status r)))))
+         (h2-close! client))))))
+
+(test-group "malformed requests: RST_STREAM PROTOCOL_ERROR"
+  (call-guarded
+   (lambda ()
+     (with-server (server)
+       (let ((client (h2-connect (server-port server)))
+             (request '((":method" . "GET") (":scheme" . "http")
+                        (":authority" . "x") (":path" . "/"))))
+         (h2-request! client 1 "/" #:fields '(("X-Test" . "1")))
+         (h2-send-frame! client 1 5 3 (h2-header-block
+                                       (append '(("x-test" . "1")) request)))
+         (h2-request! client 5 "/" #:fields '(("connection" . "keep-alive")))
+         (h2-request! client 7 "/" #:fields '(("te" . "gzip")))
+         (h2-send-frame! client 1 5 9 (h2-header-block
+                                       (append request '((":path" . "/again")))))
+         (h2-send-frame! client 1 4 11 (h2-header-block
+                                        '((":method" . "POST") (":scheme" . "http")
+                                          (":authority" . "x") (":path" . "/length")
+                                          ("content-length" . "10"))))
+         (h2-send-frame! client 0 1 11 (string->utf8 "abc"))
+         (h2-request! client 13 "/" #:fields '(("te" . "trailers")))
+         (let ((all (h2-get-all client '(1 3 5 7 9 11 13))))
+           (define (reset id) (let ((r (assv-ref all id))) (and r (h2-reset? r))))
+           (test-equal "a name in upper case" 1 (reset 1))
+           (test-equal "a pseudo-field after a field" 1 (reset 3))
+           (test-equal "a connection-specific field" 1 (reset 5))
+           (test-equal "te other than trailers" 1 (reset 7))
+           (test-equal "a pseudo-field twice" 1 (reset 9))
+           (test-equal "a content-length the DATA do not add up to" 1 (reset 11))
+           (test-equal "te: trailers is served" 200
+             (let ((r (assv-ref all 13))) (and r (h2-response-status r)))))
+         (h2-close! client))))))
+
 (test-group "flow control, per stream and per connection"
   (call-guarded
    (lambda ()
@@ -170,6 +224,12 @@
                            (u8-list->bytevector (list (ash n -24) (logand (ash n -16) 255)
                                                       (logand (ash n -8) 255) (logand n 255)))))
          (h2-request! client 1 "/big")
+         ;; the answer's HEADERS first, however long the server takes
+         ;; to start (a loaded machine); then DATA as long as it comes
+         (let lp ()
+           (let ((f (h2-read-frame client #:timeout 10)))
+             (when (and (vector? f) (not (= (frame-type f) 1)))
+               (lp))))
          (read-while-coming!)
          (test-equal "the stream's window, then nothing" 16384 got)
          (credit! 1 100000)
@@ -324,6 +384,20 @@
          (test-eq "and the connection closes" 'eof (read-until-goaway client 5))
          (h2-close! client)
          (test-assert "the server serves on" (still-serves? server)))))))
+
+(test-group "a header block past its limit"
+  (call-guarded
+   (lambda ()
+     (with-server (server)
+       ;; eight CONTINUATION frames (the count allowed) of 16 KiB after a
+       ;; HEADERS of as much: 144 KiB, past the 128 KiB of a block
+       (let ((client (h2-connect (server-port server)))
+             (piece (make-bytevector 16384 0)))
+         (h2-send-frame! client 1 0 1 piece)
+         (client-send! (h2-client-raw client) (repeat 8 (h2-frame 9 0 1 piece)))
+         (test-equal "GOAWAY ENHANCE_YOUR_CALM" 11 (read-until-goaway client 10))
+         (h2-close! client))
+       (test-assert "the server serves on" (still-serves? server))))))
 
 (test-group "HPACK bombs"
   (call-guarded
