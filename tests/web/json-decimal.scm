@@ -134,6 +134,12 @@
   (test-eqv "a surrogate encoded" 2 (offset '(91 34 #xed #xa0 #x80 34 93)))
   (test-eqv "an overlong form" 3 (offset '(91 34 97 #xc0 #x80 34 93)))
   (test-eqv "a truncated sequence before an escape" 3 (offset '(91 34 97 #xe6 #x97 92 110 34 93)))
+  (test-eqv "a bad byte after an escape" 5 (offset '(91 34 92 110 97 #xff 34 93)))
+  (test-eqv "a truncated sequence after an escape, before another" 5
+    (offset '(91 34 92 110 97 #xe6 #x97 92 110 34 93)))
+  (test-eqv "a surrogate encoded after an escape" 4 (offset '(91 34 92 116 #xed #xa0 #x80 34 93)))
+  (test-equal "UTF-8 between escapes decodes" #("\n日本\té\U01f60a\"x")
+    (decode-json (string->utf8 "[\"\\n日本\\té\U01f60a\\\"x\"]")))
   (test-equal "valid UTF-8 decodes" #("é日\U01f60a")
     (decode-json (string->utf8 "[\"é日\U01f60a\"]"))))
 
