@@ -28,6 +28,14 @@
   ;; -> decimal->flonum's double for W 10^Q, or #f
   (bytevector-u64-native-set! scratch 0 w)
   (bytevector-s32-native-set! scratch 8 q)
+  (bytevector-u8-set! scratch 12 0)
+  (decimal->flonum scratch))
+
+(define (fast-negative w q)
+  ;; -> decimal->flonum's double for -W 10^Q (the sign byte set), or #f
+  (bytevector-u64-native-set! scratch 0 w)
+  (bytevector-s32-native-set! scratch 8 q)
+  (bytevector-u8-set! scratch 12 1)
   (decimal->flonum scratch))
 
 (define (exact w q)
@@ -86,6 +94,19 @@
   (test-eqv "below half the smallest subnormal: zero" 0.0 (fast 24703282292062327 -340))
   (test-eqv "far below it: zero" 0.0 (fast 1 -400)))
 
+(test-group "decimal->flonum: the sign byte"
+  (test-eqv "canada.json's kind, negative" -65.613616999999977 (fast-negative 65613616999999977 -15))
+  (test-eqv "a negative subnormal" (- (exact 13553254 -327)) (fast-negative 13553254 -327))
+  (test-eqv "a negative zero below the smallest subnormal" -0.0 (fast-negative 1 -400))
+  (test-eqv "a negative zero, the other way down" -0.0 (fast-negative 24703282292062327 -340))
+  (test-equal "random W 10^Q, negated, are the positive ones' opposites" '()
+    (let ((state (seed->random-state 29)))
+      (list-head* (filter (lambda (c)
+                            (let ((p (fast (car c) (cadr c))) (n (fast-negative (car c) (cadr c))))
+                              (not (if p (eqv? n (- p)) (not n)))))
+                          (random-cases 2000 state))
+                  5))))
+
 (test-group "decimal->flonum: random decimals, against exact arithmetic"
   (let ((state (seed->random-state 2026)))
     (test-equal "random W 10^Q" '() (list-head* (wrong (random-cases 20000 state)) 5))
@@ -113,6 +134,12 @@
   (test-eqv "a surrogate encoded" 2 (offset '(91 34 #xed #xa0 #x80 34 93)))
   (test-eqv "an overlong form" 3 (offset '(91 34 97 #xc0 #x80 34 93)))
   (test-eqv "a truncated sequence before an escape" 3 (offset '(91 34 97 #xe6 #x97 92 110 34 93)))
+  (test-eqv "a bad byte after an escape" 5 (offset '(91 34 92 110 97 #xff 34 93)))
+  (test-eqv "a truncated sequence after an escape, before another" 5
+    (offset '(91 34 92 110 97 #xe6 #x97 92 110 34 93)))
+  (test-eqv "a surrogate encoded after an escape" 4 (offset '(91 34 92 116 #xed #xa0 #x80 34 93)))
+  (test-equal "UTF-8 between escapes decodes" #("\n日本\té\U01f60a\"x")
+    (decode-json (string->utf8 "[\"\\n日本\\té\U01f60a\\\"x\"]")))
   (test-equal "valid UTF-8 decodes" #("é日\U01f60a")
     (decode-json (string->utf8 "[\"é日\U01f60a\"]"))))
 

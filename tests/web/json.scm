@@ -995,6 +995,27 @@ the tests on the benchmark documents are skipped~%"))
                      (list digits (string-append "-" digits))))
                  '(17 18 19 20)))))
 
+(test-group "decode-json and define-json-type: strings of each length share no bytes"
+  ;; Short strings' bytes pass through one bytevector per length in the
+  ;; context: two strings of one length in one document, plain, with an
+  ;; escape, and in UTF-8, must each keep their own characters.
+  (define (texts n)
+    (list (make-string n #\a) (make-string n #\b)
+          (if (> n 0) (string-append (make-string (- n 1) #\c) "\n") "")
+          (if (> n 1) (string-append (make-string (- n 2) #\d) "é") "")))
+  (test-equal "lengths 0 to 70, each four ways, in one array" '()
+    (filter-map
+     (lambda (n)
+       (let ((v (texts n)))
+         (and (not (equal? (decode (encode-json (list->vector v))) (list 'ok (list->vector v))))
+              n)))
+     (iota 71)))
+  (test-equal "through a define-json-type decoder"
+    '(ok ("xyz" "abc" #("abc" "d\"f" "xyz")))
+    (outcome (lambda ()
+               (let ((u (json->user (string->utf8 "{\"id\":1,\"screen_name\":\"xyz\",\"url\":\"abc\",\"tags\":[\"abc\",\"d\\\"f\",\"xyz\"]}"))))
+                 (list (user-name u) (user-url u) (user-tags u)))))))
+
 (test-group "define-json-type: the encoder"
   (test-equal "fields in declared order; json-absent left out"
     "{\"id\":7,\"screen_name\":\"ann\",\"url\":null}"

@@ -87,8 +87,11 @@
     body ...))
 
 (define-inlinable (bits->flonum scratch m e)
-  ;; the double whose biased exponent is E and significand's 52 bits M
-  (bytevector-u64-native-set! scratch 0 (logior (ash (logand e #x7ff) 52) m))
+  ;; the double whose biased exponent is E and significand's 52 bits M,
+  ;; negative if SCRATCH's sign byte says so
+  (bytevector-u64-native-set! scratch 0 (logior (ash (logand (bytevector-u8-ref scratch 12) 1) 63)
+                                                (ash (logand e #x7ff) 52)
+                                                m))
   (bytevector-ieee-double-native-ref scratch 0))
 
 (define-syntax-rule (with-sum (a b) (sum carry?) body ...)
@@ -103,9 +106,11 @@
 (define (decimal->flonum scratch)
   "Return the double nearest W 10^Q, ties to even, where W is the word
 stored in native byte order at offset 0 of the bytevector SCRATCH (0 < W
-< 2^64) and Q the signed 32-bit integer at offset 8; or #f when this
-method cannot tell, or the value is past the largest double.  SCRATCH
-is written over."
+< 2^64) and Q the signed 32-bit integer at offset 8, negated if the byte
+at offset 12 is 1 (0: positive); or #f when this method cannot tell, or
+the value is past the largest double.  SCRATCH is written over."
+  ;; The sign is applied here, to the bits: negating the boxed result
+  ;; would allocate a second double (bench/json, canada).
   ;; W and Q come from the bytevector, so that Guile knows they are
   ;; words and keeps every value below unboxed: no call into libguile,
   ;; no bignum.
@@ -113,7 +118,7 @@ is written over."
   ;; word to the left by a variable amount).
   (define q (bytevector-s32-native-ref scratch 8))
   (cond
-   ((< q smallest-q) 0.0)
+   ((< q smallest-q) (bits->flonum scratch 0 0))
    ((> q largest-q) #f)
    (else
     (let* ((w0 (bytevector-u64-native-ref scratch 0))
@@ -154,7 +159,7 @@ is written over."
                    ((<= power2 0)
                     ;; subnormal, or zero
                     (if (>= (- 1 power2) 64)
-                        0.0
+                        (bits->flonum scratch 0 0)
                         (let* ((m (ash m (- power2 1)))
                                (m (ash (+ m (logand m 1)) -1)))
                           (bits->flonum scratch (logand m #xfffffffffffff)

@@ -117,7 +117,8 @@ was expected.  Does not return."
 ;;;
 
 (define-record-type <json-context>
-  (%make-json-context max-depth guile-json? replace-surrogates? stack top buffer check-utf8?)
+  (%make-json-context max-depth guile-json? replace-surrogates? stack top buffer check-utf8?
+                      spans)
   json-context?
   (max-depth json-context-max-depth)              ; nesting allowed, arrays and objects
   (guile-json? context-guile-json?)               ; #t: guile-json's mapping
@@ -127,7 +128,14 @@ was expected.  Does not return."
   (buffer context-buffer set-context-buffer!)     ; a string's bytes once unescaped
   ;; #f: Guile's utf8->string checks each string's UTF-8; #t: it is
   ;; checked first here, for the offset of what it would refuse
-  (check-utf8? context-check-utf8? set-context-check-utf8!))
+  (check-utf8? context-check-utf8? set-context-check-utf8!)
+  ;; N -> a bytevector of N bytes, or #f: where a short string's bytes
+  ;; wait for utf8->string, which takes a whole bytevector
+  (spans context-spans))
+
+;; Strings of fewer bytes than this take their bytes' bytevector from
+;; the context's, one per length, rather than a new one each.
+(define span-cache-size 64)
 
 (define* (make-json-context #:key (max-depth 512) (mapping 'plucky)
                             (lone-surrogates 'error))
@@ -140,7 +148,8 @@ used by one thread at a time."
   (unless (memq lone-surrogates '(error replace))
     (error "lone-surrogates must be 'error or 'replace:" lone-surrogates))
   (%make-json-context max-depth (eq? mapping 'guile-json) (eq? lone-surrogates 'replace)
-                      (make-vector 64) 0 (make-bytevector 256) #f))
+                      (make-vector 64) 0 (make-bytevector 256) #f
+                      (make-vector span-cache-size #f)))
 
 ;;;
 ;;; Bytes
@@ -292,15 +301,31 @@ raise a &json-error."
 ;;; Strings
 ;;;
 
-(define (ascii-span->string bv start end)
+(define (span-bytes bv start end ctx)
+  ;; -> a bytevector of BV's bytes from START to END: for a short span,
+  ;; the context's of that length, written over.  utf8->string takes a
+  ;; whole bytevector and copies it: a new one per string would be an
+  ;; allocation, and a third of a short string's bytes, for the
+  ;; collector (bench/json, allocation per decode).
+  (let ((n (- end start)))
+    (if (< n span-cache-size)
+        (let* ((spans (context-spans ctx))
+               (copy (or (vector-ref spans n)
+                         (let ((copy (make-bytevector n)))
+                           (vector-set! spans n copy)
+                           copy))))
+          (bytevector-copy! bv start copy 0 n)
+          copy)
+        (let ((copy (make-bytevector n)))
+          (bytevector-copy! bv start copy 0 n)
+          copy))))
+
+(define (ascii-span->string bv start end ctx)
   ;; A copy and utf8->string (for ASCII, a check and a memcpy in C) cost
   ;; fewer instructions than a string made char by char, whose
   ;; string-set! is a call into libguile each, even for short strings
   ;; (bench/json, twitter; counted with callgrind).
-  (let* ((n (- end start))
-         (copy (make-bytevector n)))
-    (bytevector-copy! bv start copy 0 n)
-    (utf8->string copy)))
+  (utf8->string (span-bytes bv start end ctx)))
 
 (define (utf8-span->string bv start end ctx)
   ;; Guile's utf8->string refuses what RFC 3629 refuses (overlong forms,
@@ -312,10 +337,7 @@ raise a &json-error."
   (when (context-check-utf8? ctx)
     (let ((bad (first-invalid-utf8 bv start end)))
       (unless (= bad end) (json-error bad "valid UTF-8"))))
-  (let* ((n (- end start))
-         (copy (make-bytevector n)))
-    (bytevector-copy! bv start copy 0 n)
-    (utf8->string copy)))
+  (utf8->string (span-bytes bv start end ctx)))
 
 (define (first-invalid-utf8 bv i end)
   ;; -> the index of the first byte from I that does not start a valid
@@ -363,7 +385,7 @@ after its closing quote; raise a &json-error if there is no string."
       (if (< i end)
           (let ((b (u8 bv i)))
             (cond
-             ((eqv? b 34) (values (ascii-span->string bv start i) (index (+ i 1))))
+             ((eqv? b 34) (values (ascii-span->string bv start i ctx) (index (+ i 1))))
              ((eqv? b 92) (read-escaped-string bv start i end ctx))
              ((< b 32) (json-error i "a control character escaped (\\n, \\u001f...)"))
              ((< b 128) (ascii (plain-ascii-run bv (index (+ i 1)) end)))
@@ -392,6 +414,17 @@ after its closing quote; raise a &json-error if there is no string."
   (+ (* 4096 (hex-digit bv i end)) (* 256 (hex-digit bv (+ i 1) end))
      (* 16 (hex-digit bv (+ i 2) end)) (hex-digit bv (+ i 3) end)))
 
+(define (string-run-end bv i end)
+  ;; -> the index of the first quote, backslash or control character
+  ;; from I, or END
+  (let lp ((i (utf8-run bv i end)))
+    (if (< i end)
+        (let ((b (u8 bv i)))
+          (if (or (eqv? b 34) (eqv? b 92) (< b 32))
+              i
+              (lp (utf8-run bv (index (+ i 1)) end))))
+        i)))
+
 (define (read-escaped-string bv start i end ctx)
   ;; The string from START has an escape at I: its bytes, unescaped, go
   ;; to the context's buffer, then become a string.
@@ -410,9 +443,16 @@ after its closing quote; raise a &json-error if there is no string."
     (if (context-replace-surrogates? ctx)
         #xfffd
         (json-error at "no lone surrogate in a \\u escape")))
-  ;; the bytes before the escape were scanned, not checked, when UTF-8
-  (let ((bad (first-invalid-utf8 bv start i)))
-    (unless (= bad i) (json-error bad "valid UTF-8")))
+  (define (check-utf8! from to)
+    ;; Raw bytes are copied as they are: utf8->string checks them at the
+    ;; closing quote (an escape writes whole UTF-8 sequences, which can
+    ;; neither complete nor be completed by raw bytes), and when it
+    ;; refuses them the decode is made again with check-utf8?, which
+    ;; checks here, for the offset.
+    (when (context-check-utf8? ctx)
+      (let ((bad (first-invalid-utf8 bv from to)))
+        (unless (= bad to) (json-error bad "valid UTF-8")))))
+  (check-utf8! start i)
   (let* ((buffer (room! (context-buffer ctx) 0 (- i start))))
     (bytevector-copy! bv start buffer 0 (- i start))
     (let lp ((i i) (o (- i start)) (buffer buffer))
@@ -420,9 +460,7 @@ after its closing quote; raise a &json-error if there is no string."
           (let ((b (u8 bv i)))
             (cond
              ((eqv? b 34)
-              (let ((copy (make-bytevector o)))
-                (bytevector-copy! buffer 0 copy 0 o)
-                (values (utf8->string copy) (+ i 1))))
+              (values (utf8->string (span-bytes buffer 0 o ctx)) (+ i 1)))
              ((eqv? b 92)
               (let ((buffer (room! buffer o 4))
                     (e (if (< (+ i 1) end) (u8 bv (+ i 1)) 0)))
@@ -461,11 +499,14 @@ after its closing quote; raise a &json-error if there is no string."
                   (else (json-error (+ i 1) "an escape: \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\u")))))
              ((< b 32) (json-error i "a control character escaped (\\n, \\u001f...)"))
              (else
-              (let ((next (if (< b 128) (+ i 1) (or (utf8-tail bv i end)
-                                                      (json-error i "valid UTF-8")))))
-                (let ((buffer (room! buffer o (- next i))))
-                  (bytevector-copy! bv i buffer o (- next i))
-                  (lp next (+ o (- next i)) buffer))))))
+              ;; a run of bytes up to the next quote, backslash or
+              ;; control character, copied at once (bench/json: twitter's
+              ;; texts in Japanese have "\n" escapes)
+              (let* ((next (string-run-end bv (index (+ i 1)) end))
+                     (buffer (room! buffer o (- next i))))
+                (check-utf8! i next)
+                (bytevector-copy! bv i buffer o (- next i))
+                (lp next (+ o (- next i)) buffer)))))
           (json-error i "the closing quote of a string")))))
 
 ;;;
@@ -686,18 +727,22 @@ after its closing quote; raise a &json-error if there is no string."
   ;; than 18 digits (most numbers: ids, counts), read in one pass with M
   ;; its value and K the index after it, for SMALL; anything else
   ;; (errors included) goes to OTHERWISE, which reads it again fully.
+  ;; All that ends the fast path is one `cond' clause: Guile 3.0.8
+  ;; compiles an `and' of those tests shared by two branches as a closure,
+  ;; allocated per number (bench/json, allocation per decode).
   (let* ((neg? (and (< i end) (eqv? (u8 bv i) 45)))
-         (i0 (if neg? (+ i 1) i)))
-    (let lp ((k (index i0)) (m 0))
+         (i0 (index (if neg? (+ i 1) i))))
+    (let lp ((k i0) (m 0))
       (let ((b (if (< k end) (u8 bv k) 0)))
-        (if (and (digit? b) (< m mantissa-limit))
-            (lp (index (+ k 1)) (logand (+ (times-ten m) (- b 48)) #xfffffffffffffff))
-            (if (and (> k i0)
-                     (not (digit? b)) (not (eqv? b 46)) (not (eqv? b 101)) (not (eqv? b 69))
-                     (or (eqv? k (+ i0 1)) (not (eqv? (u8 bv i0) 48))))
-                (let ((m (if neg? (- m) m)))
-                  small)
-                otherwise))))))
+        (cond
+         ((and (digit? b) (< m mantissa-limit))
+          (lp (index (+ k 1)) (logand (+ (times-ten m) (- b 48)) #xfffffffffffffff)))
+         ((or (digit? b) (eqv? b 46) (eqv? b 101) (eqv? b 69) (eqv? k i0)
+              (and (eqv? (u8 bv i0) 48) (not (eqv? k (+ i0 1)))))
+          otherwise)
+         (else
+          (let ((m (if neg? (- m) m)))
+            small)))))))
 
 (define (json-read-number bv i end ctx)
   "Return the number at I in BV (an exact integer, or an inexact real
@@ -734,8 +779,9 @@ it; raise a &json-error if there is none."
        ((let ((scratch (context-buffer ctx)))
           (bytevector-u64-native-set! scratch 0 m)
           (bytevector-s32-native-set! scratch 8 q)
+          (bytevector-u8-set! scratch 12 (if neg? 1 0))
           (decimal->flonum scratch))
-        => (lambda (x) (values (if neg? (- x) x) l)))
+        => (lambda (x) (values x l)))
        (else (again))))
     (define (exponent k m q)
       ;; K: at "e" or "E"
@@ -826,7 +872,7 @@ it; raise a &json-error if there is no number."
 ;;; Arrays and objects
 ;;;
 
-(define (json-context-push! ctx value)
+(define-inlinable (json-context-push! ctx value)
   "Push VALUE on CTX's stack of array elements."
   (let ((stack (context-stack ctx))
         (top (json-context-top ctx)))
