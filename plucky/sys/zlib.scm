@@ -12,7 +12,9 @@
 ;;; the end.  A <deflater> owns a z_stream in a bytevector (the collector
 ;;; does not move it) and zlib's state, which `deflater-end!' frees: call
 ;;; it exactly once, never from a finalizer.  libz is opened the first
-;;; time a deflater is made.
+;;; time a deflater is made.  A body the caller holds whole goes through
+;;; `deflate-bytevector': one deflate(3) call into a buffer of
+;;; deflateBound(3) bytes that the deflater keeps, and one copy out.
 ;;;
 ;;; WebSocket's permessage-deflate (RFC 7692) wants raw deflate (no gzip
 ;;; or zlib wrapper) with a window of its own size, each message ended by
@@ -35,6 +37,7 @@
   #:export (make-deflater
             deflater?
             deflate!
+            deflate-bytevector
             deflater-reset!
             deflater-end!
             deflate-message
@@ -63,6 +66,7 @@
 (define %deflate-init #f)
 (define %deflate #f)
 (define %deflate-reset #f)
+(define %deflate-bound #f)
 (define %deflate-end #f)
 (define %inflate-init #f)
 (define %inflate #f)
@@ -78,6 +82,7 @@
       (set! %deflate-init (fn "deflateInit2_" int (list uint64 int int int int int uint64 int)))
       (set! %deflate (fn "deflate" int (list uint64 int)))
       (set! %deflate-reset (fn "deflateReset" int (list uint64)))
+      (set! %deflate-bound (fn "deflateBound" uint64 (list uint64 uint64)))
       (set! %deflate-end (fn "deflateEnd" int (list uint64)))
       (set! %inflate-init (fn "inflateInit2_" int (list uint64 int uint64 int)))
       (set! %inflate (fn "inflate" int (list uint64 int)))
@@ -89,14 +94,21 @@
       (set! library lib))))
 
 (define-record-type <deflater>
-  (%make-deflater stream address out out-address)
+  (%make-deflater stream address out out-address whole)
   deflater?
   (stream deflater-stream)              ; bytevector: the z_stream
   (address deflater-address)            ; its address
   (out deflater-out)                    ; bytevector: where deflate writes
-  (out-address deflater-out-address))
+  (out-address deflater-out-address)
+  ;; bytevector: where `deflate-bytevector' writes a whole stream, at
+  ;; most whole-limit bytes, grown to the largest bound asked for
+  (whole deflater-whole set-deflater-whole!))
 
 (define out-size 16384)
+
+;; `deflate-bytevector' keeps its output buffer between calls up to
+;; this size; a larger body gets a buffer of its own each time.
+(define whole-limit (* 1024 1024))
 
 (define* (make-deflater #:key (level 6) (format 'gzip) (window-bits 15)
                         (mem-level 8))
@@ -115,7 +127,7 @@ gzip (RFC 1952) or raw (RFC 1951, no header nor trailer).  WINDOW-BITS
                                  (bytevector-address version) z-stream-size)))
       (unless (zero? status)
         (error "deflateInit2 failed" status))
-      (%make-deflater stream address out (bytevector-address out)))))
+      (%make-deflater stream address out (bytevector-address out) #vu8()))))
 
 (define (deflate! deflater bv start end mode)
   "Feed the bytes [START, END) of BV to DEFLATER and return the list of
@@ -147,6 +159,43 @@ finish (the end of the stream)."
           ;; BV must stay alive until here: deflate read it by address.
           (bytevector-length bv)
           (reverse chunks)))))))
+
+(define* (deflate-bytevector deflater bv #:optional (start 0) (end (bytevector-length bv)))
+  "Return the bytes [START, END) of BV compressed by DEFLATER as one
+whole stream, in a fresh bytevector.  DEFLATER is reset first, so that
+a stream it was left in the middle of (an error, an abandoned body) is
+dropped; one call of deflate(3) writes the stream into a buffer of
+deflateBound(3) bytes that DEFLATER keeps for the next call.  DEFLATER
+is left at the end of that stream: `deflater-reset!' it before
+`deflate!'."
+  (let* ((address (deflater-address deflater))
+         (stream (deflater-stream deflater))
+         (n (- end start)))
+    (%deflate-reset address)
+    (let* ((bound (%deflate-bound address n))
+           (whole (let ((kept (deflater-whole deflater)))
+                    (cond ((<= bound (bytevector-length kept)) kept)
+                          ((<= bound whole-limit)
+                           (let ((new (make-bytevector bound)))
+                             (set-deflater-whole! deflater new)
+                             new))
+                          (else (make-bytevector bound))))))
+      (bytevector-u64-native-set! stream offset-next-in (+ (bytevector-address bv) start))
+      (bytevector-u32-native-set! stream offset-avail-in n)
+      (bytevector-u64-native-set! stream offset-next-out (bytevector-address whole))
+      (bytevector-u32-native-set! stream offset-avail-out bound)
+      (let ((status (%deflate address Z_FINISH)))
+        ;; BV and WHOLE must stay alive until here: deflate used them
+        ;; by address.
+        (bytevector-length bv)
+        (unless (= status Z_STREAM_END)
+          ;; deflateBound promises room for the whole stream
+          (%deflate-reset address)
+          (error "deflate failed" status))
+        (let* ((made (- bound (bytevector-u32-native-ref stream offset-avail-out)))
+               (out (make-bytevector made)))
+          (bytevector-copy! whole 0 out 0 made)
+          out)))))
 
 (define (deflater-reset! deflater)
   "Make DEFLATER ready for a new stream, keeping its memory; return it."
