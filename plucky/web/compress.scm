@@ -112,8 +112,9 @@
         (if found
             (cdr found)
             (let ((encoder (if (eq? coding 'gzip)
-                               (make-deflater #:level level #:window-bits bits
-                                              #:mem-level mem-level)
+                               ;; raw: `gzip-bytevector' writes the wrapper
+                               (make-deflater #:level level #:format 'raw
+                                              #:window-bits bits #:mem-level mem-level)
                                (make-zstd-encoder #:level level))))
               (fluid-set! idle-encoders (acons key encoder idle))
               encoder))))))
@@ -123,7 +124,7 @@
 bytevector."
   (let ((encoder (idle-encoder coding level (bytevector-length bv))))
     (if (eq? coding 'gzip)
-        (deflate-bytevector encoder bv)
+        (gzip-bytevector encoder bv)
         (let ((chunks (begin
                         ;; a frame left unfinished by an error is dropped
                         (zstd-encoder-reset! encoder)

@@ -102,6 +102,25 @@
       (deflate-bytevector d bv))
     (deflater-end! d)))
 
+(test-group "gzip-bytevector"
+  (let ((bv (string->utf8 text)))
+    (for-each
+     (lambda (level)
+       (let ((raw (make-deflater #:level level #:format 'raw)))
+         (test-equal (format #f "level ~a: zlib's gzip bytes" level)
+           (concat (deflate! (make-deflater #:level level) bv 0 (bytevector-length bv) 'finish))
+           (gzip-bytevector raw bv))
+         (deflater-end! raw)))
+     '(1 6 9))
+    (let ((raw (make-deflater #:level 6 #:format 'raw #:window-bits 10 #:mem-level 3)))
+      (test-equal "a slice, a small window" (substring text 10 400)
+        (utf8->string (gunzip (gzip-bytevector raw bv 10 400))))
+      (test-equal "empty" #vu8() (gunzip (gzip-bytevector raw #vu8())))
+      (deflater-end! raw))
+    (let ((gzip (make-deflater #:level 6)))
+      (test-error "a gzip deflater: refused" #t (gzip-bytevector gzip bv))
+      (deflater-end! gzip))))
+
 (test-group "zstd-compress!"
   (let* ((bv (string->utf8 text))
          (z (make-zstd-encoder #:level 3))
