@@ -208,8 +208,8 @@ is left at the end of that stream: `deflater-reset!' it before
 ;;; gzip around raw deflate, for whole bodies.  zlib's own gzip wrapper
 ;;; computes the CRC-32 with its table-driven crc32 (most of what a
 ;;; response costs beside deflate itself: bench/instructions-gzip);
-;;; libdeflate's crc32 uses the CPU's carry-less multiply and costs a
-;;; tenth of it.  When libdeflate is installed the wrapper is written
+;;; libdeflate's crc32 uses the CPU's carry-less multiply and costs far
+;;; less.  When libdeflate is installed the wrapper is written
 ;;; here, byte for byte what zlib writes (RFC 1952: no name, mtime 0,
 ;;; the XFL zlib derives from the level, OS Unix); zlib's crc32 serves
 ;;; when it is not.
