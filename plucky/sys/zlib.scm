@@ -12,7 +12,9 @@
 ;;; the end.  A <deflater> owns a z_stream in a bytevector (the collector
 ;;; does not move it) and zlib's state, which `deflater-end!' frees: call
 ;;; it exactly once, never from a finalizer.  libz is opened the first
-;;; time a deflater is made.
+;;; time a deflater is made.  A body the caller holds whole goes through
+;;; `deflate-bytevector': one deflate(3) call into a buffer of
+;;; deflateBound(3) bytes that the deflater keeps, and one copy out.
 ;;;
 ;;; WebSocket's permessage-deflate (RFC 7692) wants raw deflate (no gzip
 ;;; or zlib wrapper) with a window of its own size, each message ended by
@@ -29,12 +31,14 @@
   #:use-module (srfi srfi-9)
   #:use-module ((system foreign)
                 #:select (pointer->procedure pointer-address make-pointer
-                          pointer->string int void uint64 %null-pointer))
+                          pointer->string int void uint32 uint64 %null-pointer))
   #:use-module ((system foreign-library) #:select (load-foreign-library foreign-library-pointer))
   #:use-module ((plucky sys libc) #:select (bytevector-address))
   #:export (make-deflater
             deflater?
             deflate!
+            deflate-bytevector
+            gzip-bytevector
             deflater-reset!
             deflater-end!
             deflate-message
@@ -63,6 +67,7 @@
 (define %deflate-init #f)
 (define %deflate #f)
 (define %deflate-reset #f)
+(define %deflate-bound #f)
 (define %deflate-end #f)
 (define %inflate-init #f)
 (define %inflate #f)
@@ -78,6 +83,7 @@
       (set! %deflate-init (fn "deflateInit2_" int (list uint64 int int int int int uint64 int)))
       (set! %deflate (fn "deflate" int (list uint64 int)))
       (set! %deflate-reset (fn "deflateReset" int (list uint64)))
+      (set! %deflate-bound (fn "deflateBound" uint64 (list uint64 uint64)))
       (set! %deflate-end (fn "deflateEnd" int (list uint64)))
       (set! %inflate-init (fn "inflateInit2_" int (list uint64 int uint64 int)))
       (set! %inflate (fn "inflate" int (list uint64 int)))
@@ -89,14 +95,23 @@
       (set! library lib))))
 
 (define-record-type <deflater>
-  (%make-deflater stream address out out-address)
+  (%make-deflater level format stream address out out-address whole)
   deflater?
+  (level deflater-level)
+  (format deflater-format)              ; gzip or raw
   (stream deflater-stream)              ; bytevector: the z_stream
   (address deflater-address)            ; its address
   (out deflater-out)                    ; bytevector: where deflate writes
-  (out-address deflater-out-address))
+  (out-address deflater-out-address)
+  ;; bytevector: where `deflate-bytevector' writes a whole stream, at
+  ;; most whole-limit bytes, grown to the largest bound asked for
+  (whole deflater-whole set-deflater-whole!))
 
 (define out-size 16384)
+
+;; `deflate-bytevector' keeps its output buffer between calls up to
+;; this size; a larger body gets a buffer of its own each time.
+(define whole-limit (* 1024 1024))
 
 (define* (make-deflater #:key (level 6) (format 'gzip) (window-bits 15)
                         (mem-level 8))
@@ -115,7 +130,7 @@ gzip (RFC 1952) or raw (RFC 1951, no header nor trailer).  WINDOW-BITS
                                  (bytevector-address version) z-stream-size)))
       (unless (zero? status)
         (error "deflateInit2 failed" status))
-      (%make-deflater stream address out (bytevector-address out)))))
+      (%make-deflater level format stream address out (bytevector-address out) #vu8()))))
 
 (define (deflate! deflater bv start end mode)
   "Feed the bytes [START, END) of BV to DEFLATER and return the list of
@@ -147,6 +162,98 @@ finish (the end of the stream)."
           ;; BV must stay alive until here: deflate read it by address.
           (bytevector-length bv)
           (reverse chunks)))))))
+
+(define* (deflate-bytevector deflater bv #:optional (start 0) (end (bytevector-length bv)))
+  "Return the bytes [START, END) of BV compressed by DEFLATER as one
+whole stream, in a fresh bytevector.  DEFLATER is reset first, so that
+a stream it was left in the middle of (an error, an abandoned body) is
+dropped; one call of deflate(3) writes the stream into a buffer of
+deflateBound(3) bytes that DEFLATER keeps for the next call.  DEFLATER
+is left at the end of that stream: `deflater-reset!' it before
+`deflate!'."
+  (deflate-whole deflater bv start end 0 0))
+
+(define (deflate-whole deflater bv start end head tail)
+  ;; -> a fresh bytevector: HEAD bytes left for the caller, the stream
+  ;; of BV's [START, END), TAIL bytes left for the caller
+  (let* ((address (deflater-address deflater))
+         (stream (deflater-stream deflater))
+         (n (- end start)))
+    (%deflate-reset address)
+    (let* ((bound (%deflate-bound address n))
+           (whole (let ((kept (deflater-whole deflater)))
+                    (cond ((<= bound (bytevector-length kept)) kept)
+                          ((<= bound whole-limit)
+                           (let ((new (make-bytevector bound)))
+                             (set-deflater-whole! deflater new)
+                             new))
+                          (else (make-bytevector bound))))))
+      (bytevector-u64-native-set! stream offset-next-in (+ (bytevector-address bv) start))
+      (bytevector-u32-native-set! stream offset-avail-in n)
+      (bytevector-u64-native-set! stream offset-next-out (bytevector-address whole))
+      (bytevector-u32-native-set! stream offset-avail-out bound)
+      (let ((status (%deflate address Z_FINISH)))
+        ;; BV and WHOLE must stay alive until here: deflate used them
+        ;; by address.
+        (bytevector-length bv)
+        (unless (= status Z_STREAM_END)
+          ;; deflateBound promises room for the whole stream
+          (%deflate-reset address)
+          (error "deflate failed" status))
+        (let* ((made (- bound (bytevector-u32-native-ref stream offset-avail-out)))
+               (out (make-bytevector (+ head made tail))))
+          (bytevector-copy! whole 0 out head made)
+          out)))))
+
+;;; gzip around raw deflate, for whole bodies.  zlib's own gzip wrapper
+;;; computes the CRC-32 with its table-driven crc32 (most of what a
+;;; response costs beside deflate itself: bench/instructions-gzip);
+;;; libdeflate's crc32 uses the CPU's carry-less multiply and costs far
+;;; less.  When libdeflate is installed the wrapper is written
+;;; here, byte for byte what zlib writes (RFC 1952: no name, mtime 0,
+;;; the XFL zlib derives from the level, OS Unix); zlib's crc32 serves
+;;; when it is not.
+
+(define crc32 #f)                        ; (crc32 crc address length) -> crc
+
+(define (open-crc32!)
+  (unless crc32
+    (set! crc32
+          (let ((lib (false-if-exception
+                      (load-foreign-library "libdeflate" #:extensions '(".so.0" ".so")))))
+            (if lib
+                (pointer->procedure uint32 (foreign-library-pointer lib "libdeflate_crc32")
+                                    (list uint32 uint64 uint64))
+                (pointer->procedure uint64 (foreign-library-pointer library "crc32_z")
+                                    (list uint64 uint64 uint64)))))))
+
+(define (gzip-extra-flags level)
+  ;; XFL as zlib's deflate.c sets it: 2 for the slowest, 4 for the
+  ;; fastest (-1 is zlib's default, 6)
+  (cond ((= level 9) 2)
+        ((<= 0 level 1) 4)
+        (else 0)))
+
+(define* (gzip-bytevector deflater bv #:optional (start 0) (end (bytevector-length bv)))
+  "Return the bytes [START, END) of BV as one gzip member (RFC 1952)
+compressed by DEFLATER, a raw deflater (see `make-deflater'), in a
+fresh bytevector: the same bytes as a gzip deflater of the same level,
+window and memory makes of them, as `deflate-bytevector' makes them."
+  (unless (eq? (deflater-format deflater) 'raw)
+    (error "gzip-bytevector: a raw deflater" deflater))
+  (open-crc32!)
+  (let* ((out (deflate-whole deflater bv start end 10 8))
+         (n (bytevector-length out))
+         (crc (crc32 0 (+ (bytevector-address bv) start) (- end start))))
+    ;; BV must stay alive until here: crc32 read it by address.
+    (bytevector-length bv)
+    (bytevector-u32-set! out 0 #x1f8b0800 (endianness big)) ; magic, deflate, no flags
+    (bytevector-u32-set! out 4 0 (endianness little))      ; mtime
+    (bytevector-u8-set! out 8 (gzip-extra-flags (deflater-level deflater)))
+    (bytevector-u8-set! out 9 3)                            ; OS: Unix
+    (bytevector-u32-set! out (- n 8) crc (endianness little))
+    (bytevector-u32-set! out (- n 4) (logand (- end start) #xFFFFFFFF) (endianness little))
+    out))
 
 (define (deflater-reset! deflater)
   "Make DEFLATER ready for a new stream, keeping its memory; return it."

@@ -21,7 +21,11 @@
 ;;;
 ;;; A body the server collects (a string, a bytevector, a procedure that
 ;;; is not streamed) is compressed whole, by one encoder per thread kept
-;;; between responses.  A streamed body (text/event-stream, or declared
+;;; between responses, in one call (gzip: zlib's window and hash table
+;;; fitted to the body's size, as nginx fits them).  A handler that
+;;; answers the same response object again (a literal header alist, a
+;;; kept record) gets the same compressed response again, whose head
+;;; the server then copies from its memo instead of rendering it.  A streamed body (text/event-stream, or declared
 ;;; chunked: see `streamed-response?') is compressed as it is written,
 ;;; never held whole: the handler's port is a soft port whose flush is a
 ;;; sync flush of the encoder followed by a flush of the connection's
@@ -46,7 +50,8 @@
   #:use-module (web uri)
   #:use-module (web response)
   #:use-module ((plucky http)
-                #:select (answer-headers answer-code streamed-response? answer-body))
+                #:select (answer-headers answer-code streamed-response? answer-body
+                          raw-response?))
   #:use-module (plucky web mime)
   #:use-module (plucky web conditional)
   #:use-module (plucky sys zlib)
@@ -71,34 +76,65 @@
              (lambda () (zstd-encoder-end! z)))))
     (else (error "compress: unknown coding" coding))))
 
-;; One idle encoder per coding and level for whole bodies, per thread:
-;; making one allocates zlib's window (a quarter megabyte at level 6)
-;; each time, which bench/static's gzip case shows in req/s.
+;; One idle encoder per coding, level and window for whole bodies,
+;; per thread: making one allocates zlib's window and hash table (a
+;; quarter megabyte at level 6) each time, which bench/static's gzip
+;; case shows in req/s.  The list holds (key . encoder), KEY a fixnum
+;; (see `encoder-key').
 (define idle-encoders (make-thread-local-fluid '()))
+
+(define (gzip-window length)
+  ;; -> (values window-bits mem-level) for a gzip stream of LENGTH
+  ;; bytes: zlib's defaults, both halved while the body fits in half the
+  ;; window (less the 262 bytes deflate keeps for its lookahead), as
+  ;; nginx does (ngx_http_gzip_filter_memory): the hash table deflate
+  ;; clears at each stream's start shrinks with the window, and the
+  ;; window still reaches back to the body's first byte.
+  (let lp ((bits 15) (level 8))
+    (if (< length (- (ash 1 (- bits 1)) 262))
+        (lp (- bits 1) (- level 1))
+        (values bits (max level 1)))))
+
+(define (encoder-key coding level bits)
+  (if (eq? coding 'gzip)
+      (+ (* level 16) bits)              ; level 1-9, bits 9-15
+      (+ 1000000 level)))                ; zstd: level up to 22, or negative
+
+(define (idle-encoder coding level length)
+  ;; -> the thread's encoder for CODING at LEVEL fitted to LENGTH bytes,
+  ;; made and kept the first time
+  (call-with-values (lambda ()
+                      (if (eq? coding 'gzip) (gzip-window length) (values 0 0)))
+    (lambda (bits mem-level)
+      (let* ((key (encoder-key coding level bits))
+             (idle (fluid-ref idle-encoders))
+             (found (assv key idle)))
+        (if found
+            (cdr found)
+            (let ((encoder (if (eq? coding 'gzip)
+                               ;; raw: `gzip-bytevector' writes the wrapper
+                               (make-deflater #:level level #:format 'raw
+                                              #:window-bits bits #:mem-level mem-level)
+                               (make-zstd-encoder #:level level))))
+              (fluid-set! idle-encoders (acons key encoder idle))
+              encoder))))))
 
 (define (compress-bytevector bv coding level)
   "Return BV compressed whole with CODING (gzip or zstd) at LEVEL, as a
 bytevector."
-  (let* ((key (cons coding level))
-         (idle (fluid-ref idle-encoders))
-         (found (assoc key idle))
-         (encoder (if found
-                      (cdr found)
-                      (case coding
-                        ((gzip) (make-deflater #:level level))
-                        (else (make-zstd-encoder #:level level)))))
-         (chunks (if (eq? coding 'gzip)
-                     (deflate! encoder bv 0 (bytevector-length bv) 'finish)
-                     (zstd-compress! encoder bv 0 (bytevector-length bv) 'finish))))
-    (if (eq? coding 'gzip) (deflater-reset! encoder) (zstd-encoder-reset! encoder))
-    (unless found
-      (fluid-set! idle-encoders (acons key encoder idle)))
-    (if (and (pair? chunks) (null? (cdr chunks)))
-        (car chunks)
-        (call-with-values open-bytevector-output-port
-          (lambda (port get)
-            (for-each (lambda (chunk) (put-bytevector port chunk)) chunks)
-            (get))))))
+  (let ((encoder (idle-encoder coding level (bytevector-length bv))))
+    (if (eq? coding 'gzip)
+        (gzip-bytevector encoder bv)
+        (let ((chunks (begin
+                        ;; a frame left unfinished by an error is dropped
+                        (zstd-encoder-reset! encoder)
+                        (zstd-compress! encoder bv 0 (bytevector-length bv) 'finish))))
+          (if (and (pair? chunks) (null? (cdr chunks)))
+              (car chunks)
+              (call-with-values open-bytevector-output-port
+                (lambda (port get)
+                  (for-each (lambda (chunk) (put-bytevector port chunk)) chunks)
+                  (get))))))))
 
 ;;;
 ;;; Headers
@@ -110,7 +146,7 @@ bytevector."
   (let lp ((headers headers) (out '()) (vary? #f))
     (if (null? headers)
         (reverse (append (if vary? '() '((vary accept-encoding)))
-                         (cons (list 'content-encoding coding) out)))
+                         (cons (content-encoding-header coding) out)))
         (let ((header (car headers)))
           (case (car header)
             ((content-length) (lp (cdr headers) out vary?))
@@ -122,6 +158,15 @@ bytevector."
                  vary?))
             ((vary) (lp (cdr headers) (cons (with-vary header) out) #t))
             (else (lp (cdr headers) (cons header out) vary?)))))))
+
+;; The same header each time, so that the server's cache of rendered
+;; headers, keyed by the value's identity, renders it once
+;; (bench/instructions-gzip).
+(define (content-encoding-header coding)
+  (case coding
+    ((gzip) '(content-encoding gzip))
+    ((zstd) '(content-encoding zstd))
+    (else (list 'content-encoding coding))))
 
 (define (with-vary header)
   (let ((value (cdr header)))
@@ -338,6 +383,22 @@ bytevector."
           (send! (feed! #vu8() 0 0 'finish)))
         (lambda () ((cdr encoder)))))))
 
+(define-syntax-rule (with-state expression state)
+  ;; the two values of EXPRESSION, then the handler's STATE
+  (call-with-values (lambda () expression)
+    (lambda (response body) (apply values response body state))))
+
+(define-record-type <settings>
+  (make-settings codings level min-length cache heads)
+  settings?
+  (codings settings-codings)            ; symbols, preferred first
+  (level settings-level)                ; #f: each coding's default
+  (min-length settings-min-length)
+  (cache settings-cache)                ; <cache>, or #f
+  ;; per coding (0 gzip, 1 zstd): #f or #(response textual? compressed),
+  ;; the last answer's response and its compressed response
+  (heads settings-heads))
+
 (define* (compress-middleware #:key (level #f) (min-length 1024)
                               (codings '(zstd gzip))
                               (cache-size (* 4 1024 1024))
@@ -356,20 +417,28 @@ recently used first out, each at most CACHE-ENTRY-SIZE bytes."
   (unless (and (exact-integer? cache-entry-size) (>= cache-entry-size 0))
     (error "compress-middleware: #:cache-entry-size must be a count of bytes:"
            cache-entry-size))
-  (let ((cache (and (> cache-size 0) (make-cache cache-size cache-entry-size))))
+  (let ((settings (make-settings codings level min-length
+                                 (and (> cache-size 0)
+                                      (make-cache cache-size cache-entry-size))
+                                 (make-vector 2 #f))))
     (lambda (app)
-      (lambda (request body . state)
-        (call-with-values (lambda () (apply app request body state))
-          (lambda (response response-body . state)
-            (apply values
-                   (append (call-with-values
-                               (lambda () (compress request response response-body
-                                                    codings level min-length cache))
-                             list)
-                           state))))))))
+      ;; The usual handler takes two arguments and returns two values:
+      ;; that case goes without `apply' and rest lists.
+      (case-lambda
+        ((request body)
+         (call-with-values (lambda () (app request body))
+           (case-lambda
+             ((response response-body)
+              (compress request response response-body settings))
+             ((response response-body . state)
+              (with-state (compress request response response-body settings) state)))))
+        ((request body . state)
+         (call-with-values (lambda () (apply app request body state))
+           (lambda (response response-body . state)
+             (with-state (compress request response response-body settings) state))))))))
 
 (define (utf-8? charset)
-  (member (string-downcase charset) '("utf-8" "utf8")))
+  (or (string-ci=? charset "utf-8") (string-ci=? charset "utf8")))
 
 (define (encode-body body charset)
   ;; BODY, a string, bytevector or procedure of a port -> its bytes
@@ -379,9 +448,42 @@ recently used first out, each at most CACHE-ENTRY-SIZE bytes."
     (if (utf-8? charset) (string->utf8 body) (string->bytevector body charset)))
    (else (call-with-encoded-output-string charset body))))
 
-(define (compress request response response-body codings level min-length cache)
+(define (textual-headers headers)
+  ;; HEADERS of a textual body, with the charset the server would add
+  ;; to its type: a bytevector body gets none from the server
+  (map (lambda (h)
+         (if (eq? (car h) 'content-type)
+             (cons 'content-type (with-charset (cdr h)))
+             h))
+       (if (assq 'content-type headers)
+           headers
+           (cons '(content-type text/plain) headers))))
+
+(define (compressed-response response textual? coding heads)
+  ;; -> RESPONSE with the headers of its body compressed with CODING.
+  ;; A handler that answers the same response object again (a literal
+  ;; header alist, a kept record) gets the same compressed response
+  ;; again, kept in HEADS: the server then copies that response's head
+  ;; from its own memo instead of rendering it (bench/instructions-gzip).
+  (let* ((slot (if (eq? coding 'gzip) 0 1))
+         (last (vector-ref heads slot)))
+    (if (and last
+             (eq? (vector-ref last 0) response)
+             (eq? (vector-ref last 1) textual?))
+        (vector-ref last 2)
+        (let* ((headers (answer-headers response))
+               (compressed (rebuild response
+                                    (compressed-headers
+                                     (if textual? (textual-headers headers) headers)
+                                     coding))))
+          (unless (raw-response? response)   ; a proxy's: new each time
+            (vector-set! heads slot (vector response textual? compressed)))
+          compressed))))
+
+(define (compress request response response-body settings)
   ;; -> (values response body), compressed or not
   (define body (answer-body response response-body)) ; a proxy's is a slice
+  (define codings (settings-codings settings))
   (if (not (candidate? request response body))
       (values response body)
       (let ((headers (answer-headers response))
@@ -390,22 +492,12 @@ recently used first out, each at most CACHE-ENTRY-SIZE bytes."
          ((streamed-response? response body)
           (if (memq coding codings)
               (values (rebuild response (compressed-headers headers coding))
-                      (streaming-body body coding level (charset-of headers)))
+                      (streaming-body body coding (settings-level settings)
+                                      (charset-of headers)))
               (values (rebuild response (varying-headers headers)) body)))
          (else
-          (let* ((charset (charset-of headers))
-                 (textual? (not (bytevector? body)))
-                 ;; A bytevector body: the server does not add the
-                 ;; charset it adds to a text's type, so add it here.
-                 (headers (if textual?
-                              (map (lambda (h)
-                                     (if (eq? (car h) 'content-type)
-                                         (cons 'content-type (with-charset (cdr h)))
-                                         h))
-                                   (if (assq 'content-type headers)
-                                       headers
-                                       (cons '(content-type text/plain) headers)))
-                              headers))
+          (let* ((textual? (not (bytevector? body)))
+                 (cache (settings-cache settings))
                  (key (and cache (memq coding codings)
                            (cache-key request response coding)))
                  (body-length (cond ((bytevector? body) (bytevector-length body))
@@ -413,19 +505,26 @@ recently used first out, each at most CACHE-ENTRY-SIZE bytes."
                                     (else #f)))
                  (kept (and key (cache-ref cache key body-length))))
             (if kept
-                (values (rebuild response (compressed-headers headers coding)) kept)
-                (let ((bytes (encode-body body charset)))
+                (values (compressed-response response textual? coding
+                                             (settings-heads settings))
+                        kept)
+                (let ((bytes (encode-body body (charset-of headers))))
                   (cond
-                   ((< (bytevector-length bytes) min-length)
+                   ((< (bytevector-length bytes) (settings-min-length settings))
                     (values response body))
                    ((memq coding codings)
                     (let ((compressed
                            (compress-bytevector bytes coding
-                                                (or level (if (eq? coding 'gzip) 6 3)))))
+                                                (or (settings-level settings)
+                                                    (if (eq? coding 'gzip) 6 3)))))
                       (when key (cache-set! cache key body-length compressed))
-                      (values (rebuild response (compressed-headers headers coding))
+                      (values (compressed-response response textual? coding
+                                                   (settings-heads settings))
                               compressed)))
                    (else
-                    (values (rebuild response (varying-headers headers)) bytes)))))))))))
+                    (values (rebuild response
+                                     (varying-headers
+                                      (if textual? (textual-headers headers) headers)))
+                            bytes)))))))))))
 
 ;;; (plucky web compress) ends here

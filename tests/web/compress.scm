@@ -66,6 +66,61 @@
     (test-assert "smaller" (< (+ (bytevector-length first) (bytevector-length rest))
                               (quotient (bytevector-length bv) 4)))))
 
+;; LENGTH bytes of markup around numbers: compressible, never one
+;; repeated block
+(define (text-of length)
+  (let ((out (make-bytevector length)))
+    (let lp ((at 0) (x 7))
+      (if (>= at length)
+          out
+          (let* ((x (modulo (+ (* x 1103515245) 12345) 2147483648))
+                 (word (string->utf8
+                        (string-append "<li>" (number->string (quotient x 4194304) 16)
+                                       "</li>\n")))
+                 (n (min (bytevector-length word) (- length at))))
+            (bytevector-copy! word 0 out at n)
+            (lp (+ at n) x))))))
+
+(define (gunzip bv) (decode "gzip" bv))
+
+(test-group "deflate-bytevector"
+  (let ((bv (string->utf8 text))
+        (d (make-deflater #:level 6)))
+    (test-equal "one stream" bv (gunzip (deflate-bytevector d bv)))
+    (test-equal "again, with the kept buffer" bv (gunzip (deflate-bytevector d bv)))
+    (test-equal "a slice" (substring text 100 5000)
+      (utf8->string (gunzip (deflate-bytevector d bv 100 5000))))
+    (deflater-reset! d)
+    (deflate! d bv 0 3000 'none)
+    (test-equal "after a stream left unfinished: that stream dropped" bv
+      (gunzip (deflate-bytevector d bv)))
+    (let ((big (text-of (* 3 1024 1024))))
+      (test-equal "larger than the buffer it keeps" big (gunzip (deflate-bytevector d big))))
+    (test-equal "empty" #vu8() (gunzip (deflate-bytevector d #vu8())))
+    (test-equal "the same bytes as deflate!"
+      (concat (deflate! (make-deflater #:level 6) bv 0 (bytevector-length bv) 'finish))
+      (deflate-bytevector d bv))
+    (deflater-end! d)))
+
+(test-group "gzip-bytevector"
+  (let ((bv (string->utf8 text)))
+    (for-each
+     (lambda (level)
+       (let ((raw (make-deflater #:level level #:format 'raw)))
+         (test-equal (format #f "level ~a: zlib's gzip bytes" level)
+           (concat (deflate! (make-deflater #:level level) bv 0 (bytevector-length bv) 'finish))
+           (gzip-bytevector raw bv))
+         (deflater-end! raw)))
+     '(1 6 9))
+    (let ((raw (make-deflater #:level 6 #:format 'raw #:window-bits 10 #:mem-level 3)))
+      (test-equal "a slice, a small window" (substring text 10 400)
+        (utf8->string (gunzip (gzip-bytevector raw bv 10 400))))
+      (test-equal "empty" #vu8() (gunzip (gzip-bytevector raw #vu8())))
+      (deflater-end! raw))
+    (let ((gzip (make-deflater #:level 6)))
+      (test-error "a gzip deflater: refused" #t (gzip-bytevector gzip bv))
+      (deflater-end! gzip))))
+
 (test-group "zstd-compress!"
   (let* ((bv (string->utf8 text))
          (z (make-zstd-encoder #:level 3))
@@ -83,6 +138,25 @@
       (map (lambda (i) (utf8->string (decode "gzip" (compress-bytevector bv 'gzip 6))))
            '(1 2)))
     (test-equal "zstd" text (utf8->string (decode "zstd" (compress-bytevector bv 'zstd 3))))))
+
+(test-group "compress-bytevector: the window fitted to the body"
+  ;; nginx's sizes: the window and hash halved while the body fits in
+  ;; half the window less 262 bytes; around each step and past the
+  ;; largest window
+  (for-each
+   (lambda (length)
+     (let ((bv (text-of length)))
+       (test-equal (format #f "~a bytes" length) bv (gunzip (compress-bytevector bv 'gzip 6)))))
+   '(1 249 250 251 8000 8001 16121 16122 16123 32767 70000 200000))
+  (let ((bv (text-of 20000)))
+    (test-equal "a body past half the largest window: zlib's defaults"
+      (concat (deflate! (make-deflater #:level 6) bv 0 (bytevector-length bv) 'finish))
+      (compress-bytevector bv 'gzip 6)))
+  (let ((small (text-of 3000)))
+    (test-assert "a small body: a smaller window, as good or nearly"
+      (<= (bytevector-length (compress-bytevector small 'gzip 6))
+          (+ 16 (bytevector-length
+                 (concat (deflate! (make-deflater #:level 6) small 0 3000 'finish))))))))
 
 ;;;
 ;;; The cache of compressed bodies, through the handler alone
@@ -120,6 +194,56 @@
     (utf8->string (decode "gzip" (if (bytevector? body) body (string->utf8 body))))))
 
 (define html '(content-type . (text/html)))
+
+(define (answered handler . request-headers)
+  ;; -> (response body) of HANDLER's answer to a request for /
+  (call-with-values
+      (lambda () (handler (apply request-of "/" request-headers) #f))
+    list))
+
+(test-group "compress-middleware: the same response again"
+  (let* ((headers (list html '(x-page . "1")))
+         (body (string->utf8 (page 2)))
+         (bodies (list body (utf8->string body)))
+         (handler ((compress-middleware)
+                   (lambda (request _)
+                     (let ((body (car bodies)))
+                       (values headers body)))))
+         (first (answered handler "Accept-Encoding: gzip"))
+         (second (answered handler "Accept-Encoding: gzip")))
+    (test-assert "the same compressed response" (eq? (car first) (car second)))
+    (test-equal "its headers" '((content-type text/html) (x-page . "1")
+                                (content-encoding gzip) (vary accept-encoding))
+      (car second))
+    (test-equal "its body" body (gunzip (cadr second)))
+    (let ((zstd (answered handler "Accept-Encoding: zstd")))
+      (test-equal "zstd: its own headers" '(zstd) (assq-ref (car zstd) 'content-encoding))
+      (test-equal "gzip after zstd: gzip" '(gzip)
+        (assq-ref (car (answered handler "Accept-Encoding: gzip")) 'content-encoding)))
+    (set! bodies (cdr bodies))
+    (let ((text (answered handler "Accept-Encoding: gzip")))
+      (test-equal "the same headers with a string body: the charset added"
+        '(text/html (charset . "utf-8")) (assq-ref (car text) 'content-type))
+      (test-equal "its body" body (gunzip (cadr text))))
+    (set! headers (list html '(x-page . "2")))
+    (test-equal "other headers: their compressed response" "2"
+      (assq-ref (car (answered handler "Accept-Encoding: gzip")) 'x-page))))
+
+(test-group "compress-middleware: the handler's state"
+  (let* ((handler ((compress-middleware)
+                   (lambda (request body . state)
+                     (apply values (list html) (page 3)
+                            (if (null? state) '(1) (list (+ 1 (car state))))))))
+         (two (call-with-values
+                  (lambda () (handler (request-of "/" "Accept-Encoding: gzip") #f))
+                list))
+         (three (call-with-values
+                    (lambda () (handler (request-of "/" "Accept-Encoding: gzip") #f 41))
+                  list)))
+    (test-equal "no state in: the state out" 1 (caddr two))
+    (test-equal "compressed with it" (page 3) (utf8->string (gunzip (cadr two))))
+    (test-equal "state in: passed on and back" 42 (caddr three))
+    (test-equal "compressed with it too" (page 3) (utf8->string (gunzip (cadr three))))))
 
 (test-group "compress-middleware: the cache"
   (let* ((pages (make-hash-table))
