@@ -16,7 +16,8 @@
 ;;;   the JSON feed and (plucky web json): at the first /items.json;
 ;;;   (sxml simple), with Guile's XML parser: at the first RSS or Atom
 ;;;     feed;
-;;;   (plucky web websocket): at the chat's first /ws.
+;;;   (plucky web websocket): at the chat's first /ws;
+;;;   (ice-9 popen): at the blog's first write, which runs git.
 ;;;
 ;;; A fresh Guile loads apps/demo.scm, on SQLite, as `plucky serve'
 ;;; does (its files compiled: Guile's cache, as `plucky serve' has it),
@@ -33,7 +34,7 @@
 (define lazy
   '((plucky db postgresql) (plucky db postgresql connection) (plucky db state)
     (plucky sys libpq) (news json) (plucky web json) (sxml simple)
-    (plucky web websocket)))
+    (plucky web websocket) (ice-9 popen)))
 
 (define apps (canonicalize-path (string-append source-root "/apps")))
 
@@ -82,5 +83,42 @@
                               (and (bytevector? body) (positive? (bytevector-length body))
                                    (integer->char (bytevector-u8-ref body 0))))))"))
   (remove-tree data))
+
+(define (compiled? module-file)
+  ;; -> true when build/ holds MODULE-FILE ("plucky/web/static")
+  ;; compiled from its present source: else Guile loads (and expands)
+  ;; the source, which loads what it autoloads
+  (let ((go (string-append source-root "/build/" module-file ".go"))
+        (scm (string-append source-root "/" module-file ".scm")))
+    (and (file-exists? go) (>= (stat:mtime (stat go)) (stat:mtime (stat scm))))))
+
+;; (plucky web static) alone, as `plucky static' serves a directory: no
+;; R6RS ports (their records and hash tables) and no (ice-9 ftw) until
+;; a directory is listed.
+(if (not (compiled? "plucky/web/static"))
+    (begin
+      (test-skip 1)
+      (test-assert "(plucky web static) compiled (make)" #f))
+    (test-equal "(plucky web static): ftw at the first listing, never R6RS ports"
+      '(() ((ice-9 ftw)) 200)
+      (fresh-guile-value
+       "(define (loaded names)
+          (filter (lambda (name)
+                    (let ((m (resolve-module name #f #:ensure #f)))
+                      (and m (module-public-interface m))))
+                  names))"
+       "(use-modules (plucky web static) (web request) (web response) (web uri))"
+       "(define before (loaded '((ice-9 ftw) (rnrs io ports))))"
+       (string-append
+        "(define code
+           (call-with-values
+               (lambda ()
+                 ((static-handler " (object->string (string-append source-root "/apps"))
+        "                 #:listing? #t)
+                  (build-request (string->uri \"http://127.0.0.1/static/\"))
+                  #f))
+             (lambda (response body)   ; a response, or headers alone
+               (if (response? response) (response-code response) 200))))")
+       "(list before (loaded '((ice-9 ftw) (rnrs io ports))) code)")))
 
 (test-end "apps/lazy")
