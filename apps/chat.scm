@@ -54,7 +54,6 @@
 
 (use-modules (plucky server)
              (plucky web router)
-             (plucky web websocket)
              (plucky web forms)
              (plucky web middleware)
              (plucky web security)
@@ -63,10 +62,21 @@
              (web response)
              (rnrs bytevectors)
              ((srfi srfi-1) #:select (every))
-             ((plucky db postgresql)
-              #:select (make-pg-pool pg-execute pg-query pg-query-row pg-listen
-                        pg-notification-payload call-with-pg-connection with-transaction))
              (ice-9 ftw))
+
+;; WebSocket's modules are loaded at the first request for /ws, and
+;; PostgreSQL's only with DATABASE_URL set: a worker that serves neither
+;; leaves their compiled data, which every collection scans, unmapped
+;; (bench/demo-gc's ".go roots"; tests/apps/lazy.scm).  This is what
+;; define-module's #:autoload does, for a file that is not a module (a
+;; macro would load its module where it is expanded: none is used).
+(eval-when (expand load eval)
+  (module-autoload! (current-module) '(plucky web websocket)
+                    '(websocket-request? websocket-upgrade websocket-send websocket-close))
+  (module-autoload! (current-module) '(plucky db postgresql)
+                    '(make-pg-pool pg-execute pg-query pg-query-row pg-listen
+                      pg-notification-payload call-with-pg-connection
+                      call-with-transaction)))
 
 (define max-text 500)
 (define history-size 50)
@@ -130,12 +140,14 @@
   ;; once would race in the catalog), then LISTEN
   (call-with-pg-connection database
     (lambda (conn)
-      (with-transaction conn
-        (pg-execute conn "SELECT pg_advisory_xact_lock(7203947)")
-        (pg-execute conn "SET LOCAL client_min_messages = warning")
-        (pg-execute conn "CREATE TABLE IF NOT EXISTS plucky_chat (
-                            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                            text TEXT NOT NULL)"))))
+      (call-with-transaction
+       conn
+       (lambda ()
+         (pg-execute conn "SELECT pg_advisory_xact_lock(7203947)")
+         (pg-execute conn "SET LOCAL client_min_messages = warning")
+         (pg-execute conn "CREATE TABLE IF NOT EXISTS plucky_chat (
+                             id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                             text TEXT NOT NULL)")))))
   (pg-listen database-url "plucky_chat"
              (lambda (notification) (hear! (pg-notification-payload notification)))
              #:on-connect

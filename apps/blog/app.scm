@@ -69,7 +69,9 @@
   #:use-module (ice-9 match)
   #:use-module (ice-9 threads)
   #:use-module (rnrs bytevectors)
-  #:use-module (sxml simple)
+  ;; (sxml simple) brings Guile's XML parser too: loaded at the first
+  ;; Atom feed (tests/apps/lazy.scm)
+  #:autoload (sxml simple) (sxml->xml)
   #:use-module (web request)
   #:use-module (web response)
   #:use-module (web uri)

@@ -44,7 +44,10 @@
   #:use-module (srfi srfi-11)
   #:use-module (ice-9 binary-ports)
   #:use-module (ice-9 match)
-  #:use-module (ice-9 popen)
+  ;; git itself runs only to write (a comment, a post): loaded then, so
+  ;; that a worker that only reads leaves it out of every collection's
+  ;; roots (tests/apps/lazy.scm)
+  #:autoload (ice-9 popen) (pipeline)
   #:use-module (ice-9 rdelim)
   #:use-module (ice-9 threads)
   #:use-module (rnrs bytevectors)

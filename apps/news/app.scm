@@ -42,8 +42,13 @@
   #:use-module (plucky web session)
   #:use-module (plucky web password)
   #:use-module (plucky web limit)
-  #:use-module ((plucky db postgresql) #:select (make-pg-pool pg-unavailable-middleware))
-  #:use-module ((plucky db state) #:select (pg-session-store pg-rate-limit-store))
+  ;; PostgreSQL's modules and the JSON feed's are loaded at their first
+  ;; call: a site on SQLite never maps the first, and a worker asked for
+  ;; no /items.json not the second.  Every collection scans the compiled
+  ;; data of every module loaded (bench/demo-gc's ".go roots");
+  ;; tests/apps/lazy.scm checks what the demo leaves out.
+  #:autoload (plucky db postgresql) (make-pg-pool pg-unavailable-middleware)
+  #:autoload (plucky db state) (pg-session-store pg-rate-limit-store)
   #:use-module ((plucky web csrf) #:select (csrf-token csrf-token-valid?
                                             csrf-middleware))
   #:use-module (news rank)
@@ -51,8 +56,9 @@
   #:use-module (news site)
   #:use-module (news seed)
   #:use-module (news views)
-  #:use-module ((plucky web json) #:select (json-response))
+  #:autoload (plucky web json) (json-response)
   #:use-module (news feeds)
+  #:autoload (news json) (item->json items->json)
   #:export (make-news-app
             seed-news-db!))
 

@@ -44,10 +44,14 @@
   #:use-module (ice-9 match)
   #:use-module (sqlite3)
   #:use-module ((plucky server) #:select (suspendable? log-line))
-  #:use-module ((plucky db postgresql)
-                #:select (make-pg-pool pg-close pg-query pg-execute pg-listen pg-unlisten
-                          pg-listener-connected? call-with-pg-connection pg-error?
-                          (call-with-transaction . pg-call-with-transaction)))
+  ;; Loaded at the first call, so that a site on SQLite never maps
+  ;; PostgreSQL's modules, whose compiled data every collection scans
+  ;; (bench/demo-gc's ".go roots"); tests/apps/lazy.scm checks it.  Its
+  ;; call-with-transaction, which this module's own name hides, is
+  ;; reached with `@', resolved at the first call too.
+  #:autoload (plucky db postgresql) (make-pg-pool pg-close pg-query pg-execute
+                                     pg-listen pg-unlisten pg-listener-connected?
+                                     call-with-pg-connection pg-error?)
   #:use-module ((plucky web timing) #:select (with-phase))
   #:use-module ((plucky web files) #:select (private-file!))
   #:export (database-url?
@@ -243,7 +247,7 @@ vectors; NULL is #f."
                  (call-with-pg-connection (sql-handle sql)
                    (lambda (conn)
                      (parameterize ((current-transaction (cons sql conn)))
-                       (pg-call-with-transaction conn
+                       ((@ (plucky db postgresql) call-with-transaction) conn
                          (lambda ()
                            (when exclusive?
                              (pg-execute conn "SELECT pg_advisory_xact_lock($1)" lock-key))

@@ -47,9 +47,14 @@
 
 (define-module (plucky web static)
   #:use-module (rnrs bytevectors)
-  #:use-module ((rnrs io ports) #:select (open-bytevector-output-port put-bytevector))
+  ;; (ice-9 binary-ports), not (rnrs io ports), which re-exports these
+  ;; and brings the R6RS records, conditions and hash tables: every
+  ;; module a worker loads is scanned at each collection (bench/demo-gc's
+  ;; ".go roots").  For that reason too, (ice-9 ftw) and its vlists are
+  ;; loaded at the first directory listing, which few sites enable.
+  #:use-module ((ice-9 binary-ports) #:select (open-bytevector-output-port put-bytevector))
   #:use-module (srfi srfi-9)
-  #:use-module (ice-9 ftw)
+  #:autoload (ice-9 ftw) (scandir)
   #:use-module (ice-9 regex)
   #:use-module ((ice-9 threads) #:select (current-thread))
   #:use-module (web request)
