@@ -53,7 +53,7 @@
   #:use-module (srfi srfi-9)
   #:use-module (srfi srfi-11)
   #:use-module (rnrs bytevectors)
-  #:use-module ((rnrs io ports)
+  #:use-module ((ice-9 binary-ports)
                 #:select (open-bytevector-output-port open-bytevector-input-port
                           make-custom-binary-input-port put-bytevector eof-object))
   #:use-module (ice-9 exceptions)

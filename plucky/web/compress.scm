@@ -42,7 +42,9 @@
 
 (define-module (plucky web compress)
   #:use-module (rnrs bytevectors)
-  #:use-module ((rnrs io ports) #:select (put-bytevector open-bytevector-output-port))
+  ;; (ice-9 binary-ports), not (rnrs io ports): the same procedures,
+  ;; without loading R6RS records and conditions (see static.scm)
+  #:use-module ((ice-9 binary-ports) #:select (put-bytevector open-bytevector-output-port))
   #:use-module (ice-9 iconv)
   #:use-module (srfi srfi-9)
   #:use-module ((ice-9 threads) #:select (make-mutex lock-mutex unlock-mutex))

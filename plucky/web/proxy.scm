@@ -45,7 +45,7 @@
   #:use-module (srfi srfi-9)
   #:use-module (srfi srfi-11)
   #:use-module (rnrs bytevectors)
-  #:use-module ((rnrs io ports) #:select (put-bytevector))
+  #:use-module ((ice-9 binary-ports) #:select (put-bytevector))
   #:use-module (ice-9 exceptions)
   #:use-module ((ice-9 threads) #:select (make-mutex with-mutex))
   #:use-module (web uri)
