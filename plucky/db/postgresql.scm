@@ -490,18 +490,15 @@ or starting up) and 53300 (too many connections)."
 
 ;; One line a second at most, per process, however many requests fail:
 ;; while the database is down every request would log one.
-(define unavailable-last-log 0)           ; internal real time of the last line
+(define unavailable-last-log #f)          ; internal real time of the last line, or #f
 (define unavailable-unlogged 0)           ; 503s answered since, not logged
-
-;; libpq's messages span lines, the second indented with a tab ("...
-;; failed: Connection refused\n\tIs the server running...").
-(define (one-line message)
-  "Return MESSAGE with each run of whitespace made one space, trimmed."
-  (string-join (string-tokenize message char-set:graphic) " "))
 
 (define (log-unavailable! exception request)
   (let ((now (get-internal-real-time)))
-    (if (< (- now unavailable-last-log) internal-time-units-per-second)
+    ;; #f at first: internal real time counts from the process's start,
+    ;; so a first line compared with 0 was lost in a process's first second.
+    (if (and unavailable-last-log
+             (< (- now unavailable-last-log) internal-time-units-per-second))
         (set! unavailable-unlogged (+ unavailable-unlogged 1))
         (begin
           (log-line "database unavailable (~a ~a): 503 to ~a ~a~a"

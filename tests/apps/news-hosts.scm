@@ -287,7 +287,8 @@
            (test-assert "libpq's message on the same line, without tabs"
              (let ((line (find (lambda (line) (string-contains line "database unavailable"))
                                (string-split log #\newline))))
-               (and (not (string-index line #\tab))
+               (and line
+                    (not (string-index line #\tab))
                     (not (any (lambda (line) (string-prefix? "\t" line))
                               (string-split log #\newline)))
                     (string-contains line "): 503 to GET /newest")))))

@@ -46,7 +46,8 @@
   #:use-module ((plucky server) #:select (wait-readable wait-writable release-descriptor!
                                           request-cancelled?))
   #:use-module (plucky db postgresql types)
-  #:export (&pg-error
+  #:export (one-line
+            &pg-error
             make-pg-error
             pg-error?
             pg-error-sqlstate
@@ -109,8 +110,11 @@
   (raise-exception (make-pg-error sqlstate message detail)))
 
 (define (one-line s)
-  ;; libpq's messages end in a newline, some run over two lines
-  (string-trim-both (string-map (lambda (c) (if (char=? c #\newline) #\space c)) s)))
+  "Return libpq's message S on one line: its messages end in a newline,
+and some run over two, the second indented with a tab (\"... failed:
+Connection refused\\n\\tIs the server running ...\"); each run of
+whitespace becomes one space."
+  (string-join (string-tokenize s char-set:graphic) " "))
 
 (define (now-ms)
   (quotient (get-internal-real-time) (quotient internal-time-units-per-second 1000)))
